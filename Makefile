@@ -1,0 +1,52 @@
+# Thin wrapper over CMake. `make demo` and `make test` do all the set-up on a fresh machine.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+PYTHON     ?= python3
+FUZZ_SECONDS ?= 20
+
+.PHONY: all setup build demo test test-cpu test-python test-asan fuzz report format clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh $(BUILD)
+
+test: build
+	$(MAKE) --no-print-directory test-cpu test-python test-asan fuzz
+
+test-cpu:
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-python:
+	TACO_BIN=$(abspath $(BUILD))/bin/taco $(PYTHON) -m pytest -q tests/python
+
+# Second build of the CPU library and tests under AddressSanitizer + UndefinedBehaviorSanitizer
+# (clang), which also builds the libFuzzer targets.
+test-asan: setup
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DTACO_CUDA=OFF -DTACO_SANITIZE=ON -DTACO_FUZZ=ON
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE gpu
+
+# Each reader's fuzzer runs for FUZZ_SECONDS on its seed corpus.
+fuzz: test-asan
+	@bash scripts/run_fuzzers.sh $(ASAN_BUILD) $(FUZZ_SECONDS)
+
+report:
+	$(BUILD)/bin/taco report $(or $(RESULTS),demo-out/study)
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

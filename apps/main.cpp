@@ -1,0 +1,49 @@
+// taco: the command line. Each subcommand lives in its own cmd_*.cpp.
+#include "command.hpp"
+#include "core/error.hpp"
+#include "core/version.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  CLI::App app{"taco: study and speed up the compression of tensor-parallel communication", "taco"};
+  app.set_version_flag("--version", fmt::format("taco {} ({})", taco::kVersion, taco::kGitCommit));
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  taco synth --out trace.h5 --hidden 1024 --tokens 2048 --layers 2 --tp 2\n"
+      "  taco info trace.h5\n"
+      "  taco study trace.h5 --variants taco,fp8-g128,mxfp8 --out results/\n"
+      "Run 'taco SUBCOMMAND --help' for a subcommand's options and examples.");
+
+  auto& table = taco::cli::command_table();
+  std::stable_sort(table.begin(), table.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [order, add] : table) add(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "taco: error: %s\n", e.what());
+    return 2;
+  } catch (const taco::InputError& e) {
+    std::fprintf(stderr, "taco: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "taco: error: out of host memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "taco: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,59 @@
+#pragma once
+// One interface for every codec. A codec turns a row-major [rows, cols] block of floats into
+// the exact bytes that would cross the network (element codes, scales, any metadata) and
+// back. The CPU implementations behind this interface are the project's ground truth: the GPU
+// kernels in cuda/ must reproduce their bytes bit for bit.
+//
+// Bit-exactness rules every CPU reference follows (and every GPU kernel mirrors):
+//  * float32 arithmetic only, no fused multiply-add (built with -ffp-contract=off; the CUDA
+//    side with --fmad=false); divisions and square roots are IEEE correctly rounded.
+//  * Sums over a group of G elements use a fixed order, the order of a warp that owns the
+//    group: L = min(32, G) lanes, lane l owns the S = G/L consecutive elements
+//    [l*S, (l+1)*S); each lane sums its elements left to right, then the lane partials are
+//    combined with an xor butterfly, strides L/2, L/4, ..., 1 (p[l] = p[l] + p[l ^ s]).
+//    Maxima are order-free.
+//  * The Walsh-Hadamard transform of size G runs butterfly stages (a, b) -> (a + b, a - b)
+//    with strides 1, 2, 4, ..., G/2 in that order, then multiplies by the float constant
+//    1/sqrt(G) (computed as float(1.0 / std::sqrt(double(G)))).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace taco {
+
+// Counters an encoder fills while it runs (for saturation_frac and NaN/Inf reporting).
+struct EncodeStats {
+  int64_t saturated = 0;   // element codes at the format's largest magnitude
+  int64_t nonfinite = 0;   // NaN/Inf inputs (codecs map them to 0, the TACO policy)
+};
+
+class Codec {
+ public:
+  virtual ~Codec() = default;
+
+  // Canonical variant string; make_codec(name()) rebuilds an identical codec.
+  virtual const std::string& name() const = 0;
+  // Every parameter, for results.json and provenance.
+  virtual nlohmann::json params() const = 0;
+
+  // Encodes x (rows x cols, row-major) into the wire buffer. Throws InputError when the shape
+  // does not suit the codec (e.g. a tile codec on rows not divisible by the tile).
+  virtual std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                                      EncodeStats* stats = nullptr) const = 0;
+  // Decodes a buffer that encode() produced for the same shape into out (rows x cols).
+  // Throws InputError if nbytes is not what this codec writes for that shape.
+  virtual void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+                      float* out) const = 0;
+};
+
+// Builds a codec from a preset name ("taco", "fp8-g128", ...) or the variant grammar
+// documented in codecs/variant.hpp. Throws InputError naming the bad token.
+std::unique_ptr<Codec> make_codec(const std::string& variant);
+
+// Preset names with one-line descriptions, in a stable order (for --help and --list).
+std::vector<std::pair<std::string, std::string>> codec_presets();
+
+}  // namespace taco

@@ -1,0 +1,12 @@
+#include "core/tensor.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace taco {
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+}  // namespace taco
