@@ -1,0 +1,464 @@
+"""Readers for the files taco writes (docs/results-schema.md), with strict validation.
+
+Not a script. Every figure script reads its data through ResultsDir, which
+  * finds the inputs in RESULTS_DIR (study CSVs by name; bench and comm JSON by content, any
+    file name, top level of the directory only),
+  * raises InputMissing when a figure's input is simply not there (the figure is skipped),
+  * raises InputInvalid with a one-line message naming the file, line/row and column when an
+    input is there but malformed (the caller exits 2),
+  * remembers which files were read, for the report's provenance table.
+
+    rd = ResultsDir("results/")
+    t = rd.results()                   # Table of results.csv rows
+    for (site, direction), sub in t.groupby("site", "direction").items(): ...
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import re
+from typing import Any, Iterable
+
+import numpy as np
+
+
+class InputMissing(Exception):
+    """The input a figure needs is absent: the figure is skipped, not an error."""
+
+
+class InputInvalid(Exception):
+    """An input exists but does not follow docs/results-schema.md: one-line message, exit 2."""
+
+
+# ---- schemas (docs/results-schema.md). Extra columns are allowed (appended later). --------
+RESULTS_COLUMNS = [
+    "file", "tensor", "layer", "site", "direction", "collective", "tp_rank", "tp_size", "step",
+    "shape", "numel", "in_dtype", "variant", "family", "elem_format", "scale_format",
+    "granularity", "group_size", "transform", "rel_l2", "mse", "snr_db", "cosine",
+    "max_abs_err", "max_rel_err", "underflow_frac", "saturation_frac", "nan_count",
+    "inf_count", "wire_bytes", "bytes_per_elem", "compression_ratio"]
+RESULTS_NUMERIC = {
+    "layer", "tp_rank", "tp_size", "step", "numel", "group_size", "rel_l2", "mse", "snr_db",
+    "cosine", "max_abs_err", "max_rel_err", "underflow_frac", "saturation_frac", "nan_count",
+    "inf_count", "wire_bytes", "bytes_per_elem", "compression_ratio"}
+
+COLLECTIVES_COLUMNS = [
+    "layer", "site", "direction", "step", "variant", "algorithm", "tp_size", "quantizations",
+    "numel", "rel_l2", "mse", "snr_db", "max_abs_err", "cosine"]
+COLLECTIVES_NUMERIC = {"layer", "step", "tp_size", "quantizations", "numel", "rel_l2", "mse",
+                       "snr_db", "max_abs_err", "cosine"}
+
+HISTOGRAMS_COLUMNS = ["site", "direction", "scope", "bin_lo_log2", "bin_hi_log2", "count"]
+HISTOGRAMS_NUMERIC = {"bin_lo_log2", "bin_hi_log2", "count"}
+
+# Numbers that must be present (not empty) in every row, per file.
+_REQUIRED_NUMBERS = {
+    "results.csv": {"rel_l2", "bytes_per_elem"},
+    "collectives.csv": {"tp_size", "quantizations", "rel_l2"},
+    "histograms.csv": {"count"},
+}
+
+BENCH_RESULT_KEYS = {"variant": str, "op": str, "impl": str, "dtype": str, "numel": float,
+                     "gbps": float}
+BENCH_COPY_KEYS = {"bytes": float, "tbps": float}
+COMM_RESULT_KEYS = {"collective": str, "size": float, "codec": str, "algorithm": str,
+                    "transport": str, "nranks": float, "busbw": float}
+COMM_OPTIONAL_NUMBERS = ("speedup", "time_us", "algbw", "eff_busbw", "wire_bytes", "rel_l2")
+
+DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "f16": 2, "fp16": 2, "half": 2, "f32": 4, "fp32": 4,
+               "float": 4, "float32": 4}
+
+
+def _number(text: str, where: str) -> float:
+    s = text.strip()
+    if s == "":
+        return math.nan
+    if "_" in s:
+        raise InputInvalid(f"{where}: '{text}' is not a number")
+    try:
+        return float(s)
+    except ValueError:
+        raise InputInvalid(f"{where}: '{text}' is not a number") from None
+
+
+class Table:
+    """Columns of equal length: numeric columns are float64 arrays (NaN = empty), the others
+    object arrays of str."""
+
+    def __init__(self, columns: dict[str, np.ndarray], source: str):
+        self.columns = columns
+        self.source = source
+        lengths = {len(v) for v in columns.values()}
+        self.nrows = lengths.pop() if lengths else 0
+
+    def __len__(self) -> int:
+        return self.nrows
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def has(self, name: str) -> bool:
+        return name in self.columns
+
+    def where(self, mask: np.ndarray) -> "Table":
+        return Table({k: v[mask] for k, v in self.columns.items()}, self.source)
+
+    def unique(self, name: str) -> list:
+        """Distinct values of a column in order of first appearance."""
+        seen: dict = {}
+        for v in self.columns[name]:
+            if isinstance(v, float) and math.isnan(v):
+                continue
+            seen.setdefault(v, None)
+        return list(seen)
+
+    def groupby(self, *names: str) -> dict[tuple, "Table"]:
+        """Sub-tables per distinct key, in order of first appearance."""
+        keys = list(zip(*(self.columns[n] for n in names)))
+        order: dict[tuple, list[int]] = {}
+        for i, k in enumerate(keys):
+            order.setdefault(k, []).append(i)
+        return {k: self.where(np.asarray(idx, dtype=np.int64)) for k, idx in order.items()}
+
+
+def read_csv(path: str, columns: list[str], numeric: set[str], required: set[str]) -> Table:
+    """Reads a taco CSV. Raises InputInvalid naming the line and column on any problem."""
+    name = os.path.basename(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except UnicodeDecodeError:
+        raise InputInvalid(f"{path}: not UTF-8 text") from None
+    except csv.Error as e:
+        raise InputInvalid(f"{path}: not valid CSV ({e})") from None
+    except OSError as e:
+        raise InputInvalid(f"{path}: cannot read ({e.strerror})") from None
+    if not rows:
+        raise InputInvalid(f"{path}: empty file (no header line)")
+    header = [h.strip() for h in rows[0]]
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise InputInvalid(f"{path}: header lacks column(s) {', '.join(missing)}")
+    if len(set(header)) != len(header):
+        raise InputInvalid(f"{path}: header repeats a column name")
+    idx = {c: header.index(c) for c in header}
+    data: dict[str, list] = {c: [] for c in header}
+    for lineno, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise InputInvalid(f"{path} line {lineno}: {len(row)} fields, header has {len(header)}")
+        for c in header:
+            v = row[idx[c]]
+            if c in numeric:
+                x = _number(v, f"{path} line {lineno} column {c}")
+                if c in required and math.isnan(x) and v.strip() == "":
+                    raise InputInvalid(f"{path} line {lineno}: column {c} is empty")
+                data[c].append(x)
+            else:
+                data[c].append(v)
+    cols = {c: (np.asarray(data[c], dtype=np.float64) if c in numeric
+                else np.asarray(data[c], dtype=object)) for c in header}
+    return Table(cols, name)
+
+
+def table_from_rows(rows: Any, path: str, columns: list[str], numeric: set[str],
+                    required: set[str]) -> Table:
+    """Builds a Table from results.json "rows" (list of objects), with the CSV's checks."""
+    if not isinstance(rows, list):
+        raise InputInvalid(f"{path}: \"rows\" is not a list")
+    data: dict[str, list] = {c: [] for c in columns}
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise InputInvalid(f"{path}: rows[{i}] is not an object")
+        for c in columns:
+            if c not in r:
+                raise InputInvalid(f"{path}: rows[{i}] lacks \"{c}\"")
+            v = r[c]
+            if c in numeric:
+                if v is None or v == "":
+                    if c in required:
+                        raise InputInvalid(f"{path}: rows[{i}].{c} is empty")
+                    data[c].append(math.nan)
+                elif isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise InputInvalid(f"{path}: rows[{i}].{c} is not a number")
+                else:
+                    data[c].append(float(v))
+            else:
+                data[c].append("" if v is None else str(v))
+    cols = {c: (np.asarray(data[c], dtype=np.float64) if c in numeric
+                else np.asarray(data[c], dtype=object)) for c in columns}
+    return Table(cols, os.path.basename(path))
+
+
+def _check_keys(obj: Any, keys: dict[str, type], where: str) -> None:
+    if not isinstance(obj, dict):
+        raise InputInvalid(f"{where} is not an object")
+    for k, t in keys.items():
+        if k not in obj:
+            raise InputInvalid(f"{where} lacks \"{k}\"")
+        v = obj[k]
+        if t is str and not isinstance(v, str):
+            raise InputInvalid(f"{where}.{k} is not a string")
+        if t is float and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise InputInvalid(f"{where}.{k} is not a number")
+
+
+def _opt_number(obj: dict, key: str, where: str) -> float:
+    v = obj.get(key)
+    if v is None:
+        return math.nan
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InputInvalid(f"{where}.{key} is not a number")
+    return float(v)
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class ResultsDir:
+    """The outputs of taco study / bench / comm in one directory. Parses each file once."""
+
+    def __init__(self, path: str):
+        if not os.path.isdir(path):
+            if os.path.exists(path):
+                raise InputInvalid(f"RESULTS_DIR '{path}' is not a directory")
+            raise InputInvalid(f"RESULTS_DIR '{path}' does not exist")
+        self.path = path
+        self.used: dict[str, str] = {}          # path -> what it was read as
+        self._cache: dict[str, Any] = {}
+        self._json: list[tuple[str, str, Any]] | None = None   # (path, kind, parsed)
+
+    def _file(self, name: str) -> str | None:
+        p = os.path.join(self.path, name)
+        return p if os.path.isfile(p) else None
+
+    def _note(self, path: str, kind: str) -> None:
+        self.used[path] = kind
+
+    # ---- JSON files, classified by content ----------------------------------------------
+    def json_files(self) -> list[tuple[str, str, Any]]:
+        """(path, kind, parsed) for every *.json at the top of the directory. kind is one of
+        study, selection, bench, comm, other. Unparseable JSON is an InputInvalid."""
+        if self._json is None:
+            found = []
+            for entry in sorted(os.listdir(self.path)):
+                p = os.path.join(self.path, entry)
+                if not entry.endswith(".json") or not os.path.isfile(p):
+                    continue
+                try:
+                    with open(p, encoding="utf-8") as f:
+                        obj = json.load(f)
+                except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                    raise InputInvalid(f"{p}: not valid JSON ({str(e).splitlines()[0]})") from None
+                except OSError as e:
+                    raise InputInvalid(f"{p}: cannot read ({e.strerror})") from None
+                found.append((p, classify_json(obj), obj))
+            self._json = found
+        return self._json
+
+    # ---- study outputs -----------------------------------------------------------------
+    def results(self) -> Table:
+        """Rows of results.csv, or of results.json "rows" when only the JSON is there."""
+        if "results" in self._cache:
+            return self._cache["results"]
+        p = self._file("results.csv")
+        if p is not None:
+            t = read_csv(p, RESULTS_COLUMNS, RESULTS_NUMERIC, _REQUIRED_NUMBERS["results.csv"])
+        else:
+            pj = self._file("results.json")
+            if pj is None:
+                raise InputMissing("no results.csv (taco study --out)")
+            obj = self._load_json(pj)
+            if not isinstance(obj, dict) or "rows" not in obj:
+                raise InputInvalid(f"{pj}: lacks \"rows\"")
+            t = table_from_rows(obj["rows"], pj, RESULTS_COLUMNS, RESULTS_NUMERIC,
+                                _REQUIRED_NUMBERS["results.csv"])
+            p = pj
+        if len(t) == 0:
+            raise InputMissing(f"{os.path.basename(p)} holds no rows")
+        self._note(p, "study results")
+        self._cache["results"] = t
+        return t
+
+    def _load_json(self, path: str) -> Any:
+        for p, _kind, obj in self.json_files():
+            if os.path.abspath(p) == os.path.abspath(path):
+                return obj
+        raise InputMissing(f"no {os.path.basename(path)}")
+
+    def study_provenance(self) -> dict | None:
+        """results.json's provenance object, or None. Malformed provenance is InputInvalid."""
+        p = self._file("results.json")
+        if p is None:
+            return None
+        obj = self._load_json(p)
+        if not isinstance(obj, dict):
+            raise InputInvalid(f"{p}: top level is not an object")
+        prov = obj.get("provenance")
+        if prov is None:
+            return None
+        if not isinstance(prov, dict):
+            raise InputInvalid(f"{p}: \"provenance\" is not an object")
+        inputs = prov.get("inputs", [])
+        if not isinstance(inputs, list) or not all(isinstance(i, dict) for i in inputs):
+            raise InputInvalid(f"{p}: provenance.inputs is not a list of objects")
+        self._note(p, "study provenance")
+        return prov
+
+    def study_variants(self) -> dict:
+        """results.json "variants" (name -> params), or {}."""
+        p = self._file("results.json")
+        if p is None:
+            return {}
+        obj = self._load_json(p)
+        v = obj.get("variants", {}) if isinstance(obj, dict) else {}
+        return v if isinstance(v, dict) else {}
+
+    def collectives(self) -> Table:
+        return self._csv("collectives.csv", COLLECTIVES_COLUMNS, COLLECTIVES_NUMERIC,
+                         "simulated collectives", "taco study")
+
+    def histograms(self) -> Table:
+        return self._csv("histograms.csv", HISTOGRAMS_COLUMNS, HISTOGRAMS_NUMERIC,
+                         "magnitude histograms", "taco study")
+
+    def _csv(self, name, columns, numeric, kind, producer) -> Table:
+        if name in self._cache:
+            return self._cache[name]
+        p = self._file(name)
+        if p is None:
+            raise InputMissing(f"no {name} ({producer} --out)")
+        t = read_csv(p, columns, numeric, _REQUIRED_NUMBERS[name])
+        if len(t) == 0:
+            raise InputMissing(f"{name} holds no rows")
+        self._note(p, kind)
+        self._cache[name] = t
+        return t
+
+    def selection(self) -> dict:
+        p = self._file("selection.json")
+        if p is None:
+            raise InputMissing("no selection.json (taco study --select)")
+        obj = self._load_json(p)
+        if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
+            raise InputInvalid(f"{p}: lacks a \"choices\" list")
+        for i, c in enumerate(obj["choices"]):
+            _check_keys(c, {"site": str, "direction": str, "variant": str}, f"{p}: choices[{i}]")
+        self._note(p, "selection")
+        return obj
+
+    # ---- bench and comm JSON -------------------------------------------------------------
+    def bench_runs(self) -> list[tuple[str, dict]]:
+        """Every `taco bench --json` output in the directory, validated."""
+        runs = []
+        for p, kind, obj in self.json_files():
+            if kind != "bench":
+                continue
+            validate_bench(obj, p)
+            self._note(p, "codec benchmark")
+            runs.append((p, obj))
+        if not runs:
+            raise InputMissing("no codec benchmark JSON (taco bench --json FILE)")
+        return runs
+
+    def comm_runs(self) -> list[tuple[str, dict]]:
+        """Every `taco comm --json` output in the directory, validated."""
+        runs = []
+        for p, kind, obj in self.json_files():
+            if kind != "comm":
+                continue
+            validate_comm(obj, p)
+            self._note(p, "collective benchmark")
+            runs.append((p, obj))
+        if not runs:
+            raise InputMissing("no collective benchmark JSON (taco comm --json FILE)")
+        return runs
+
+    def provenance_of_used(self) -> list[dict]:
+        """path, kind, bytes, sha256 of every file read so far (sorted by path)."""
+        out = []
+        for p in sorted(self.used):
+            out.append({"path": p, "kind": self.used[p], "bytes": os.path.getsize(p),
+                        "sha256": sha256_file(p)})
+        return out
+
+
+def classify_json(obj: Any) -> str:
+    """What a taco JSON file is, from its keys (file names are free)."""
+    if not isinstance(obj, dict):
+        return "other"
+    if "rows" in obj and "provenance" in obj:
+        return "study"
+    if "choices" in obj and "candidates" in obj:
+        return "selection"
+    res = obj.get("results")
+    if isinstance(res, list) and "meta" in obj:
+        first = res[0] if res and isinstance(res[0], dict) else {}
+        if "copy" in obj or "op" in first:
+            return "bench"
+        if "collective" in first or "busbw" in first:
+            return "comm"
+    return "other"
+
+
+def validate_bench(obj: dict, path: str) -> None:
+    if not isinstance(obj.get("meta"), dict):
+        raise InputInvalid(f"{path}: \"meta\" is not an object")
+    copy = obj.get("copy", [])
+    if not isinstance(copy, list):
+        raise InputInvalid(f"{path}: \"copy\" is not a list")
+    for i, c in enumerate(copy):
+        _check_keys(c, BENCH_COPY_KEYS, f"{path}: copy[{i}]")
+        if c["bytes"] <= 0 or c["tbps"] < 0:
+            raise InputInvalid(f"{path}: copy[{i}] has bytes <= 0 or tbps < 0")
+    res = obj.get("results")
+    if not isinstance(res, list) or not res:
+        raise InputInvalid(f"{path}: \"results\" is not a non-empty list")
+    for i, r in enumerate(res):
+        w = f"{path}: results[{i}]"
+        _check_keys(r, BENCH_RESULT_KEYS, w)
+        if r["dtype"].lower() not in DTYPE_BYTES:
+            raise InputInvalid(f"{w}.dtype '{r['dtype']}' is not one of bf16, f16, f32")
+        if r["numel"] <= 0:
+            raise InputInvalid(f"{w}.numel must be positive")
+        if r["gbps"] < 0:
+            raise InputInvalid(f"{w}.gbps is negative")
+        if "cold" in r and not isinstance(r["cold"], bool):
+            raise InputInvalid(f"{w}.cold is not true/false")
+
+
+def validate_comm(obj: dict, path: str) -> None:
+    if not isinstance(obj.get("meta"), dict):
+        raise InputInvalid(f"{path}: \"meta\" is not an object")
+    res = obj.get("results")
+    if not isinstance(res, list) or not res:
+        raise InputInvalid(f"{path}: \"results\" is not a non-empty list")
+    for i, r in enumerate(res):
+        w = f"{path}: results[{i}]"
+        _check_keys(r, COMM_RESULT_KEYS, w)
+        if r["size"] <= 0:
+            raise InputInvalid(f"{w}.size must be positive")
+        for k in COMM_OPTIONAL_NUMBERS:
+            v = _opt_number(r, k, w)
+            if k == "speedup" and not math.isnan(v) and v <= 0:
+                raise InputInvalid(f"{w}.speedup must be positive")
+
+
+def finite(values: Iterable[float]) -> np.ndarray:
+    a = np.asarray(list(values), dtype=np.float64)
+    return a[np.isfinite(a)]
+
+
+def group_size_free_name(variant: str) -> str:
+    """'taco-g64' -> 'taco', 'fp8-g128-h' -> 'fp8-h': the name of a group-size series."""
+    s = re.sub(r"(?:^|[-_])g\d+(?=$|[-_])", "", variant)
+    return s.strip("-_") or variant

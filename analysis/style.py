@@ -1,0 +1,305 @@
+"""Shared look of every taco figure: fonts, sizes, colours, FP8 ranges, axis helpers.
+
+Not a script. The figure scripts call apply() once, size figures with COLUMN_WIDTH or
+FULL_WIDTH (inches, two-column paper layout), and take every colour from here so that one
+variant (or transport, site, scope) has the same colour in every figure of every report:
+
+    import style
+    style.apply()
+    fig, ax = style.figure(style.COLUMN_WIDTH, 2.4)
+    ax.plot(x, y, color=style.variant_color("taco-g64"))
+
+Colours are a pure function of the name (no state, no order of appearance):
+  * known variant families get a hue family (TACO blues, per-group FP8 oranges, MXFP8 greens,
+    INT purples, TAH-Quant reds, low-rank/subspace teals, sparsifiers pinks, ...);
+  * the group size in the name (g32 .. g512) picks the shade inside the family;
+  * any other suffix (e5m2, rht, noh, ...) shifts the hue a little, by a hash of the name;
+  * unknown names get a hue from a hash of the name.
+"""
+from __future__ import annotations
+
+import colorsys
+import hashlib
+import math
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+
+# Two-column paper layout (IEEE/ACM): one column and the full text width, inches.
+COLUMN_WIDTH = 3.5
+FULL_WIDTH = 7.16
+
+# FP8 ranges (methods.md section 9): magnitudes, not log2.
+E4M3_MAX = 448.0
+E4M3_MIN_NORMAL = 2.0 ** -6
+E4M3_MIN_SUBNORMAL = 2.0 ** -9
+E5M2_MAX = 57344.0
+E5M2_MIN_NORMAL = 2.0 ** -14
+E5M2_MIN_SUBNORMAL = 2.0 ** -16
+FP8_RANGES = {  # name -> (min subnormal, min normal, max normal)
+    "E4M3": (E4M3_MIN_SUBNORMAL, E4M3_MIN_NORMAL, E4M3_MAX),
+    "E5M2": (E5M2_MIN_SUBNORMAL, E5M2_MIN_NORMAL, E5M2_MAX),
+}
+
+_RC = {
+    "font.family": "DejaVu Sans",      # ships with matplotlib; TrueType, so Type 42 embeds it
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "legend.title_fontsize": 7,
+    "legend.frameon": False,
+    "legend.handlelength": 1.8,
+    "legend.columnspacing": 1.0,
+    "axes.linewidth": 0.6,
+    "axes.grid": True,
+    "axes.axisbelow": True,
+    "grid.linewidth": 0.4,
+    "grid.alpha": 0.35,
+    "xtick.major.width": 0.6,
+    "ytick.major.width": 0.6,
+    "xtick.minor.width": 0.4,
+    "ytick.minor.width": 0.4,
+    "lines.linewidth": 1.2,
+    "lines.markersize": 3.5,
+    "mathtext.fontset": "dejavusans",
+    "pdf.fonttype": 42,                # TrueType (Type 42) fonts in PDF, never Type 3
+    "ps.fonttype": 42,
+    "savefig.dpi": 300,
+    "figure.dpi": 100,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.02,
+    "figure.constrained_layout.use": True,
+    "figure.constrained_layout.h_pad": 0.03,
+    "figure.constrained_layout.w_pad": 0.03,
+}
+
+
+def apply() -> None:
+    """Sets the rcParams every taco figure uses (idempotent)."""
+    matplotlib.rcParams.update(_RC)
+    matplotlib.rcParams["svg.hashsalt"] = "taco"   # deterministic ids if anyone saves SVG
+    matplotlib.rcParams["pdf.compression"] = 6
+
+
+def figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw):
+    """plt.subplots with the taco style applied, constrained layout, squeeze=False."""
+    apply()
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False, **kw)
+    return fig, axes
+
+
+# ----------------------------------------------------------------------------------------
+# Colours
+# ----------------------------------------------------------------------------------------
+def _digest(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big")
+
+
+# (regex on the lower-cased variant name, base hue in [0,1), saturation)
+_FAMILIES = [
+    (r"^taco", 0.60, 0.80),            # blues
+    (r"^mxfp8", 0.36, 0.65),           # greens
+    (r"^(nvfp4|mxfp4|fp4)", 0.47, 0.70),  # teal-greens
+    (r"^fp8.*(tensor|-t$|pt)", 0.075, 0.42),  # browns: per-tensor FP8
+    (r"^fp8", 0.085, 0.90),            # oranges: per-group FP8
+    (r"^(int|uint)", 0.76, 0.55),      # purples
+    (r"^tah", 0.99, 0.75),             # reds
+    (r"^(subspace|lowrank|tt\b|tt-|svd)", 0.52, 0.75),  # cyans
+    (r"^(topk|randk)", 0.88, 0.60),    # pinks
+    (r"^(ef|aq)", 0.15, 0.75),         # olive/yellow
+    (r"^(bf16|fp16|fp32|none|exact|lossless)", 0.0, 0.0),  # greys: uncompressed
+]
+
+
+def _group_size(name: str) -> int | None:
+    m = re.search(r"(?:^|[-_])g(\d+)(?:$|[-_])", name.lower())
+    return int(m.group(1)) if m else None
+
+
+def variant_color(name: str) -> tuple[float, float, float]:
+    """The colour of a variant in every figure: a pure function of its name (RGB in [0,1])."""
+    low = name.lower()
+    h = _digest(low)
+    for pattern, hue, sat in _FAMILIES:
+        if re.search(pattern, low):
+            break
+    else:
+        # Unknown family: golden-ratio spread of a hash-derived hue, mid saturation.
+        hue = ((h % 1000) / 1000.0 * 0.618034 * 7) % 1.0
+        sat = 0.65
+        return colorsys.hls_to_rgb(hue, 0.45, sat)
+    g = _group_size(low)
+    # Shade from the group size: g32 darkest ... g512 lightest; no G -> the family's middle.
+    light = 0.45 if g is None else 0.28 + 0.07 * min(max(math.log2(g) - 5, 0), 4)
+    # Any suffix other than the group size moves the hue a little (hash of the name), so that
+    # taco, taco-e5m2, taco-rht stay recognisably blue but distinct.
+    rest = re.sub(r"(?:^|[-_])g\d+(?=$|[-_])", "", low)
+    base = re.match(r"[a-z0-9]+", rest)
+    if base is not None and rest != base.group(0):
+        shift = ((h >> 8) % 1000) / 1000.0 - 0.5        # [-0.5, 0.5)
+        hue = (hue + 0.03 * shift + 0.02 * math.copysign(1, shift)) % 1.0
+        light = min(0.72, light + 0.06 * (((h >> 20) % 3) - 1) + 0.05)
+    if sat == 0.0:
+        return colorsys.hls_to_rgb(0, 0.35 + 0.15 * ((h >> 4) % 3) / 2, 0)
+    return colorsys.hls_to_rgb(hue, light, sat)
+
+
+_TRANSPORT_COLORS = {
+    "nvlink": "#1b6ca8", "p2p": "#1b6ca8", "nvls": "#3b8fd1",
+    "shm": "#d1495b", "shared_memory": "#d1495b",
+    "socket": "#2e933c", "net": "#2e933c", "ib": "#7b4fa0", "pcie": "#c77d1b",
+}
+
+
+def transport_color(name: str):
+    """Fixed colours for the usual NCCL transports, a hashed hue for any other."""
+    c = _TRANSPORT_COLORS.get(name.lower())
+    if c is not None:
+        return c
+    hue = (_digest(name.lower()) % 997) / 997.0
+    return colorsys.hls_to_rgb(hue, 0.42, 0.7)
+
+
+SCOPE_STYLE = {  # histograms.csv scopes
+    "raw": dict(color="#555555", ls="-"),
+    "tensor": dict(color="#c0392b", ls="-"),
+}
+
+
+def scope_color(scope: str):
+    if scope in SCOPE_STYLE:
+        return SCOPE_STYLE[scope]["color"]
+    g = _group_size(scope.replace("group", "g"))
+    if g is not None:  # group32 .. group512: blues, darker for smaller groups
+        return colorsys.hls_to_rgb(0.60, 0.25 + 0.06 * min(max(math.log2(g) - 5, 0), 4), 0.75)
+    return colorsys.hls_to_rgb((_digest(scope) % 997) / 997.0, 0.4, 0.6)
+
+
+SITE_ORDER = ["attn_out", "mlp_out", "attn_qkv", "mlp_fc1"]
+DIRECTION_ORDER = ["fwd", "bwd"]
+_SITE_COLORS = {"attn_out": "#1f77b4", "mlp_out": "#d62728", "attn_qkv": "#2ca02c",
+                "mlp_fc1": "#9467bd"}
+
+
+def site_color(site: str):
+    c = _SITE_COLORS.get(site)
+    if c is not None:
+        return c
+    return colorsys.hls_to_rgb((_digest(site) % 997) / 997.0, 0.4, 0.6)
+
+
+def site_key(site: str, direction: str):
+    """Sort key: the usual Megatron sites first (in forward order), then anything else."""
+    si = SITE_ORDER.index(site) if site in SITE_ORDER else len(SITE_ORDER)
+    di = DIRECTION_ORDER.index(direction) if direction in DIRECTION_ORDER else 2
+    return (di, si, site, direction)
+
+
+def site_label(site: str, direction: str) -> str:
+    return f"{site} ({direction})" if direction else site
+
+
+# Marker and line style per collective algorithm and per kernel implementation.
+ALGORITHM_MARKERS = {"one_shot": "o", "two_shot": "s", "ring": "^", "all_gather": "D",
+                     "reduce_scatter": "v", "auto": "P", "nccl": "x"}
+IMPL_LINESTYLES = {"fused": "-", "unfused": "--"}
+
+
+def algorithm_marker(alg: str) -> str:
+    return ALGORITHM_MARKERS.get(alg, "*")
+
+
+# ----------------------------------------------------------------------------------------
+# Axes helpers
+# ----------------------------------------------------------------------------------------
+def format_bytes(b: float) -> str:
+    """1024 -> '1 KiB', 3*2**20 -> '3 MiB' (binary prefixes; never mixed with GB)."""
+    if b <= 0 or not math.isfinite(b):
+        return str(b)
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if b >= scale:
+            v = b / scale
+            return f"{v:.0f} {unit}" if abs(v - round(v)) < 1e-9 else f"{v:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def _pow2_ticks(lo: float, hi: float, max_ticks: int) -> list[float]:
+    e0, e1 = math.floor(math.log2(lo)), math.ceil(math.log2(hi))
+    step = 1
+    while (e1 - e0) // step + 1 > max_ticks:
+        step *= 2
+    start = int(math.ceil(e0 / step) * step)
+    return [2.0 ** e for e in range(start, e1 + 1, step) if lo <= 2.0 ** e <= hi]
+
+
+def bytes_axis(ax, values, max_ticks: int = 6, axis: str = "x") -> None:
+    """Log2 axis for message sizes with ticks at powers of two labelled in KiB/MiB/GiB."""
+    vals = [v for v in values if v > 0 and math.isfinite(v)]
+    lo, hi = min(vals), max(vals)
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
+    ticks = _pow2_ticks(lo, hi, max_ticks) or [lo]
+    a.set_major_locator(FixedLocator(ticks))
+    a.set_major_formatter(FuncFormatter(lambda v, _pos: format_bytes(v)))
+    a.set_minor_locator(NullLocator())
+    pad = 2 ** 0.25
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(lo / pad, hi * pad)
+
+
+def log2_axis(ax, lo: float, hi: float, max_ticks: int = 8, axis: str = "x") -> None:
+    """Log2 axis with ticks labelled 2^k (for magnitudes on the FP8 exponent grid)."""
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
+    ticks = _pow2_ticks(lo, hi, max_ticks)
+    a.set_major_locator(FixedLocator(ticks))
+    a.set_major_formatter(FuncFormatter(lambda v, _pos: f"$2^{{{round(math.log2(v))}}}$"))
+    a.set_minor_locator(NullLocator())
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
+
+
+def legend_below(fig, handles, labels, ncol: int | None = None, title: str | None = None):
+    """A figure legend under the axes (outside them, so it never covers data)."""
+    if not handles:
+        return None
+    if ncol is None:
+        ncol = min(len(labels), 3)
+    return fig.legend(handles, labels, loc="outside lower center", ncol=ncol, title=title)
+
+
+def legend_right(fig, handles, labels, title: str | None = None):
+    """A figure legend right of the axes (outside them)."""
+    if not handles:
+        return None
+    return fig.legend(handles, labels, loc="outside right upper", title=title)
+
+
+def decade_ticks(ax, lo: float, hi: float, axis: str = "y") -> None:
+    """Major ticks at the powers of ten in [lo, hi] only (e.g. fractions up to 1, leaving the
+    headroom above unlabelled), at most 6 of them."""
+    from matplotlib.ticker import LogFormatterSciNotation
+    e0, e1 = math.ceil(math.log10(lo) - 1e-9), math.floor(math.log10(hi) + 1e-9)
+    step = max(1, math.ceil((e1 - e0 + 1) / 6))
+    ticks = [10.0 ** e for e in range(e1, e0 - 1, -step)][::-1]
+    a = ax.yaxis if axis == "y" else ax.xaxis
+    a.set_major_locator(FixedLocator(ticks))
+    a.set_major_formatter(LogFormatterSciNotation())
+    a.set_minor_locator(NullLocator())
+
+
+def plain_log_ticks(ax, lo: float, hi: float, axis: str = "y") -> None:
+    """Log axis with major ticks on the 1-2-5 sequence labelled as plain numbers (GB/s,
+    speed-ups), no minor labels. Thinned to 1-10 per decade when the range is wide."""
+    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    mult = (1, 2, 5) if e1 - e0 <= 3 else (1,)
+    ticks = [m * 10.0 ** e for e in range(e0, e1 + 1) for m in mult if lo <= m * 10.0 ** e <= hi]
+    a = ax.yaxis if axis == "y" else ax.xaxis
+    a.set_major_locator(FixedLocator(ticks))
+    a.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+    a.set_minor_locator(NullLocator())
