@@ -4,6 +4,7 @@
 // the file's magic bytes (not its extension).
 #include "core/tensor.hpp"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,10 +20,21 @@ class TensorSource {
   virtual TensorInfo info(size_t i) const = 0;       // cheap: no values read
   virtual Tensor read(size_t i) = 0;                 // values widened to float; InputError on bad data
 };
+// NaN and Inf inside tensors are data, not errors: read() returns them as they are (the
+// commands that care count them from the values). A TensorSource is not thread-safe, and the
+// HDF5 library underneath the trace reader is not either: read from one thread at a time.
+
+// How to read element types that NumPy cannot name: dumps store bf16/fp16 and fp8 tensors as
+// their bit patterns (<u2 or ml_dtypes' <V2; |u1 or <V1). These say what the bits are.
+struct OpenOptions {
+  DType u16_as = DType::BF16;    // BF16 or F16
+  DType u8_as = DType::F8E4M3;   // F8E4M3 or F8E5M2
+};
 
 // Opens any supported file: taco HDF5 trace, safetensors, .npy, .npz. Throws InputError that
 // names the file and the problem (missing, empty, wrong magic, truncated, malformed header...).
 std::unique_ptr<TensorSource> open_tensor_file(const std::string& path);
+std::unique_ptr<TensorSource> open_tensor_file(const std::string& path, const OpenOptions& opts);
 
 // Writes a taco trace (HDF5). Data goes to "<path>.tmp-<pid>" and is renamed over <path> only
 // by commit(); a writer destroyed without commit() removes the temporary file, so a failure
@@ -42,6 +54,9 @@ class TraceWriter {
   // Stores t.values converted to opts.store with round-to-nearest-even (exact when the values
   // came from that dtype). Throws InputError on an empty tensor or a duplicate name.
   void add(const Tensor& t);
+  // Same, storing this tensor as `store` (BF16, F16 or F32) instead of opts.store.
+  void add(const Tensor& t, DType store);
+  size_t size() const;  // tensors added so far
   void commit();
 
  private:

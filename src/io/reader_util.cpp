@@ -1,0 +1,113 @@
+#include "core/error.hpp"
+#include "formats/fp8.hpp"
+#include "io/readers.hpp"
+
+#include <cstring>
+
+// The readers copy little-endian file bytes straight into host floats.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "taco's readers assume a little-endian host");
+
+namespace taco {
+
+uint64_t checked_numel(const std::vector<int64_t>& shape, size_t elem_size, const std::string& what) {
+  TACO_REQUIRE_INPUT(shape.size() <= kMaxRank, "{}: {} dimensions (at most {} are supported)", what, shape.size(),
+                     kMaxRank);
+  // Bound numel * 8 (the widest element, and the float copy) well inside int64 and size_t.
+  constexpr uint64_t kMaxBytes = uint64_t(1) << 62;
+  const uint64_t width = elem_size > 4 ? elem_size : 4;
+  uint64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    TACO_REQUIRE_INPUT(d >= 0, "{}: negative dimension {} in shape {}", what, d, shape_string(shape));
+    if (d == 0) return 0;  // an empty tensor whatever the other dimensions say
+    if (n > kMaxBytes / width / uint64_t(d)) overflow = true;
+    if (!overflow) n *= uint64_t(d);
+  }
+  TACO_REQUIRE_INPUT(!overflow, "{}: shape {} is too large (element count overflows)", what, shape_string(shape));
+  return n;
+}
+
+void require_nonempty(uint64_t numel, const std::vector<int64_t>& shape, const std::string& what) {
+  TACO_REQUIRE_INPUT(numel > 0, "{}: empty tensor (shape {}, 0 elements)", what, shape_string(shape));
+}
+
+namespace {
+
+template <typename Raw, typename Widen>
+void widen_backwards(float* buf, size_t n, Widen widen) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(buf);
+  for (size_t i = n; i-- > 0;) {
+    Raw r;
+    std::memcpy(&r, bytes + i * sizeof(Raw), sizeof(Raw));
+    const float f = widen(r);
+    std::memcpy(buf + i, &f, sizeof(float));
+  }
+}
+
+}  // namespace
+
+void widen_in_place(DType src, float* buf, size_t n) {
+  switch (src) {
+    case DType::F32: return;  // already floats (little-endian host)
+    case DType::BF16: return widen_backwards<uint16_t>(buf, n, bf16_to_float);
+    case DType::F16: return widen_backwards<uint16_t>(buf, n, fp16_to_float);
+    case DType::F8E4M3: return widen_backwards<uint8_t>(buf, n, fp8_e4m3_to_float);
+    case DType::F8E5M2: return widen_backwards<uint8_t>(buf, n, fp8_e5m2_to_float);
+    case DType::F64: case DType::I8: case DType::U8: case DType::I16: case DType::I32: case DType::I64:
+      break;
+  }
+  throw_error("widen_in_place: dtype {} is not widened in place", dtype_name(src));
+}
+
+void narrow_f64(const uint8_t* raw_le, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    double d;
+    std::memcpy(&d, raw_le + 8 * i, 8);
+    out[i] = float(d);
+  }
+}
+
+void byteswap_elements(void* data, size_t n, size_t elem_size) {
+  auto* p = static_cast<uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i, p += elem_size)
+    for (size_t a = 0, b = elem_size - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
+}
+
+void fortran_to_row_major(const std::vector<int64_t>& shape, std::vector<float>& values) {
+  if (shape.size() < 2) return;  // 0-d and 1-d arrays are the same in both orders
+  std::vector<float> out(values.size());
+  // Row-major strides; walk the input in its own (column-major) order with an odometer whose
+  // first index runs fastest, and scatter each element to its row-major position.
+  const size_t rank = shape.size();
+  std::vector<size_t> stride(rank), index(rank, 0);
+  size_t s = 1;
+  for (size_t k = rank; k-- > 0;) {
+    stride[k] = s;
+    s *= size_t(shape[k]);
+  }
+  size_t pos = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    out[pos] = values[i];
+    for (size_t k = 0; k < rank; ++k) {
+      if (++index[k] < size_t(shape[k])) {
+        pos += stride[k];
+        break;
+      }
+      pos -= stride[k] * (index[k] - 1);
+      index[k] = 0;
+    }
+  }
+  values.swap(out);
+}
+
+std::string printable(std::string_view text, size_t max_chars) {
+  std::string out;
+  for (char c : text.substr(0, max_chars)) {
+    const auto u = static_cast<unsigned char>(c);
+    out.push_back(u < 0x20 || u == 0x7f ? '?' : c);
+  }
+  if (text.size() > max_chars) out += "...";
+  return out;
+}
+
+}  // namespace taco
