@@ -31,7 +31,10 @@ STORED_NUMPY = {"bf16": np.uint16, "f16": np.uint16, "f32": np.float32}
 
 
 def git_commit(default="unknown"):
-    """Short commit of the checkout this package sits in, or `default` outside a git tree."""
+    """Short commit of the checkout this package sits in ($TACO_GIT_COMMIT wins when set, for
+    copies of the tree without .git), or `default` outside a git tree."""
+    if os.environ.get("TACO_GIT_COMMIT"):
+        return os.environ["TACO_GIT_COMMIT"]
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         out = subprocess.run(["git", "-C", here, "rev-parse", "--short=12", "HEAD"],

@@ -161,7 +161,9 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, log_dir):
     full = M.GPT(cfg)                      # same seed everywhere: identical unsplit initial weights
     tp = None
     if a.mode == "dist":
-        dist.init_process_group(a.backend, init_method=f"file://{init_file}", rank=rank, world_size=a.tp)
+        import datetime
+        dist.init_process_group(a.backend, init_method=f"file://{init_file}", rank=rank, world_size=a.tp,
+                                timeout=datetime.timedelta(seconds=120))
         tp = T.TPGroup(recorder=recorder)
         model = M.GPT(cfg, tp=tp)
         M.load_from_full(model, full)
