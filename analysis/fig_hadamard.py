@@ -3,10 +3,11 @@
 usage: python3 analysis/fig_hadamard.py RESULTS_DIR OUT_DIR
 
 Reads RESULTS_DIR/results.csv (or the rows of results.json) from taco study. Every variant
-whose transform is not "none" is paired with an H-free partner: the first variant with
-transform "none" and the same family, elem_format, granularity and group_size (and the same
-scale_format when one exists; TACO's extra adaptive scale cancels in exact arithmetic, so
-taco pairs with fp8-g128). Writes:
+whose transform is not "none" is paired with an H-free partner: a variant with transform
+"none" and the same family, elem_format, granularity and group_size; among several, the one
+with the same scale_format, then the longest common name prefix (taco -> taco-noh,
+fp8-g128-had -> fp8-g128), then the first listed. Without taco-noh, taco pairs with fp8-g128
+(TACO's adaptive scale cancels in exact arithmetic, methods.md 1.4). Writes:
   hadamard_effect.{png,pdf,json}  heat map, rows = (site, direction), columns = pairs,
       cell = geometric mean over the site's tensors of rel_l2(with H) / rel_l2(without H),
       diverging colours centred at 1 (blue: H helps, red: H hurts), values annotated.
@@ -42,6 +43,15 @@ def _same_g(a, b) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def find_pairs(t: results.Table) -> list[tuple[str, str]]:
     """[(with_H, without_H)] in the order the H variants first appear."""
     attrs = _variant_attrs(t)
@@ -53,10 +63,13 @@ def find_pairs(t: results.Table) -> list[tuple[str, str]]:
         base = [w for w in plain
                 if all(attrs[w][c] == a[c] for c in ("family", "elem_format", "granularity"))
                 and _same_g(attrs[w]["group_size"], a["group_size"])]
-        exact = [w for w in base if attrs[w]["scale_format"] == a["scale_format"]]
-        chosen = (exact or base or [None])[0]
-        if chosen is not None:
-            pairs.append((v, chosen))
+        if not base:
+            continue
+        # Best partner: same scale format first, then the closest name (taco -> taco-noh
+        # rather than fp8-g128; fp8-g128-had -> fp8-g128), then order of appearance.
+        chosen = max(base, key=lambda w: (attrs[w]["scale_format"] == a["scale_format"],
+                                          _common_prefix(v, w), -plain.index(w)))
+        pairs.append((v, chosen))
     return pairs
 
 
