@@ -7,7 +7,9 @@
 #include <catch2/matchers/catch_matchers_floating_point.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #define TACO_CATCH3 1
+using Catch::Approx;
 #else
+// 2.x declares `using Catch::Detail::Approx;` globally. (`using Catch::Approx` here would name
+// the vector matcher Catch::Matchers::Approx, which hides the class.)
 #include <catch2/catch.hpp>
 #endif
-using Catch::Approx;
