@@ -65,9 +65,9 @@ void check_storage(hid_t ds, uint64_t data_bytes, uint64_t file_size, const std:
     TACO_REQUIRE_INPUT(stored >= data_bytes, "{}: only {} of {} data bytes are stored", what, stored, data_bytes);
   if (layout == H5D_CHUNKED) {
     // Unwritten chunks would read back as fill values, silently.
-    hsize_t chunks = 0;
-    if (H5Dget_num_chunks(ds, H5S_ALL, &chunks) < 0) h5::fail(Blame::Input, what, "cannot count chunks");
     Handle space = owned(H5Dget_space(ds), H5Sclose, Blame::Input, what, "cannot read the dataspace");
+    hsize_t chunks = 0;
+    if (H5Dget_num_chunks(ds, space.get(), &chunks) < 0) h5::fail(Blame::Input, what, "cannot count chunks");
     const int rank = H5Sget_simple_extent_ndims(space.get());
     std::vector<hsize_t> dims(size_t(std::max(rank, 0))), chunk(dims.size());
     H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
