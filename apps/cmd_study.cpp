@@ -1,0 +1,244 @@
+// taco study: measure codecs on real tensors (per-tensor error metrics, histograms, simulated
+// compressed collectives, per-site variant selection). See docs/study.md.
+#include "codecs/codec.hpp"
+#include "command.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "io/tensor_source.hpp"
+#include "study/report.hpp"
+#include "study/selection.hpp"
+#include "study/study.hpp"
+
+#if defined(TACO_HAVE_CUDA) && __has_include("cuda/gpu_codec.hpp")
+#include "cuda/gpu_codec.hpp"
+#define TACO_STUDY_HAS_GPU 1
+#endif
+
+#include <fmt/format.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct StudyArgs {
+  std::vector<std::string> inputs;
+  std::string variants, out, candidates, collectives, tp, filter, config;
+  bool select = false, gpu = false, quiet = false, no_histograms = false;
+  double budget = 1.0625, tau = 1e-3;
+  int threads = 0;
+  int64_t max_tensors = -1;
+  uint64_t seed = 0;
+};
+
+std::vector<std::string> split_list(const std::string& s, const char* flag) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t p = s.find(',', start);
+    if (p == std::string::npos) p = s.size();
+    std::string item = s.substr(start, p - start);
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+    item = a == std::string::npos ? std::string() : item.substr(a, b - a + 1);
+    TACO_REQUIRE_INPUT(!item.empty(), "{}: empty item in '{}'", flag, s);
+    out.push_back(item);
+    start = p + 1;
+  }
+  return out;
+}
+
+// The command line as typed, for provenance (Linux: /proc/self/cmdline).
+std::vector<std::string> command_line(const StudyArgs& a) {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) argv.push_back(arg);
+  if (argv.empty()) {
+    argv = {"taco", "study"};
+    argv.insert(argv.end(), a.inputs.begin(), a.inputs.end());
+  }
+  return argv;
+}
+
+// Progress on stderr: rewritten in place on a terminal, one line per update otherwise, at most
+// twice a second (and always for the last tensor).
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool tty) : tty_(tty) {}
+  void operator()(const taco::study::Progress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (p.done != p.total && now - last_ < std::chrono::milliseconds(500)) return;
+    last_ = now;
+    const double rate = p.seconds > 0 ? double(p.elements) / p.seconds : 0.0;
+    std::string line = fmt::format("study: tensor {}/{} ({}), {:.1f} M elements/s", p.done,
+                                   p.total, p.tensor, rate / 1e6);
+    if (tty_) {
+      std::fprintf(stderr, "\r%-100s%s", line.c_str(), p.done == p.total ? "\n" : "");
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  bool tty_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+void run_study_command(const StudyArgs& a) {
+  using namespace taco;
+  using namespace taco::study;
+  StudyOptions opts;
+  // Flags first: bad flags fail before any file is opened.
+  TACO_REQUIRE_INPUT(a.threads >= 0, "--threads: must be >= 0 (0 = all cores), got {}", a.threads);
+  TACO_REQUIRE_INPUT(a.max_tensors >= -1, "--max-tensors: must be >= 0, got {}", a.max_tensors);
+  TACO_REQUIRE_INPUT(a.tau >= 0 && std::isfinite(a.tau), "--tau: must be >= 0, got {}", a.tau);
+  TACO_REQUIRE_INPUT(!a.select || (a.budget > 0 && std::isfinite(a.budget)),
+                     "--budget: must be a positive number of bytes per element, got {}", a.budget);
+  TACO_REQUIRE_INPUT(a.select || a.candidates.empty(), "--candidates: only with --select");
+  TACO_REQUIRE_INPUT(!a.collectives.empty() || a.tp.empty(), "--tp: only with --collectives");
+  {
+    std::error_code ec;
+    TACO_REQUIRE_INPUT(!std::filesystem::exists(a.out, ec) || std::filesystem::is_directory(a.out, ec),
+                       "--out {}: exists and is not a directory", a.out);
+  }
+  opts.threads = a.threads > 0 ? a.threads : omp_get_num_procs();
+  omp_set_num_threads(opts.threads);  // also what codecs' own parallel loops use
+  opts.seed = a.seed;
+  opts.tau_rel = a.tau;
+  opts.max_tensors = a.max_tensors;
+  opts.histograms = !a.no_histograms;
+  opts.filter = parse_filter(a.filter);
+  if (!a.variants.empty()) opts.variants = split_list(a.variants, "--variants");
+  if (!a.config.empty()) opts.per_site = load_selection(a.config);
+  SelectOptions sel;
+  if (a.select) {
+    sel.budget = a.budget;
+    sel.candidates = a.candidates.empty() ? default_candidates() : split_list(a.candidates, "--candidates");
+    for (const std::string& c : sel.candidates)
+      if (std::find(opts.variants.begin(), opts.variants.end(), c) == opts.variants.end())
+        opts.variants.push_back(c);
+  }
+  if (opts.variants.empty() && opts.per_site.empty())
+    opts.variants = {"fp8-tensor", "fp8-g128", "mxfp8", "taco-noh", "taco"};
+  if (!a.collectives.empty())
+    for (const std::string& s : split_list(a.collectives, "--collectives"))
+      opts.collectives.push_back(sim::parse_algorithm(s));
+  if (!a.tp.empty()) {
+    for (const std::string& s : split_list(a.tp, "--tp")) {
+      int n = 0;
+      size_t used = 0;
+      try {
+        n = std::stoi(s, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      TACO_REQUIRE_INPUT(used == s.size() && n >= 2 && n <= 1024,
+                         "--tp: '{}' is not a TP degree (an integer 2..1024)", s);
+      opts.tp.push_back(n);
+    }
+  }
+  if (a.gpu) {
+#if defined(TACO_STUDY_HAS_GPU)
+    opts.codec_factory = [](const std::string& v) { return taco::gpu::make_gpu_codec(v); };
+#else
+    throw_input_error("--gpu: this taco was built without the GPU backend (rebuild with CUDA: "
+                      "cmake -DTACO_CUDA=ON on a machine with nvcc)");
+#endif
+  } else {
+    opts.codec_factory = [](const std::string& v) { return make_codec(v); };
+  }
+  // Every variant is built before any work, so a typo fails fast (exit 2).
+  for (const std::string& v : opts.variants) (void)opts.codec_factory(v);
+
+  std::vector<std::unique_ptr<TensorSource>> owned;
+  std::vector<TensorSource*> sources;
+  for (const std::string& path : a.inputs) {
+    owned.push_back(open_tensor_file(path));
+    sources.push_back(owned.back().get());
+  }
+  if (!a.quiet) {
+    ProgressPrinter printer(::isatty(STDERR_FILENO) == 1);
+    opts.progress = [printer](const Progress& p) mutable { printer(p); };
+  }
+  const Provenance prov = make_provenance(a.inputs, command_line(a), a.seed, opts.threads);
+  const StudyResult result = run_study(sources, opts);
+  TACO_REQUIRE_INPUT(!result.rows.empty(),
+                     "{}: no tensor was measured (check --filter, --max-tensors and the inputs)",
+                     a.inputs.front());
+  std::string selection_text;
+  std::string selection_file;
+  if (a.select) {
+    const Selection s = select_variants(result, sel);
+    selection_text = format_selection(s);
+    selection_file = selection_json(s, result).dump(1) + "\n";
+  }
+  write_study_outputs(result, prov, a.out);
+  if (!selection_file.empty())
+    write_file_atomically((std::filesystem::path(a.out) / "selection.json").string(), selection_file);
+
+  std::fputs(format_summary(result).c_str(), stdout);
+  std::fputs(selection_text.c_str(), stdout);
+  std::printf("\n%lld tensors, %lld elements x variants in %.2f s (%.1f M elements/s); wrote %s\n",
+              static_cast<long long>(result.tensors), static_cast<long long>(result.elements),
+              result.seconds, result.seconds > 0 ? double(result.elements) / result.seconds / 1e6 : 0.0,
+              a.out.c_str());
+}
+
+void add_study(CLI::App& root) {
+  auto args = std::make_shared<StudyArgs>();
+  CLI::App* sub = root.add_subcommand(
+      "study", "Measure codecs on tensors: error metrics, histograms, simulated collectives, selection");
+  sub->add_option("inputs", args->inputs, "Tensor files: taco HDF5 trace, safetensors, .npy, .npz")
+      ->required();
+  sub->add_option("--variants", args->variants,
+                  "Comma-separated presets or variant strings (default: fp8-tensor,fp8-g128,mxfp8,"
+                  "taco-noh,taco)");
+  sub->add_option("--out", args->out, "Output directory (results.csv, results.json, ...)")->required();
+  sub->add_flag("--select", args->select,
+                "Pick the lowest-error candidate per (site, direction) within --budget; writes "
+                "selection.json");
+  sub->add_option("--budget", args->budget, "Bytes per element allowed by --select (default 1.0625)");
+  sub->add_option("--candidates", args->candidates,
+                  "Variants --select chooses from (default: taco-g32..g512, taco-noh, fp8-g32..g256, mxfp8)");
+  sub->add_option("--config", args->config,
+                  "A selection.json from --select: adds each site's chosen variant");
+  sub->add_option("--collectives", args->collectives,
+                  "Simulate compressed collectives: one_shot,two_shot,ring,all_gather,reduce_scatter");
+  sub->add_option("--tp", args->tp,
+                  "TP degrees to simulate, e.g. 2,4,8 (default: the ranks in the trace; extra ranks "
+                  "are derived, see docs/study.md)");
+  sub->add_option("--threads", args->threads, "Threads (default 0 = all cores); results do not depend on it");
+  sub->add_option("--seed", args->seed, "Seed for derived TP ranks (default 0)");
+  sub->add_option("--filter", args->filter,
+                  "Only tensors matching key=value[|value...] terms, comma-separated; keys: site, "
+                  "direction, collective, layer, step, tp_rank, name");
+  sub->add_option("--max-tensors", args->max_tensors, "Stop after N tensors (after --filter)");
+  sub->add_option("--tau", args->tau,
+                  "max_rel_err counts elements with |x| > tau * absmax(tensor) (default 1e-3)");
+  sub->add_flag("--no-histograms", args->no_histograms, "Do not write histograms.csv");
+  sub->add_flag("--gpu", args->gpu, "Run the codecs on the GPU (needs a CUDA build)");
+  sub->add_flag("-q,--quiet", args->quiet, "No progress on stderr");
+  sub->footer(
+      "Examples:\n"
+      "  taco study trace.h5 --variants taco,taco-noh,fp8-g128,mxfp8 --out results/\n"
+      "  taco study acts.safetensors grads.npz --variants bf16,fp8-g128 --filter site=attn_out --out r/\n"
+      "  taco study trace.h5 --select --budget 1.07 --out sel/    # writes sel/selection.json\n"
+      "  taco study trace.h5 --config sel/selection.json --out applied/\n"
+      "  taco study trace.h5 --variants taco --collectives one_shot,two_shot,ring --tp 2,4,8 --out coll/\n"
+      "Outputs are described in docs/results-schema.md; metrics and semantics in docs/study.md.");
+  sub->callback([args] { run_study_command(*args); });
+}
+
+}  // namespace
+
+TACO_REGISTER_COMMAND(20, add_study);

@@ -1,0 +1,313 @@
+#include "study/report.hpp"
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "core/version.hpp"
+#include "study/selection.hpp"
+#include "study/sha256.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <sstream>
+
+namespace taco::study {
+namespace {
+
+// results-schema.md: numbers are plain decimal (%.9g), empty for "not applicable".
+std::string num(double v) { return fmt::format("{:.9g}", v); }
+std::string num(const std::optional<double>& v) { return v ? num(*v) : std::string(); }
+// Trace metadata uses -1 for "unknown": an empty cell.
+std::string known(int64_t v) { return v < 0 ? std::string() : std::to_string(v); }
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string csv_line(const std::vector<std::string>& fields) {
+  std::string line;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i) line += ',';
+    line += csv_field(fields[i]);
+  }
+  return line + "\n";
+}
+
+nlohmann::json jnum(const std::optional<double>& v) {
+  // JSON has no NaN/Inf: those become null (the CSV keeps "inf"/"nan").
+  if (!v || !std::isfinite(*v)) return nullptr;
+  return *v;
+}
+nlohmann::json jknown(int64_t v) { return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+const std::vector<std::string> kResultColumns = {
+    "file", "tensor", "layer", "site", "direction", "collective", "tp_rank", "tp_size", "step",
+    "shape", "numel", "in_dtype", "variant", "family", "elem_format", "scale_format",
+    "granularity", "group_size", "transform", "rel_l2", "mse", "snr_db", "cosine",
+    "max_abs_err", "max_rel_err", "underflow_frac", "saturation_frac", "nan_count", "inf_count",
+    "wire_bytes", "bytes_per_elem", "compression_ratio",
+    // appended after the first schema version
+    "calc_diff"};
+
+const std::vector<std::string> kCollectiveColumns = {
+    "layer", "site", "direction", "step", "variant", "algorithm", "tp_size", "quantizations",
+    "numel", "rel_l2", "mse", "snr_db", "max_abs_err", "cosine",
+    // appended after the first schema version
+    "file", "tensor", "trace_ranks", "bytes_sent_per_rank", "max_rel_err", "calc_diff"};
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// One results.csv row as (column, text) pairs, plus the JSON value for results.json.
+struct Cell {
+  std::string text;
+  nlohmann::json json;
+};
+
+std::vector<Cell> result_cells(const StudyResult& r, const TensorRow& row) {
+  const VariantInfo& v = r.variants[row.variant_index];
+  const ErrorMetrics& m = row.metrics;
+  auto s = [](const std::string& x) { return Cell{x, x}; };
+  auto i = [](int64_t x) { return Cell{std::to_string(x), x}; };
+  auto k = [](int64_t x) { return Cell{known(x), jknown(x)}; };
+  auto d = [](const std::optional<double>& x) { return Cell{num(x), jnum(x)}; };
+  auto f = [](double x) { return Cell{num(x), std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr)}; };
+  // Rows exist only for non-empty tensors (empty ones are skipped).
+  const double sat = double(row.saturated) / double(std::max<int64_t>(row.numel, 1));
+  return {s(r.files[row.file_index]),
+          s(row.tensor),
+          k(row.meta.layer),
+          s(row.meta.site),
+          s(row.meta.direction),
+          s(row.meta.collective),
+          k(row.meta.tp_rank),
+          k(row.meta.tp_size),
+          k(row.meta.step),
+          s(shape_string(row.shape)),
+          i(row.numel),
+          s(std::string(dtype_name(row.in_dtype))),
+          s(v.name),
+          s(v.family),
+          s(v.elem_format),
+          s(v.scale_format),
+          s(v.granularity),
+          v.group_size ? i(*v.group_size) : Cell{"", nullptr},
+          s(v.transform),
+          d(m.rel_l2),
+          d(m.mse),
+          d(m.snr_db),
+          d(m.cosine),
+          d(m.max_abs_err),
+          d(m.max_rel_err),
+          d(m.underflow_frac),
+          f(sat),
+          i(row.nan_count),
+          i(row.inf_count),
+          i(row.wire_bytes),
+          f(row.bytes_per_elem()),
+          f(row.compression_ratio()),
+          d(m.calc_diff)};
+}
+
+}  // namespace
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789_-./=:,+@%") == std::string::npos;
+    if (plain) {
+      out += a;
+    } else {
+      out += '\'';
+      for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      out += '\'';
+    }
+  }
+  return out;
+}
+
+Provenance make_provenance(const std::vector<std::string>& input_paths,
+                           const std::vector<std::string>& argv, uint64_t seed, int threads) {
+  Provenance p;
+  p.taco_version = kVersion;
+  p.git_commit = kGitCommit;
+  p.command = shell_join(argv);
+  p.date = utc_now_iso8601();
+  p.seed = seed;
+  p.threads = threads;
+  for (const std::string& path : input_paths) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) throw_input_error("{}: cannot read ({})", path, ec.message());
+    p.inputs.push_back(InputFile{path, sha256_file(path), int64_t(size)});
+  }
+  return p;
+}
+
+nlohmann::json provenance_json(const Provenance& p) {
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const InputFile& f : p.inputs)
+    inputs.push_back({{"path", f.path}, {"sha256", f.sha256}, {"bytes", f.bytes}});
+  return {{"taco_version", p.taco_version}, {"git_commit", p.git_commit}, {"command", p.command},
+          {"inputs", inputs},  {"seed", p.seed},  {"threads", p.threads}, {"date", p.date}};
+}
+
+std::string results_csv(const StudyResult& r) {
+  std::string out = csv_line(kResultColumns);
+  for (const TensorRow& row : r.rows) {
+    std::vector<std::string> f;
+    for (const Cell& c : result_cells(r, row)) f.push_back(c.text);
+    out += csv_line(f);
+  }
+  return out;
+}
+
+nlohmann::json results_json(const StudyResult& r, const Provenance& p) {
+  nlohmann::json j;
+  j["provenance"] = provenance_json(p);
+  nlohmann::json variants = nlohmann::json::object();
+  for (const VariantInfo& v : r.variants) variants[v.name] = v.params;
+  j["variants"] = variants;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const TensorRow& row : r.rows) {
+    const std::vector<Cell> cells = result_cells(r, row);
+    nlohmann::json o = nlohmann::json::object();
+    for (size_t c = 0; c < cells.size(); ++c) o[kResultColumns[c]] = cells[c].json;
+    rows.push_back(std::move(o));
+  }
+  j["rows"] = rows;
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const Skipped& s : r.skipped)
+    skipped.push_back({{"file", s.file}, {"tensor", s.tensor}, {"variant", s.variant}, {"reason", s.reason}});
+  j["skipped"] = skipped;
+  return j;
+}
+
+std::string collectives_csv(const StudyResult& r) {
+  std::string out = csv_line(kCollectiveColumns);
+  for (const CollectiveRow& c : r.collective_rows) {
+    const ErrorMetrics& m = c.metrics;
+    out += csv_line({known(c.meta.layer), c.meta.site, c.meta.direction, known(c.meta.step),
+                     r.variants[c.variant_index].name, std::string(sim::algorithm_name(c.algorithm)),
+                     std::to_string(c.tp_size), std::to_string(c.quantizations),
+                     std::to_string(c.numel), num(m.rel_l2), num(m.mse), num(m.snr_db),
+                     num(m.max_abs_err), num(m.cosine), r.files[c.file_index], c.tensor,
+                     std::to_string(c.trace_ranks), num(c.bytes_sent_per_rank),
+                     num(m.max_rel_err), num(m.calc_diff)});
+  }
+  return out;
+}
+
+std::string histograms_csv(const StudyResult& r) {
+  std::string out = csv_line({"site", "direction", "scope", "bin_lo_log2", "bin_hi_log2", "count"});
+  for (const auto& [key, h] : r.histograms) {
+    for (int s = 0; s < kHistScopes; ++s) {
+      const auto scope = HistScope(s);
+      const std::string name = hist_scope_name(scope);
+      out += csv_line({key.first, key.second, name, "", "", std::to_string(h.zeros(scope))});
+      for (int b = 0; b < Log2Histogram::kBins; ++b) {
+        const int64_t c = h.count(scope, b);
+        if (c == 0) continue;
+        out += csv_line({key.first, key.second, name, num(Log2Histogram::bin_lo(b)),
+                         num(Log2Histogram::bin_hi(b)), std::to_string(c)});
+      }
+    }
+  }
+  return out;
+}
+
+void write_study_outputs(const StudyResult& r, const Provenance& p, const std::string& dir) {
+  // Build everything first, then write: a failure leaves no partial set behind.
+  const std::string csv = results_csv(r);
+  const std::string json = results_json(r, p).dump(1) + "\n";
+  const std::string hist = r.histograms.empty() ? std::string() : histograms_csv(r);
+  const std::string coll = r.collective_rows.empty() ? std::string() : collectives_csv(r);
+  make_directories(dir);
+  const std::filesystem::path d(dir);
+  write_file_atomically((d / "results.csv").string(), csv);
+  if (!hist.empty()) write_file_atomically((d / "histograms.csv").string(), hist);
+  if (!coll.empty()) write_file_atomically((d / "collectives.csv").string(), coll);
+  // results.json last: its presence marks a complete study directory.
+  write_file_atomically((d / "results.json").string(), json);
+}
+
+std::string format_summary(const StudyResult& r) {
+  const std::vector<Aggregate> agg = aggregate(r);
+  std::ostringstream os;
+  std::string site, direction;
+  int rank = 0;
+  auto flush_hadamard = [&] {
+    if (site.empty() && direction.empty() && rank == 0) return;
+    for (const HadamardEffect& e : hadamard_effects(r, agg, site, direction)) {
+      const double ratio = e.ratio();
+      os << fmt::format("  Hadamard: {} vs {}: rel_l2 {:.4g} vs {:.4g}, ratio {:.3f} ({} by {:.1f}%)\n",
+                        r.variants[e.with].name, r.variants[e.without].name, e.with_rel_l2,
+                        e.without_rel_l2, ratio, ratio <= 1 ? "helps" : "hurts",
+                        std::fabs(1 - ratio) * 100);
+    }
+  };
+  for (const Aggregate& a : agg) {
+    if (rank == 0 || a.site != site || a.direction != direction) {
+      flush_hadamard();
+      site = a.site;
+      direction = a.direction;
+      rank = 0;
+      os << fmt::format("\nsite={} direction={}\n", site.empty() ? "-" : site,
+                        direction.empty() ? "-" : direction);
+      os << fmt::format("  {:>4}  {:<28} {:>10} {:>13} {:>13} {:>11} {:>7}\n", "rank", "variant",
+                        "bytes/elem", "median rel_l2", "p99 rel_l2", "median SNR", "tensors");
+    }
+    ++rank;
+    os << fmt::format("  {:>4}  {:<28} {:>10.5g} {:>13.4e} {:>13.4e} {:>8.2f} dB {:>7}\n", rank,
+                      r.variants[a.variant_index].name, a.mean_bytes_per_elem, a.median_rel_l2,
+                      a.p99_rel_l2, a.median_snr_db, a.tensors);
+  }
+  flush_hadamard();
+  if (!r.collective_rows.empty()) {
+    // Mean rel_l2 per (variant, algorithm, tp) over the simulated groups.
+    std::map<std::tuple<size_t, int, int>, std::pair<double, int>> acc;
+    std::map<std::tuple<size_t, int, int>, int> quant;
+    for (const CollectiveRow& c : r.collective_rows) {
+      if (!c.metrics.rel_l2) continue;
+      auto& [sum, n] = acc[{c.variant_index, int(c.algorithm), c.tp_size}];
+      sum += *c.metrics.rel_l2;
+      ++n;
+      quant[{c.variant_index, int(c.algorithm), c.tp_size}] = c.quantizations;
+    }
+    os << fmt::format("\nsimulated collectives (mean rel_l2 vs the exact fp32 result)\n");
+    os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>12} {:>7}\n", "variant", "algorithm", "tp",
+                      "quant", "rel_l2", "groups");
+    for (const auto& [key, v] : acc) {
+      const auto& [vi, alg, tp] = key;
+      os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>12.4e} {:>7}\n", r.variants[vi].name,
+                        sim::algorithm_name(sim::Algorithm(alg)), tp, quant[key],
+                        v.first / v.second, v.second);
+    }
+  }
+  if (!r.skipped.empty()) {
+    os << fmt::format("\nskipped {} (tensor, variant) pairs or groups; first: {} {} {}: {}\n",
+                      r.skipped.size(), r.skipped[0].file, r.skipped[0].tensor,
+                      r.skipped[0].variant, r.skipped[0].reason);
+  }
+  return os.str();
+}
+
+}  // namespace taco::study

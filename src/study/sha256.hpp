@@ -1,0 +1,27 @@
+#pragma once
+// SHA-256 (FIPS 180-4), for the input fingerprints in results.json provenance.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace taco::study {
+
+class Sha256 {
+ public:
+  Sha256();
+  void update(const void* data, size_t n);
+  std::string hex_digest();  // finishes the hash; call once
+
+ private:
+  void block(const uint8_t* p);
+  uint32_t h_[8];
+  uint8_t buf_[64];
+  size_t buf_len_ = 0;
+  uint64_t total_ = 0;
+};
+
+std::string sha256_hex(const void* data, size_t n);
+// Streams a file; InputError naming the file if it cannot be read.
+std::string sha256_file(const std::string& path);
+
+}  // namespace taco::study

@@ -1,0 +1,104 @@
+#pragma once
+// A simulated communicator over host buffers: N ranks' fp32 inputs in, per-rank outputs out,
+// with every message going through a codec exactly as a compressed collective would send it
+// (methods.md §1.6). It reproduces the *numerics* of compressed collectives (where and how
+// often each element is quantized, in which order partial sums are added), not their timing.
+//
+// Semantics shared by every algorithm (the live NCCL benchmark follows the same ones):
+//  * Chunking (methods.md §1.4): a buffer of rows x cols elements is cut into N chunks, chunk j
+//    going to (or owned by) rank j. When rows % N == 0, chunk j is rows [j*rows/N, (j+1)*rows/N)
+//    and the codec sees it as [rows/N, cols]; otherwise chunk j is the flat range
+//    [floor(j*numel/N), floor((j+1)*numel/N)) seen as [1, n_j]. Groups therefore never straddle
+//    chunks.
+//  * Decompress -> reduce in fp32 -> recompress (COCCL's fallback; no arithmetic on codes).
+//    Reductions add decoded contributions in rank order 0, 1, ..., N-1 (left to right, fp32),
+//    so all ranks that reduce the same data get the same bits.
+//  * A rank's own contribution goes through the codec like everyone else's (it reads its own
+//    slot of the received buffer), so every element of the output is quantized the same number
+//    of times and all ranks end with identical results.
+//
+// Algorithms (quantizations per element in parentheses):
+//  one_shot  (1)   all-reduce: every rank encodes its buffer (N chunks) and sends it to every
+//                  peer; every rank decodes all N buffers and sums them.
+//  two_shot  (2)   all-reduce: encode N chunks; all-to-all; rank j decodes and sums the N
+//                  copies of chunk j, re-encodes the sum; all-gather; every rank decodes.
+//  ring      (N)   all-reduce: ring reduce-scatter in which chunk j starts at rank j+1 and
+//                  travels j+1 -> j+2 -> ... -> j, every hop decoding, adding its own chunk
+//                  (received + own) and re-encoding (N-1 quantizations); then a compressed ring
+//                  all-gather of the finished shard (encode once, forwarded as is: +1).
+//  all_gather (1)  every rank encodes its whole buffer once (as [rows, cols]); all decode all.
+//                  Output: the N decoded buffers concatenated in rank order.
+//  reduce_scatter (1) direct (all-to-all) reduce-scatter: encode N chunks; rank j decodes and
+//                  sums the N copies of chunk j. Output of rank j: chunk j of the sum.
+// With N = 1 nothing crosses the network: outputs equal inputs and quantizations is 0.
+#include "codecs/codec.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace taco::sim {
+
+enum class Algorithm { OneShot, TwoShot, Ring, AllGather, ReduceScatter };
+
+std::string_view algorithm_name(Algorithm a);   // "one_shot", "two_shot", "ring", ...
+Algorithm parse_algorithm(std::string_view s);   // InputError naming the token
+// Times each output element was quantized on its way (results-schema.md collectives.csv).
+int quantizations(Algorithm a, int nranks);
+
+// One chunk of a buffer: elements [offset, offset + rows * cols), shown to the codec as
+// [rows, cols].
+struct Chunk {
+  int64_t offset = 0, rows = 0, cols = 0;
+  int64_t numel() const { return rows * cols; }
+};
+std::vector<Chunk> chunk_layout(int64_t rows, int64_t cols, int nranks);
+
+struct CollectiveResult {
+  std::vector<std::vector<float>> outputs;  // per rank
+  std::vector<int64_t> bytes_sent;          // per rank: wire bytes it put on the network
+  int quantizations = 0;
+};
+
+class SimulatedCommunicator {
+ public:
+  // threads: OpenMP threads for independent encodes/decodes (results do not depend on it).
+  SimulatedCommunicator(int nranks, const Codec& codec, int threads = 1);
+  int nranks() const { return nranks_; }
+
+  // inputs[r] points to rank r's rows x cols fp32 buffer.
+  //  all-reduce algorithms: every output is rows*cols.
+  //  all_gather: every output is nranks*rows*cols (rank-major).
+  //  reduce_scatter: output r is chunk r of chunk_layout(rows, cols, nranks).
+  CollectiveResult run(Algorithm a, const std::vector<const float*>& inputs, int64_t rows,
+                       int64_t cols) const;
+
+ private:
+  CollectiveResult one_shot(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
+  CollectiveResult two_shot(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
+  CollectiveResult ring(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
+  CollectiveResult all_gather(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
+  CollectiveResult reduce_scatter(const std::vector<const float*>& in, int64_t rows,
+                                  int64_t cols) const;
+
+  int nranks_;
+  const Codec& codec_;
+  int threads_;
+};
+
+// What an uncompressed collective with exact arithmetic returns: sums are taken in double and
+// rounded once to fp32. Same shapes as SimulatedCommunicator::run.
+std::vector<std::vector<float>> reference_outputs(Algorithm a,
+                                                  const std::vector<const float*>& inputs,
+                                                  int64_t rows, int64_t cols);
+
+// A stand-in for TP rank `rank` when a trace has fewer ranks than asked for: a copy of `base`
+// (rows x cols) with its rows in a seeded random order and each row's sign flipped at random
+// (rows == 1: elements' signs flipped and the row rotated by a seeded offset). Magnitudes and
+// per-row (per-token) structure are kept; the result is a deterministic function of
+// (base, seed, rank).
+std::vector<float> derive_rank(const float* base, int64_t rows, int64_t cols, uint64_t seed,
+                               int rank);
+
+}  // namespace taco::sim

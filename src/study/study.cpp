@@ -1,0 +1,403 @@
+#include "study/study.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace taco::study {
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t p = s.find(sep, start);
+    out.push_back(s.substr(start, p == std::string::npos ? std::string::npos : p - start));
+    if (p == std::string::npos) return out;
+    start = p + 1;
+  }
+}
+
+std::string json_string(const nlohmann::json& params, const char* key) {
+  const auto it = params.find(key);
+  if (it == params.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+// A tensor the study will read: where it is and what it is.
+struct TensorRef {
+  size_t file = 0, index = 0;
+  TensorInfo info;
+};
+
+// The tensors processed together: one tensor, or the TP ranks of one (step, layer, site,
+// direction) when collectives are simulated (members sorted by tp_rank).
+struct Unit {
+  std::vector<TensorRef> members;
+};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::vector<Unit> make_units(const std::vector<TensorRef>& refs, bool group_ranks) {
+  std::vector<Unit> units;
+  if (!group_ranks) {
+    for (const TensorRef& r : refs) units.push_back(Unit{{r}});
+    return units;
+  }
+  // A rank joins the first group with its key that does not have that rank yet, so a trace
+  // given twice forms two groups instead of one with duplicated ranks.
+  using Key = std::tuple<int64_t, int, std::string, std::string>;
+  std::map<Key, std::vector<size_t>> by_key;
+  for (const TensorRef& r : refs) {
+    const TensorMeta& m = r.info.meta;
+    if (m.tp_rank < 0) {
+      units.push_back(Unit{{r}});
+      continue;
+    }
+    auto& candidates = by_key[Key{m.step, m.layer, m.site, m.direction}];
+    bool placed = false;
+    for (size_t u : candidates) {
+      auto& mem = units[u].members;
+      const bool has = std::any_of(mem.begin(), mem.end(), [&](const TensorRef& o) {
+        return o.info.meta.tp_rank == m.tp_rank;
+      });
+      if (!has) {
+        mem.push_back(r);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) {
+      candidates.push_back(units.size());
+      units.push_back(Unit{{r}});
+    }
+  }
+  for (Unit& u : units)
+    std::stable_sort(u.members.begin(), u.members.end(), [](const TensorRef& a, const TensorRef& b) {
+      return a.info.meta.tp_rank < b.info.meta.tp_rank;
+    });
+  return units;
+}
+
+struct Measured {
+  ErrorSums sums;
+  int64_t saturated = 0, wire_bytes = 0;
+};
+
+// Encode, decode and measure one tensor with one codec. xhat is scratch (numel floats).
+Measured measure(const Codec& codec, const Tensor& t, double tau, bool skip_nonfinite, int threads,
+                 std::vector<float>& xhat) {
+  Measured m;
+  EncodeStats st;
+  const std::vector<uint8_t> wire = codec.encode(t.values.data(), t.rows(), t.cols(), &st);
+  xhat.resize(t.values.size());
+  codec.decode(wire.data(), wire.size(), t.rows(), t.cols(), xhat.data());
+  m.sums = error_sums(t.values.data(), xhat.data(), t.numel(), tau, skip_nonfinite, threads);
+  m.saturated = st.saturated;
+  m.wire_bytes = int64_t(wire.size());
+  return m;
+}
+
+}  // namespace
+
+bool TensorFilter::matches(const TensorInfo& t) const {
+  for (const auto& [key, values] : terms) {
+    std::string v;
+    if (key == "site") v = t.meta.site;
+    else if (key == "direction") v = t.meta.direction;
+    else if (key == "collective") v = t.meta.collective;
+    else if (key == "layer") v = std::to_string(t.meta.layer);
+    else if (key == "step") v = std::to_string(t.meta.step);
+    else if (key == "tp_rank") v = std::to_string(t.meta.tp_rank);
+    else if (key == "name") v = t.name;
+    else throw_error("TensorFilter: unknown key '{}'", key);
+    if (std::find(values.begin(), values.end(), v) == values.end()) return false;
+  }
+  return true;
+}
+
+TensorFilter parse_filter(const std::string& spec) {
+  static const std::set<std::string> kKeys = {"site", "direction", "collective", "layer",
+                                              "step", "tp_rank", "name"};
+  TensorFilter f;
+  if (spec.empty()) return f;
+  for (const std::string& term : split(spec, ',')) {
+    const size_t eq = term.find('=');
+    TACO_REQUIRE_INPUT(eq != std::string::npos && eq > 0,
+                       "--filter: '{}' is not key=value (keys: site, direction, collective, layer, "
+                       "step, tp_rank, name)",
+                       term);
+    const std::string key = term.substr(0, eq);
+    TACO_REQUIRE_INPUT(kKeys.count(key), "--filter: unknown key '{}' (keys: site, direction, "
+                       "collective, layer, step, tp_rank, name)", key);
+    f.terms.emplace_back(key, split(term.substr(eq + 1), '|'));
+  }
+  return f;
+}
+
+VariantInfo describe_variant(const std::string& name, const Codec& codec) {
+  VariantInfo v;
+  v.name = name;
+  v.params = codec.params();
+  v.family = json_string(v.params, "family");
+  v.elem_format = json_string(v.params, "elem_format");
+  v.scale_format = json_string(v.params, "scale_format");
+  v.granularity = json_string(v.params, "granularity");
+  v.transform = json_string(v.params, "transform");
+  const auto g = v.params.find("group_size");
+  if (g != v.params.end() && g->is_number_integer()) v.group_size = g->get<int64_t>();
+  return v;
+}
+
+double percentile(std::vector<double> v, double p) {
+  TACO_ASSERT(!v.empty(), "percentile of nothing");
+  std::sort(v.begin(), v.end());
+  const double pos = p * double(v.size() - 1);
+  const size_t lo = size_t(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  const double frac = pos - double(lo);
+  // Equal neighbours (also two infinities) need no interpolation.
+  return (frac == 0 || v[lo] == v[hi]) ? v[lo] : v[lo] + (v[hi] - v[lo]) * frac;
+}
+
+StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOptions& opts) {
+  TACO_ASSERT(bool(opts.codec_factory), "run_study needs a codec factory");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int threads = std::max(1, opts.threads);
+  StudyResult res;
+  for (const TensorSource* s : sources) res.files.push_back(s->path());
+
+  // Build every codec up front: an unknown variant fails before any work or output.
+  std::vector<std::string> names;
+  auto add_name = [&](const std::string& n) {
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  };
+  for (const std::string& v : opts.variants) add_name(v);
+  for (const auto& [key, v] : opts.per_site) add_name(v);
+  TACO_REQUIRE_INPUT(!names.empty(), "--variants: no variants to run");
+  std::vector<std::unique_ptr<Codec>> codecs;
+  for (const std::string& n : names) {
+    codecs.push_back(opts.codec_factory(n));
+    TACO_ASSERT(codecs.back() != nullptr, "codec factory returned null for '{}'", n);
+    res.variants.push_back(describe_variant(n, *codecs.back()));
+  }
+  const size_t n_common = [&] {
+    size_t k = 0;
+    for (const std::string& n : names)
+      if (std::find(opts.variants.begin(), opts.variants.end(), n) != opts.variants.end()) ++k;
+    return k;
+  }();
+  auto variants_for = [&](const TensorMeta& m) {
+    std::vector<size_t> vs;
+    for (size_t i = 0; i < n_common; ++i) vs.push_back(i);
+    const auto it = opts.per_site.find(SiteKey{m.site, m.direction});
+    if (it != opts.per_site.end()) {
+      const size_t idx = size_t(std::find(names.begin(), names.end(), it->second) - names.begin());
+      if (std::find(vs.begin(), vs.end(), idx) == vs.end()) vs.push_back(idx);
+    }
+    return vs;
+  };
+
+  // Which tensors: metadata only, nothing read yet.
+  std::vector<TensorRef> refs;
+  for (size_t f = 0; f < sources.size(); ++f) {
+    for (size_t i = 0; i < sources[f]->size(); ++i) {
+      if (opts.max_tensors >= 0 && int64_t(refs.size()) >= opts.max_tensors) break;
+      TensorInfo info = sources[f]->info(i);
+      if (opts.filter.matches(info)) refs.push_back(TensorRef{f, i, std::move(info)});
+    }
+  }
+  const bool simulate = !opts.collectives.empty();
+  const std::vector<Unit> units = make_units(refs, simulate);
+
+  std::vector<float> xhat;
+  int64_t done = 0;
+  for (const Unit& unit : units) {
+    std::vector<Tensor> tensors;
+    for (const TensorRef& r : unit.members) {
+      tensors.push_back(sources[r.file]->read(r.index));
+      const Tensor& t = tensors.back();
+      TACO_ASSERT(int64_t(t.values.size()) == t.numel(), "{}: {} values for shape {}", t.name,
+                  t.values.size(), shape_string(t.shape));
+      const InputScan scan = scan_input(t.values.data(), t.numel(), threads);
+      if (opts.histograms) {
+        auto [it, inserted] = res.histograms.try_emplace(SiteKey{t.meta.site, t.meta.direction});
+        it->second.add_tensor(t.values.data(), t.numel(), scan.absmax, threads);
+      }
+      const double tau = opts.tau_rel * scan.absmax;
+      for (size_t v : variants_for(t.meta)) {
+        if (t.numel() == 0) {
+          res.skipped.push_back({res.files[r.file], t.name, names[v], "empty tensor"});
+          continue;
+        }
+        TensorRow row;
+        row.file_index = r.file;
+        row.tensor_index = r.index;
+        row.variant_index = v;
+        row.tensor = t.name;
+        row.shape = t.shape;
+        row.numel = t.numel();
+        row.in_dtype = t.dtype;
+        row.meta = t.meta;
+        row.nan_count = scan.nan_count;
+        row.inf_count = scan.inf_count;
+        try {
+          const Measured m = measure(*codecs[v], t, tau, !scan.all_finite(), threads, xhat);
+          row.metrics = finish_metrics(m.sums);
+          row.saturated = m.saturated;
+          row.wire_bytes = m.wire_bytes;
+        } catch (const InputError& e) {
+          // The codec does not take this shape (e.g. tile sizes): record it and go on.
+          res.skipped.push_back({res.files[r.file], t.name, names[v], e.what()});
+          continue;
+        }
+        res.rows.push_back(std::move(row));
+        res.elements += t.numel();
+      }
+      ++done;
+      if (opts.progress) {
+        Progress p;
+        p.done = done;
+        p.total = int64_t(refs.size());
+        p.tensor = t.name;
+        p.elements = res.elements;
+        p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        opts.progress(p);
+      }
+    }
+    if (!simulate) continue;
+
+    // ---- simulated collectives over the ranks of this group ----
+    const Tensor& first = tensors.front();
+    const TensorRef& first_ref = unit.members.front();
+    const bool same_shape = std::all_of(tensors.begin(), tensors.end(), [&](const Tensor& t) {
+      return t.shape == first.shape;
+    });
+    const int k = int(tensors.size());
+    auto skip_group = [&](const std::string& why) {
+      res.skipped.push_back({res.files[first_ref.file], first.name, "", "collectives: " + why});
+    };
+    if (!same_shape) {
+      skip_group("TP ranks have different shapes");
+      continue;
+    }
+    if (first.numel() == 0) continue;
+    std::vector<int> degrees = opts.tp;
+    if (degrees.empty()) {
+      if (k < 2) {
+        skip_group("only one TP rank in the input; give --tp N to simulate more");
+        continue;
+      }
+      degrees.push_back(k);
+    }
+    const int64_t rows = first.rows(), cols = first.cols();
+    for (int N : degrees) {
+      // Ranks beyond those in the trace are derived from them (documented in sim::derive_rank).
+      std::vector<std::vector<float>> derived;
+      std::vector<const float*> inputs;
+      for (int r = 0; r < N; ++r) {
+        if (r < k) {
+          inputs.push_back(tensors[size_t(r)].values.data());
+        } else {
+          const uint64_t seed = opts.seed ^ fnv1a(first.name) ^ (uint64_t(first_ref.file) << 48);
+          derived.push_back(sim::derive_rank(tensors[size_t(r % k)].values.data(), rows, cols, seed, r));
+        }
+      }
+      for (auto& d : derived) inputs.push_back(d.data());
+      for (sim::Algorithm a : opts.collectives) {
+        const auto refs_out = sim::reference_outputs(a, inputs, rows, cols);
+        for (size_t v : variants_for(first.meta)) {
+          CollectiveRow row;
+          row.file_index = first_ref.file;
+          row.tensor_index = first_ref.index;
+          row.variant_index = v;
+          row.tensor = first.name;
+          row.meta = first.meta;
+          row.algorithm = a;
+          row.tp_size = N;
+          row.trace_ranks = std::min(k, N);
+          row.numel = first.numel();
+          try {
+            const sim::SimulatedCommunicator comm(N, *codecs[v], threads);
+            const sim::CollectiveResult out = comm.run(a, inputs, rows, cols);
+            ErrorSums sums;
+            for (size_t r = 0; r < out.outputs.size(); ++r) {
+              const std::vector<float>& ref = refs_out[r];
+              TACO_ASSERT(ref.size() == out.outputs[r].size(), "collective output size");
+              const InputScan scan = scan_input(ref.data(), int64_t(ref.size()), threads);
+              sums.combine(error_sums(ref.data(), out.outputs[r].data(), int64_t(ref.size()),
+                                      opts.tau_rel * scan.absmax, !scan.all_finite(), threads));
+            }
+            row.metrics = finish_metrics(sums);
+            row.quantizations = out.quantizations;
+            double bytes = 0;
+            for (int64_t b : out.bytes_sent) bytes += double(b);
+            row.bytes_sent_per_rank = bytes / double(N);
+          } catch (const InputError& e) {
+            res.skipped.push_back({res.files[first_ref.file], first.name, names[v],
+                                   fmt::format("collectives {} tp={}: {}", sim::algorithm_name(a), N, e.what())});
+            continue;
+          }
+          res.collective_rows.push_back(std::move(row));
+        }
+      }
+    }
+  }
+  std::stable_sort(res.rows.begin(), res.rows.end(), [](const TensorRow& a, const TensorRow& b) {
+    return std::tie(a.file_index, a.tensor_index, a.variant_index) <
+           std::tie(b.file_index, b.tensor_index, b.variant_index);
+  });
+  res.tensors = done;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+std::vector<Aggregate> aggregate(const StudyResult& r) {
+  struct Acc {
+    std::vector<double> rel, snr;
+    double bytes = 0;
+    int64_t n = 0;
+  };
+  std::map<std::tuple<std::string, std::string, size_t>, Acc> acc;
+  for (const TensorRow& row : r.rows) {
+    if (!row.metrics.rel_l2) continue;
+    Acc& a = acc[{row.meta.site, row.meta.direction, row.variant_index}];
+    // A NaN error (a codec that produced NaN) ranks last.
+    const double rel = std::isnan(*row.metrics.rel_l2) ? std::numeric_limits<double>::infinity()
+                                                        : *row.metrics.rel_l2;
+    a.rel.push_back(rel);
+    a.snr.push_back(row.metrics.snr_db ? *row.metrics.snr_db : 0.0);
+    a.bytes += row.bytes_per_elem();
+    ++a.n;
+  }
+  std::vector<Aggregate> out;
+  for (const auto& [key, a] : acc) {
+    Aggregate g;
+    std::tie(g.site, g.direction, g.variant_index) = key;
+    g.tensors = a.n;
+    g.median_rel_l2 = percentile(a.rel, 0.5);
+    g.p99_rel_l2 = percentile(a.rel, 0.99);
+    double sum = 0;
+    for (double x : a.rel) sum += x;
+    g.mean_rel_l2 = sum / double(a.n);
+    g.mean_bytes_per_elem = a.bytes / double(a.n);
+    g.median_snr_db = percentile(a.snr, 0.5);
+    out.push_back(g);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Aggregate& a, const Aggregate& b) {
+    return std::tie(a.site, a.direction, a.median_rel_l2, a.mean_bytes_per_elem, a.variant_index) <
+           std::tie(b.site, b.direction, b.median_rel_l2, b.mean_bytes_per_elem, b.variant_index);
+  });
+  return out;
+}
+
+}  // namespace taco::study
