@@ -197,7 +197,7 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, log_dir):
         losses = []
         for _ in range(a.eval_batches):
             x, y = corpus_val_batch(r)
-            losses.append(float(model(x, y)[1]))
+            losses.append(float(model(x, y)[1].detach()))
         model.train()
         return float(np.mean(losses))
 
@@ -283,7 +283,7 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, log_dir):
                 if p.grad is not None:
                     p.grad.mul_(a.clip / gnorm)
         opt.step()
-        loss_value = float(loss)
+        loss_value = float(loss.detach())
         if device.type == "cuda":
             torch.cuda.synchronize()
         step_times.append(time.time() - ts)
@@ -311,7 +311,10 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, log_dir):
         log_print(f"eval: step {step} val_loss {log['val'][-1]['val_loss']:.4f}")
 
     if a.sp_final:
-        # Same weights and batch, sequence parallel on: all-gather / reduce-scatter tensors.
+        # One more forward/backward with sequence parallel on (all-gather / reduce-scatter), on
+        # the last batch with the weights after the last update, i.e. those of step + 1; no update.
+        step += 1
+        recorder.extra["sp_pass"] = f"batch of step {step - 1}, weights after its update, no update"
         if a.mode == "dist":
             model.set_sequence_parallel(True)
         else:
@@ -322,7 +325,8 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, log_dir):
         loss.backward()
         recorder.stop()
         opt.zero_grad(set_to_none=True)
-        write_capture("sp", step, float(loss))
+        write_capture("sp", step, float(loss.detach()))
+        recorder.extra.pop("sp_pass")
         if a.mode == "dist":
             model.set_sequence_parallel(False)
         else:
@@ -374,9 +378,10 @@ def main(argv=None):
     captures = sorted((c for lg in logs.values() for c in lg["captures"]), key=lambda c: c["file"])
     out = {"mode": a.mode, "tp": a.tp, "backend": a.backend if a.mode == "dist" else None,
            "device": a.device, "dtype": a.dtype,
-           "config": {k: getattr(a, k) for k in ("layers", "hidden", "heads", "ffn", "seq", "batch", "lr", "warmup",
-                                                  "weight_decay", "clip", "seed", "steps", "time_limit",
-                                                  "capture_batch", "capture_layers")},
+           "config": dict({k: getattr(a, k) for k in ("layers", "hidden", "heads", "seq", "batch", "lr", "warmup",
+                                                       "weight_decay", "clip", "seed", "steps", "time_limit",
+                                                       "capture_batch", "capture_layers")},
+                          ffn=a.ffn or 4 * a.hidden),
            "command": " ".join([sys.executable, "-m", "taco_capture.train"] + argv),
            "environment": environment(a.device), "data": info, "wall_seconds": round(time.time() - t0, 2),
            "final_step": main_log["final_step"], "train_seconds": main_log["train_seconds"],
