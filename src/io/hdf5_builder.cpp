@@ -143,7 +143,12 @@ void write_attr(hid_t file, const std::string& object, const std::string& name, 
 void Hdf5Builder::attr_int(const std::string& object, const std::string& name, int64_t value, Elem elem) {
   h5::QuietErrors quiet;
   Handle type = make_type(elem, object);
-  write_attr(impl_->file.get(), object, name, type.get(), H5T_NATIVE_INT64, &value, {}, false);
+  // For an unsigned 64-bit attribute the value's bits are stored as they are (so -1 gives
+  // 2^64 - 1, which readers must refuse), not clipped by a conversion.
+  const uint64_t bits = static_cast<uint64_t>(value);
+  const bool u64 = elem == Elem::U64LE;
+  write_attr(impl_->file.get(), object, name, type.get(), u64 ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64,
+             u64 ? static_cast<const void*>(&bits) : static_cast<const void*>(&value), {}, false);
 }
 
 void Hdf5Builder::attr_float(const std::string& object, const std::string& name, double value) {

@@ -25,6 +25,10 @@ std::unique_ptr<TensorSource> open_npy(std::shared_ptr<ByteSource> src, const Op
 std::unique_ptr<TensorSource> open_npz(std::shared_ptr<ByteSource> src, const OpenOptions& opts);
 std::unique_ptr<TensorSource> open_trace(const std::string& path);
 
+// The chunk shape TraceWriter uses: about 1 MiB of whole rows (the last dimension whole, then
+// as many of the dimensions before it as fit); a single row over 1 MiB is split.
+std::vector<uint64_t> trace_chunk_shape(const std::vector<int64_t>& shape, size_t elem_size);
+
 // The file format named by the first bytes: "taco-hdf5", "safetensors", "npy", "npz", or ""
 // when none matches. Reads at most a few KiB.
 std::string sniff_format(const ByteSource& src);

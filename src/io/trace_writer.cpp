@@ -22,10 +22,15 @@ using h5::owned;
 constexpr int64_t kTraceVersion = 1;
 constexpr uint64_t kChunkBytes = uint64_t(1) << 20;
 
-// About kChunkBytes of whole rows: the last dimension whole, then as many of the dimensions
-// before it as fit. A single row longer than kChunkBytes is split (rare: 256 Ki f32 values).
-std::vector<hsize_t> chunk_shape(const std::vector<int64_t>& shape, size_t elem_size) {
-  std::vector<hsize_t> chunk(shape.size(), 1);
+void require_no_nul(const std::string& s, const std::string& what, const char* field) {
+  TACO_REQUIRE_INPUT(s.find('\0') == std::string::npos, "{}: {} contains a NUL byte", what, field);
+}
+
+}  // namespace
+
+std::vector<uint64_t> trace_chunk_shape(const std::vector<int64_t>& shape, size_t elem_size) {
+  TACO_ASSERT(!shape.empty() && elem_size > 0, "chunk shape of a {}-d tensor", shape.size());
+  std::vector<uint64_t> chunk(shape.size(), 1);
   const auto cols = uint64_t(shape.back());
   if (cols * elem_size > kChunkBytes) {
     chunk.back() = kChunkBytes / elem_size;
@@ -45,12 +50,6 @@ std::vector<hsize_t> chunk_shape(const std::vector<int64_t>& shape, size_t elem_
   }
   return chunk;
 }
-
-void require_no_nul(const std::string& s, const std::string& what, const char* field) {
-  TACO_REQUIRE_INPUT(s.find('\0') == std::string::npos, "{}: {} contains a NUL byte", what, field);
-}
-
-}  // namespace
 
 struct TraceWriter::Impl {
   std::string path, tmp;
@@ -133,7 +132,8 @@ void TraceWriter::add(const Tensor& t, DType store) {
   // Every byte is written right away, so skip writing fill values first.
   if (H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER) < 0) h5::fail(Blame::Internal, where, "H5Pset_fill_time");
   if (!dims.empty()) {  // a 0-d (scalar) tensor is stored contiguously: HDF5 cannot chunk it
-    const std::vector<hsize_t> chunk = chunk_shape(t.shape, dtype_size(store));
+    const std::vector<uint64_t> chunk64 = trace_chunk_shape(t.shape, dtype_size(store));
+    const std::vector<hsize_t> chunk(chunk64.begin(), chunk64.end());
     if (H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()) < 0) h5::fail(Blame::Internal, where, "H5Pset_chunk");
     if (w.opts.compression_level > 0 &&
         (H5Pset_shuffle(dcpl.get()) < 0 || H5Pset_deflate(dcpl.get(), unsigned(w.opts.compression_level)) < 0))
