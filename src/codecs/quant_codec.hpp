@@ -1,0 +1,131 @@
+#pragma once
+// The generic block-scaled quantization codec: every FP8 / FP4 / INT variant, MX, NVFP4 and
+// TACO, one implementation with the variant (QuantSpec) as data.
+//
+// Blocks (one scale each):
+//   tensor   one block
+//   row      one block per row (token)
+//   col      one block per column (channel)
+//   g<G>     flat groups of G consecutive elements in row-major order over the whole chunk,
+//            exactly as TACO forms them (methods.md 1.4). When cols % G == 0 these are 1 x G
+//            groups along the hidden dimension; otherwise groups straddle rows. The last group
+//            is partial when numel % G != 0 (the "tail", m < G valid elements).
+//   tile<T>  T x T tiles; rows and cols must be multiples of T (InputError otherwise).
+// Transforms (g<G> and tile<T> only) act on each group / each 1 x T row piece of a tile, before
+// the scale is computed: had = H_G / sqrt(G), rht = H_G diag(signs) / sqrt(G) (hadamard.hpp).
+//
+// Tail policy (g<G> with a transform): the tail group is zero-padded to G, transformed, and all
+// G codes are stored, so the decoder can invert the transform exactly; the chunk then carries
+// g * G code bytes instead of numel. (The authors' TACO kernels store only the m valid codes,
+// which corrupts the tail's reconstruction, methods.md 1.4.) Without a transform the tail stores
+// its m codes. With numel % G == 0 both give the authors' layout.
+//
+// Wire layout of one encode() call (one chunk; no header; shapes implicit):
+//   [codes][scales: blocks x scale bytes][aux][tensor scale]
+//   codes   one byte per code (FP8, INT8) or two codes per byte, element 2i in the low nibble
+//           (E2M1, INT4; a final odd code leaves the high nibble 0); in element order, tiles too
+//   scales  fp32 (4 B), bf16/fp16 (2 B), e8m0/ue4m3 (1 B), little-endian, in block order
+//           (tiles: tile-row-major)
+//   aux     asym: blocks x 1 B zero point; dual (TACO): blocks x fp32 s_a; else empty
+//   tensor  ue4m3 scales only: the fp32 per-tensor scale S_t (NVFP4's second level)
+// TACO (dual) is therefore [codes | g x fp32 s_q | g x fp32 s_a], methods.md 1.4.
+//
+// Scale rule (non-TACO): amax = max |v| over the block's finite values (non-finite inputs count
+// as 0 and encode as 0); ideal = amax / T, clamped to [FLT_MIN, FLT_MAX]; then rounded into the
+// scale format (formats/scale.hpp); code = enc(v / s), decode = dec(code) * s. Asymmetric ints:
+// lo = min(min v, 0), hi = max(max v, 0), ideal = (hi - lo) / T, zero point
+// z = clamp(rne(-lo / s), 0, qmax), code = clamp(rne(v / s) + z, 0, qmax), decode = (code - z) * s.
+// Two-level (ue4m3): S_t = max over blocks of ideal / 448; block code = ue4m3(ideal / S_t),
+// s = ue4m3_value * S_t (one fp32 multiply, the same on both sides).
+// OCP MX (sround=ocp): s = 2^(floor(log2 amax) - emax_elem), emax 8 / 15 / 2 for E4M3 / E5M2 /
+// E2M1 (OCP MX v1.0 section 6.3), clamped to E8M0's range; amax = 0 -> 2^-127; elements that land
+// above the element max saturate. This is the pinned definition (TE and NKI differ).
+//
+// TACO rules (taco / dual), per group, in float32, mirrored step by step by the GPU kernels:
+//   1. v[i] = x[i] for i < m, 0 for m <= i < G
+//   2. (dual) S = lane_tree_sum(v[i] * v[i]); var = S / float(m); var = var + lambda;
+//      var = (var < 1e-12f) ? 1e-12f : var;            (a NaN var passes through)
+//      s_a = clampf(F / sqrtf(var), 1e-3f, 1e3f);       F = 448 (E4M3) or 57344 (E5M2)
+//      v[i] = v[i] * s_a
+//   3. (rht) v[i] = -v[i] where the sign mask is set
+//   4. (had/rht) butterflies, then v[i] = v[i] * float(1/sqrt(G))
+//   5. M = fmaxf over |v[i]|, i < G (NaN ignored; NaN only if every v[i] is NaN)
+//      mv = (M < 1e-12f) ? 1e-12f : M;  s_q = clampf(safe_div(mv, T), 1e-12f, 1e6f)
+//   6. t = safe_div(finite(v[i]) ? v[i] : 0, s_q); t = min(max(t, -448), 448);
+//      code = fp8_rne(t, saturate)  (the +-448 clamp also for E5M2, as in the authors' code)
+//   clampf(x, lo, hi) = fmaxf(fminf(x, hi), lo) with IEEE/CUDA NaN-ignoring fminf/fmaxf (so a
+//   NaN maps to hi); safe_div(a, b) = |b| < 1e-12f ? 0 : a / b; sqrtf and / correctly rounded
+//   (the authors' kernel uses rsqrtf; the bytes here are the correctly rounded reference).
+//   Decode: y[i] = dec(code[i]) * s_q; inverse transform (butterflies, * 1/sqrt(G), signs);
+//   a = (s_a < 1e-12f) ? 1e-12f : s_a; out[i] = (finite(y[i]) ? y[i] : 0) / a (taco without
+//   dual: out[i] = finite(y[i]) ? y[i] : 0).
+#include "codecs/codec.hpp"
+#include "codecs/variant.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace taco {
+
+// Byte offsets and sizes of one chunk's wire buffer.
+struct QuantLayout {
+  int64_t numel = 0, blocks = 0;
+  int64_t ncodes = 0, code_bytes = 0;
+  int64_t scale_off = 0, scale_bytes = 0;
+  int64_t aux_off = 0, aux_bytes = 0;
+  int64_t tensor_off = 0, tensor_bytes = 0;
+  int64_t total = 0;
+};
+
+class QuantCodec final : public Codec {
+ public:
+  QuantCodec(const QuantSpec& spec, std::string name);
+
+  const std::string& name() const override { return name_; }
+  nlohmann::json params() const override;
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats* stats = nullptr) const override;
+  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+              float* out) const override;
+
+  const QuantSpec& spec() const { return s_; }
+  // Layout for a shape; InputError when the shape does not suit the codec.
+  QuantLayout layout(int64_t rows, int64_t cols) const;
+
+ private:
+  struct Counters;
+  struct BlockScale;
+  struct Flat;
+  template <class Q> void encode_flat(const Q& q, const float* x, const Flat& f, const QuantLayout& L,
+                                      uint8_t* codes, uint8_t* wire, Counters& c) const;
+  template <class Q> void encode_strided(const Q& q, const float* x, int64_t rows, int64_t cols,
+                                         const QuantLayout& L, uint8_t* codes, uint8_t* wire,
+                                         Counters& c) const;
+  template <class F> void encode_taco(const float* x, const QuantLayout& L, uint8_t* wire,
+                                      Counters& c) const;
+  template <class Q> void encode_dispatch(const Q& q, const float* x, int64_t rows, int64_t cols,
+                                          const QuantLayout& L, uint8_t* wire, Counters& c) const;
+  void decode_flat(const uint8_t* wire, const Flat& f, const QuantLayout& L, float* out) const;
+  void decode_strided(const uint8_t* wire, int64_t rows, int64_t cols, const QuantLayout& L,
+                      float* out) const;
+  void decode_taco(const uint8_t* wire, const QuantLayout& L, float* out) const;
+
+  BlockScale block_scale(float a, float b, float tensor_scale) const;
+  float block_ideal(float a, float b) const;
+  void prepare_group(const float* x, int64_t m, float* buf) const;
+  void inverse_transform(float* v) const;
+
+  QuantSpec s_;
+  std::string name_;
+  int bits_;
+  bool two_level_;
+  int sbytes_;
+  float hconst_ = 1.0f;
+  std::vector<uint32_t> signs_;       // RHT sign masks (empty otherwise)
+  std::array<float, 256> lut_{};      // code -> element value (ints: the integer)
+  std::array<uint8_t, 256> is_sat_{}; // code at the largest magnitude the codec emits
+};
+
+}  // namespace taco
