@@ -82,7 +82,10 @@ def load_pt(path, unsafe_pickle):
     try:
         return torch.load(path, map_location="cpu", weights_only=not unsafe_pickle)
     except pickle.UnpicklingError as ex:
-        msg = " ".join(str(ex).split())[:200]
+        msg = " ".join(str(ex).split())
+        if "WeightsUnpickler error:" in msg:   # torch's own text before it is advice, not the cause
+            msg = "weights-only load refused: " + msg.split("WeightsUnpickler error:", 1)[1].strip()
+        msg = msg[:200]
         hint = "" if unsafe_pickle else " (if you trust the file, --unsafe-pickle loads any pickled object)"
         raise CaptureInputError(f"{path}: cannot unpickle: {msg}{hint}") from None
     except (RuntimeError, EOFError, ValueError, OSError, ImportError, AttributeError, KeyError,
@@ -234,13 +237,12 @@ def main(argv=None):
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})[0]
         raise CaptureInputError(f"two tensors are both named '{dup}' (give --root so the paths differ)")
-    for n in notes:
-        print(f"taco_capture.convert_pt: note: {n}", file=sys.stderr)
-
     if out_kind == "safetensors":
         write_st(a, entries, dtypes)
     else:
         write_h5(a, entries, dtypes)
+    for n in notes:
+        print(f"taco_capture.convert_pt: note: {n}", file=sys.stderr)
     print(f"{a.out}: {len(entries)} tensors from {len(paths)} file(s)")
     return 0
 
