@@ -16,8 +16,8 @@ Metadata: --set KEY=VALUE applies to every tensor; --name-pattern REGEX (repeata
 wins) sets fields per tensor from named groups, e.g. (?P<tp_rank>\\d+) or (?P<layer>\\d+). Keys
 that are not taco fields (layer, site, direction, collective, tp_rank, tp_size, step, model) go
 to extra. In safetensors, metadata shared by all tensors goes to __metadata__; metadata that
-differs between tensors needs --sidecar FILE.json ({"tensors": {name: {key: value}}}) or a .h5
-output, which stores it per tensor.
+differs between tensors needs --sidecar FILE.json ({tensor name: {key: value}}, what
+`taco import --sidecar` reads) or a .h5 output, which stores it per tensor.
 
   python -m taco_capture.convert_pt dumps/rank*/iter_*/*.pt --root dumps --out te.safetensors \\
       --preset te --set model=my-gpt --set tp_size=2 --sidecar te.meta.json
@@ -277,8 +277,8 @@ def write_st(a, entries, dtypes):
     tensors = [(name, _bits(t, dtypes[t.dtype]), dtypes[t.dtype]) for name, t, _ in entries]
     sidecar_tmp = None
     if a.sidecar:
-        side = {"format": "taco-sidecar", "version": 1, "file": os.path.basename(a.out),
-                "tensors": {name: {k: m[k] for k in varying if k in m} for name, _, m in entries}}
+        # The sidecar format `taco import --sidecar` reads: {tensor name: {key: value}}.
+        side = {name: {k: m[k] for k in varying if k in m} for name, _, m in entries}
         sidecar_tmp = f"{a.sidecar}.tmp-{os.getpid()}"
         with open(sidecar_tmp, "w") as f:
             json.dump(side, f, indent=1)

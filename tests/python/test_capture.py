@@ -345,7 +345,8 @@ def test_convert_pt_to_safetensors_with_sidecar(dumps, tmp_path):
         dt, g = tensors[f"rank_{r}/iter_000010/decoder.5.proj_gradient"]
         assert dt == "F16" and np.array_equal(g, np.load(dumps / f"g{r}.npy"))
     s = json.loads(side.read_text())
-    t = s["tensors"]["rank_1/iter_000010/decoder.5.proj_gradient"]
+    assert sorted(s) == sorted(tensors)
+    t = s["rank_1/iter_000010/decoder.5.proj_gradient"]
     assert t["layer"] == "5" and t["tp_rank"] == "1" and t["tensor"] == "gradient"
     assert t["source"] == "rank_1/iter_000010/decoder.5.proj_gradient.pt"
     assert "ids" not in json.dumps(s), "integer tensors must be skipped"
