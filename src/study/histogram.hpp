@@ -1,13 +1,15 @@
 #pragma once
 // log2-magnitude histograms (results-schema.md, histograms.csv) with fixed bins a quarter of an
-// octave wide: bin k holds values v with k/4 <= log2 v < (k+1)/4. Bins are found from the
-// bits of the double v (exponent and mantissa thresholds), so binning is exact (no log2 call)
-// and identical on every machine.
+// octave wide: bin k holds values v with k/4 <= log2 v < (k+1)/4. Bins are found from the bits
+// of v (exponent and mantissa thresholds), so binning is exact (no log2 call) and identical on
+// every machine.
 //   raw      : v = |x| of nonzero finite x
-//   tensor   : v = |x| * 448 / absmax(tensor)   (what FP8 E4M3 sees under per-tensor scaling)
-//   group128 : v = |x| * 448 / absmax(group)    (groups: 128 consecutive elements of the flat
-//              row-major tensor; the last group may be shorter)
-// Zeros are counted apart; NaN/Inf are left out (the study reports them as nan/inf counts).
+//   tensor   : v = |x| * s, s = fp32(448 / absmax(tensor))   (fp32 multiply: what an FP8 E4M3
+//              quantizer with per-tensor scaling computes)
+//   group128 : v = |x| * s, s = fp32(448 / absmax(group))    (groups: 128 consecutive elements
+//              of the flat row-major tensor; the last group may be shorter)
+// Zeros are counted apart per scope (in the scaled scopes this includes values whose fp32
+// product underflows to 0); NaN/Inf are left out (the study reports them as nan/inf counts).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +21,7 @@ enum class HistScope : int { Raw = 0, Tensor = 1, Group128 = 2 };
 inline constexpr int kHistScopes = 3;
 const char* hist_scope_name(HistScope s);
 
-// Bin index k = floor(4 log2 v) for a positive normal double v.
+// Bin index k = floor(4 log2 v) for a positive normal double v (every float is one).
 int64_t log2_quarter_bin(double v);
 
 class Log2Histogram {

@@ -1,8 +1,11 @@
 #include "study/metrics.hpp"
 
+#include "study/simd.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -12,58 +15,111 @@ namespace {
 
 int64_t block_count(int64_t n) { return (n + kMetricBlock - 1) / kMetricBlock; }
 
-// Lanes: element i of a block feeds lane i % kLanes, and lanes are combined in lane order, so
-// the compiler can keep each lane in a vector register without reassociating anything.
-constexpr int kLanes = 8;
+// Four lanes: element i of a block feeds lane i % 4 and the lanes are combined in lane order.
+// The vector path (no NaN/Inf in x) and the checked scalar path use the same lanes, so they
+// agree bit for bit on finite data.
+struct Lanes {
+  double x2[4] = {}, y2[4] = {}, xy[4] = {}, e2[4] = {}, mae[4] = {}, rn[4] = {}, rd[4] = {1, 1, 1, 1};
+  int64_t nz[4] = {}, uf[4] = {}, rc[4] = {};
 
-template <bool kCheckFinite>
-ErrorSums block_sums(const float* x, const float* y, int64_t n, double tau) {
-  double x2[kLanes] = {}, y2[kLanes] = {}, xy[kLanes] = {}, e2[kLanes] = {}, mae[kLanes] = {};
-  double rn[kLanes] = {}, rd[kLanes] = {1, 1, 1, 1, 1, 1, 1, 1};
-  int64_t cnt[kLanes] = {}, nz[kLanes] = {}, uf[kLanes] = {}, rc[kLanes] = {};
-  auto step = [&](int l, float xf, float yf) {
-    if constexpr (kCheckFinite) {
-      if (!std::isfinite(xf)) return;
+  ErrorSums combine(int64_t count) const {
+    ErrorSums s;
+    for (int l = 0; l < 4; ++l) {
+      ErrorSums p;
+      p.nonzero = nz[l];
+      p.underflow = uf[l];
+      p.rel_count = rc[l];
+      p.sum_x2 = x2[l];
+      p.sum_y2 = y2[l];
+      p.sum_xy = xy[l];
+      p.sum_e2 = e2[l];
+      p.max_abs_err = mae[l];
+      p.rel_num = rn[l];
+      p.rel_den = rd[l];
+      s.combine(p);
     }
-    const double xv = xf, yv = yf, d = xv - yv;
-    const double ax = std::fabs(xv), ad = std::fabs(d);
-    x2[l] += xv * xv;
-    y2[l] += yv * yv;
-    xy[l] += xv * yv;
-    e2[l] += d * d;
-    mae[l] = ad > mae[l] ? ad : mae[l];
-    cnt[l] += 1;
-    nz[l] += xf != 0.0f;
-    uf[l] += (xf != 0.0f) & (yf == 0.0f);
-    const bool in = ax > tau;
-    rc[l] += in;
+    s.count = count;
+    return s;
+  }
+};
+
+ErrorSums block_sums_checked(const float* x, const float* y, int64_t n, double tau) {
+  Lanes L;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) continue;
+    const int l = int(i % 4);
+    const double xv = x[i], yv = y[i], d = xv - yv, ad = std::fabs(d), ax = std::fabs(xv);
+    ++count;
+    L.x2[l] += xv * xv;
+    L.y2[l] += yv * yv;
+    L.xy[l] += xv * yv;
+    L.e2[l] += d * d;
+    L.mae[l] = ad > L.mae[l] ? ad : L.mae[l];
+    L.nz[l] += x[i] != 0.0f;
+    L.uf[l] += x[i] != 0.0f && y[i] == 0.0f;
+    if (ax > tau) {
+      ++L.rc[l];
+      if (ad * L.rd[l] > L.rn[l] * ax) {
+        L.rn[l] = ad;
+        L.rd[l] = ax;
+      }
+    }
+  }
+  return L.combine(count);
+}
+
+ErrorSums block_sums(const float* x, const float* y, int64_t n, double tau) {
+  using namespace simd;
+  // Lanes 0-1 in the *_lo vectors, lanes 2-3 in *_hi.
+  d2 x2[2] = {}, y2[2] = {}, xy[2] = {}, e2[2] = {}, mae[2] = {}, rn[2] = {};
+  d2 rd[2] = {splat(1.0), splat(1.0)};
+  l2 rc[2] = {};
+  i4 nz = {}, uf = {};
+  const d2 vtau = splat(tau);
+  const f4 zero = {};
+  auto half = [&](int h, d2 xd, d2 yd) {
+    const d2 d = xd - yd;
+    x2[h] += xd * xd;
+    y2[h] += yd * yd;
+    xy[h] += xd * yd;
+    e2[h] += d * d;
+    const d2 ad = abs(d), ax = abs(xd);
+    mae[h] = select(ad > mae[h], ad, mae[h]);  // a NaN error compares false: not a maximum
+    const l2 in = ax > vtau;
+    rc[h] -= in;
     // ad/ax > rn/rd without dividing (both denominators are positive).
-    const bool better = in & (ad * rd[l] > rn[l] * ax);
-    rn[l] = better ? ad : rn[l];
-    rd[l] = better ? ax : rd[l];
+    const l2 better = in & (ad * rd[h] > rn[h] * ax);
+    rn[h] = select(better, ad, rn[h]);
+    rd[h] = select(better, ax, rd[h]);
+  };
+  auto step = [&](f4 xf, f4 yf) {
+    half(0, widen_lo(xf), widen_lo(yf));
+    half(1, widen_hi(xf), widen_hi(yf));
+    const i4 nonzero = xf != zero;
+    nz -= nonzero;
+    uf -= nonzero & (yf == zero);
   };
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) step(l, x[i + l], y[i + l]);
-  for (int l = 0; i < n; ++i, ++l) step(l, x[i], y[i]);
+  for (; i + 4 <= n; i += 4) step(load<f4>(x + i), load<f4>(y + i));
+  // The tail is zero-padded: zeros add nothing to any sum or count.
+  if (i < n) step(load_partial(x + i, n - i), load_partial(y + i, n - i));
 
-  ErrorSums s;
-  for (int l = 0; l < kLanes; ++l) {
-    ErrorSums p;
-    p.count = cnt[l];
-    p.nonzero = nz[l];
-    p.underflow = uf[l];
-    p.rel_count = rc[l];
-    p.sum_x2 = x2[l];
-    p.sum_y2 = y2[l];
-    p.sum_xy = xy[l];
-    p.sum_e2 = e2[l];
-    p.max_abs_err = mae[l];
-    p.rel_num = rn[l];
-    p.rel_den = rd[l];
-    s.combine(p);
+  Lanes L;
+  for (int l = 0; l < 4; ++l) {
+    const int h = l / 2, k = l % 2;
+    L.x2[l] = x2[h][k];
+    L.y2[l] = y2[h][k];
+    L.xy[l] = xy[h][k];
+    L.e2[l] = e2[h][k];
+    L.mae[l] = mae[h][k];
+    L.rn[l] = rn[h][k];
+    L.rd[l] = rd[h][k];
+    L.rc[l] = rc[h][k];
+    L.nz[l] = nz[l];
+    L.uf[l] = uf[l];
   }
-  return s;
+  return L.combine(n);
 }
 
 }  // namespace
@@ -91,17 +147,24 @@ InputScan scan_input(const float* x, int64_t n, int threads) {
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t lo = b * kMetricBlock, hi = std::min(n, lo + kMetricBlock);
     InputScan p;
+    using namespace simd;
+    const f4 fmax = splat(FLT_MAX), inf = splat(INFINITY);
+    f4 vm = {};
+    i4 nans = {}, infs = {};
+    auto step = [&](f4 v) {
+      const f4 a = abs(v);
+      nans -= v != v;
+      infs -= a == inf;
+      vm = select((a <= fmax) & (a > vm), a, vm);
+    };
+    int64_t i = lo;
+    for (; i + 4 <= hi; i += 4) step(load<f4>(x + i));
+    if (i < hi) step(load_partial(x + i, hi - i));
     float m = 0;
-    for (int64_t i = lo; i < hi; ++i) {
-      const float v = x[i];
-      if (std::isnan(v)) {
-        ++p.nan_count;
-      } else if (std::isinf(v)) {
-        ++p.inf_count;
-      } else {
-        const float a = std::fabs(v);
-        m = a > m ? a : m;
-      }
+    for (int l = 0; l < 4; ++l) {
+      p.nan_count += nans[l];
+      p.inf_count += infs[l];
+      m = std::max(m, vm[l]);
     }
     p.absmax = m;
     part[size_t(b)] = p;
@@ -123,8 +186,8 @@ ErrorSums error_sums(const float* x, const float* xhat, int64_t n, double tau, b
 #pragma omp parallel for schedule(static) num_threads(std::max(1, threads)) if (threads > 1 && nb > 1)
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t lo = b * kMetricBlock, len = std::min(n, lo + kMetricBlock) - lo;
-    part[size_t(b)] = skip_nonfinite ? block_sums<true>(x + lo, xhat + lo, len, tau)
-                                     : block_sums<false>(x + lo, xhat + lo, len, tau);
+    part[size_t(b)] = skip_nonfinite ? block_sums_checked(x + lo, xhat + lo, len, tau)
+                                     : block_sums(x + lo, xhat + lo, len, tau);
   }
   ErrorSums s;
   for (const ErrorSums& p : part) s.combine(p);
