@@ -1,0 +1,11 @@
+// libFuzzer target: the .npz (zip of .npy) reader on arbitrary bytes.
+#include "fuzz_support.hpp"
+#include "io/readers.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  taco::fuzz::expect_only_input_errors([&] {
+    auto src = taco::open_npz(taco::memory_source("fuzz.npz", {data, data + size}), {});
+    taco::fuzz::read_everything(*src);
+  });
+  return 0;
+}
