@@ -138,7 +138,7 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
             style.plain_log_ticks(axs, lo / 1.3, hi * 1.3)
         if j == 0:
             axb.set_ylabel("bus bandwidth (GB/s)")
-            axs.set_ylabel("speed-up over NCCL")
+            axs.set_ylabel("speed-up over NCCL (×)")
         axs.set_xlabel("message size per rank")
     for j in range(ncols):
         style.bytes_axis(axes[1][j], all_sizes, max_ticks=5 if ncols > 1 else 6)

@@ -138,6 +138,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     ax.grid(False)
     ax.tick_params(length=0)
     ax.set_xlabel("variant with H ÷ the same codec without H")
+    ax.set_ylabel("site (direction)")
     cb = fig.colorbar(im, ax=ax, shrink=0.95, pad=0.02, aspect=12)
     cb.set_label("rel. L2 ratio (<1: H helps)", fontsize=7)
     cands = (0.8, 1.0, 1.25) if vmax < 2 else [2.0 ** k for k in range(-6, 7)]

@@ -27,6 +27,7 @@ import style
 
 _LOG2_E4M3_SUB = -9      # smallest E4M3 subnormal 2^-9
 _LOG2_E4M3_NORMAL = -6   # smallest E4M3 normal 2^-6
+_LOG2_X_FLOOR = -40      # scaled panels start here at the lowest (far below E5M2's 2^-16)
 
 
 def scope_label(scope: str) -> str:
@@ -138,7 +139,7 @@ def make_scaled(rd, t, hists) -> figkit.FigureOut | None:
                  if (s, d, sc) in hists)
     hi_all = max(hists[(s, d, sc)].hi.max() for (s, d) in pairs for sc in scopes
                  if (s, d, sc) in hists)
-    xlo = 2.0 ** min(math.floor(lo_all), -17)
+    xlo = 2.0 ** max(min(math.floor(lo_all), -17), _LOG2_X_FLOOR)
     xhi = 2.0 ** max(math.ceil(hi_all), 10)
     ymin, ymax = math.inf, 0.0
     table_rows = []
@@ -159,11 +160,13 @@ def make_scaled(rd, t, hists) -> figkit.FigureOut | None:
             below_norm = h.frac_below(_LOG2_E4M3_NORMAL)
             out.add_series(ax, scope_label(scope), int(np.isfinite(vals).sum()), scope=scope,
                            site=site, direction=direction,
+                           frac_left_of_axis=h.frac_below(math.log2(xlo)),
                            frac_below_e4m3_subnormal=below_sub,
                            frac_below_e4m3_normal=below_norm, zero_frac=h.zeros / h.total)
             table_rows.append([style.site_label(site, direction), scope_label(scope),
                                f"{100 * h.zeros / h.total:.3g}%", f"{100 * below_sub:.3g}%",
-                               f"{100 * below_norm:.3g}%"])
+                               f"{100 * below_norm:.3g}%",
+                               f"{100 * h.frac_below(math.log2(xlo)):.3g}%"])
         ax.axvline(style.E4M3_MIN_SUBNORMAL, color="#333333", lw=0.6, ls=":", zorder=1)
         style.log2_axis(ax, xlo, xhi, max_ticks=6 if ncols > 2 else 8)
         if i + ncols >= n:    # bottom panel of its column
@@ -196,9 +199,11 @@ def make_scaled(rd, t, hists) -> figkit.FigureOut | None:
         "elements (zeros included) per log2 bin. Bars at the top mark the FP8 E4M3 "
         "(normal 2^-6..448, subnormal down to 2^-9) and E5M2 (normal 2^-14..57344, subnormal "
         "down to 2^-16) ranges; mass left of the dotted line at 2^-9 is flushed to zero or "
-        "badly rounded by E4M3. Source: histograms.csv, summed over layers, ranks and steps.")
+        "badly rounded by E4M3. Magnitudes below 2^-40, if any, lie left of the axis (their "
+        "share is in the table). Source: histograms.csv, summed over layers, ranks and steps.")
     out.extra["table"] = {
-        "columns": ["site", "scope", "zeros", "nonzero below 2^-9", "nonzero below 2^-6"],
+        "columns": ["site", "scope", "zeros", "nonzero below 2^-9", "nonzero below 2^-6",
+                    "nonzero left of the axis"],
         "rows": table_rows}
     out.extra["x_range_log2"] = [math.log2(xlo), math.log2(xhi)]
     return out

@@ -10,11 +10,11 @@ variant (or transport, site, scope) has the same colour in every figure of every
     ax.plot(x, y, color=style.variant_color("taco-g64"))
 
 Colours are a pure function of the name (no state, no order of appearance):
-  * known variant families get a hue family (TACO blues, per-group FP8 oranges, MXFP8 greens,
-    INT purples, TAH-Quant reds, low-rank/subspace teals, sparsifiers pinks, ...);
-  * the group size in the name (g32 .. g512) picks the shade inside the family;
-  * any other suffix (e5m2, rht, noh, ...) shifts the hue a little, by a hash of the name;
-  * unknown names get a hue from a hash of the name.
+  * the codec presets have hand-picked colours (PRESET_COLORS), distinct inside each family:
+    TACO blues, per-group FP8 oranges, MX greens, INT purples, TAH-Quant red, bf16 grey;
+  * other names of a known family get the family's hue, shaded by the group size in the name
+    (g32 darkest .. g512 lightest) and nudged by a hash of the rest of the name;
+  * names of unknown families get a hue from a hash of the name.
 """
 from __future__ import annotations
 
@@ -73,8 +73,10 @@ _RC = {
     "ps.fonttype": 42,
     "savefig.dpi": 300,
     "figure.dpi": 100,
-    "savefig.bbox": "tight",
-    "savefig.pad_inches": 0.02,
+    # No bbox="tight": constrained layout (with legends placed "outside" by the layout engine)
+    # already fits everything inside the figure, so files keep their exact physical size and
+    # each save draws once instead of twice.
+    "savefig.bbox": None,
     "figure.constrained_layout.use": True,
     "figure.constrained_layout.h_pad": 0.03,
     "figure.constrained_layout.w_pad": 0.03,
@@ -123,31 +125,54 @@ def _group_size(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+# Hand-picked colours for the codec presets (src/codecs/variant.cpp), distinct inside each
+# family: TACO blues (G sweep from dark g32 to light g512; ablations shifted towards violet or
+# cyan), per-group FP8 oranges, row/col/tensor FP8 browns, MX greens/teals, INT purples,
+# TAH-Quant red, bf16 grey.
+PRESET_COLORS = {
+    "taco": "#1f5fbf", "taco-g32": "#0a2557", "taco-g64": "#163f8c", "taco-g256": "#5b95e0",
+    "taco-g512": "#9ec2f2", "taco-noh": "#6a4fb0", "taco-nosa": "#2aa3c4",
+    "taco-e5m2": "#0f6f7f", "taco-rht": "#a390e0",
+    "fp8-g128": "#e6750b", "fp8-g32": "#9c4400", "fp8-g128-had": "#f5b731",
+    "fp8-1x128-e8m0": "#c28d00", "fp8-tile128": "#ff9c7a", "fp8-row": "#8c564b",
+    "fp8-col": "#c49a80", "fp8-tensor": "#4d2f1a",
+    "mxfp8": "#2ca02c", "mxfp8-e5m2": "#93d67e", "mxfp4": "#0b6e4f", "nvfp4": "#5cc4a8",
+    "int8-g128": "#7b3294", "int8-g128-had": "#c7a3d9", "int8-g128-asym": "#e7298a",
+    "int4-g32": "#3f0057", "int4-g32-had": "#f29bc8",
+    "tahquant": "#d62728", "bf16": "#7f7f7f",
+}
+
+
+def _hex_rgb(h: str) -> tuple[float, float, float]:
+    return tuple(int(h[i:i + 2], 16) / 255.0 for i in (1, 3, 5))
+
+
 def variant_color(name: str) -> tuple[float, float, float]:
-    """The colour of a variant in every figure: a pure function of its name (RGB in [0,1])."""
+    """The colour of a variant in every figure: a pure function of its name (RGB in [0,1]).
+    Presets use PRESET_COLORS; other names get their family's hue, shaded by the group size
+    in the name and nudged by a hash of the rest of the name."""
     low = name.lower()
+    if low in PRESET_COLORS:
+        return _hex_rgb(PRESET_COLORS[low])
     h = _digest(low)
     for pattern, hue, sat in _FAMILIES:
         if re.search(pattern, low):
             break
     else:
-        # Unknown family: golden-ratio spread of a hash-derived hue, mid saturation.
-        hue = ((h % 1000) / 1000.0 * 0.618034 * 7) % 1.0
-        sat = 0.65
-        return colorsys.hls_to_rgb(hue, 0.45, sat)
+        # Unknown family: a hue from the hash, mid lightness and saturation.
+        return colorsys.hls_to_rgb((h % 9973) / 9973.0, 0.45, 0.65)
     g = _group_size(low)
     # Shade from the group size: g32 darkest ... g512 lightest; no G -> the family's middle.
     light = 0.45 if g is None else 0.28 + 0.07 * min(max(math.log2(g) - 5, 0), 4)
-    # Any suffix other than the group size moves the hue a little (hash of the name), so that
-    # taco, taco-e5m2, taco-rht stay recognisably blue but distinct.
+    # Everything but the group size moves hue and lightness a little (hash of that rest), so
+    # that taco-foo stays recognisably blue but differs from taco-bar.
     rest = re.sub(r"(?:^|[-_])g\d+(?=$|[-_])", "", low)
-    base = re.match(r"[a-z0-9]+", rest)
-    if base is not None and rest != base.group(0):
-        shift = ((h >> 8) % 1000) / 1000.0 - 0.5        # [-0.5, 0.5)
-        hue = (hue + 0.03 * shift + 0.02 * math.copysign(1, shift)) % 1.0
-        light = min(0.72, light + 0.06 * (((h >> 20) % 3) - 1) + 0.05)
+    hr = _digest(rest)
+    shift = ((hr >> 8) % 1000) / 1000.0 - 0.5        # [-0.5, 0.5)
+    hue = (hue + 0.05 * shift) % 1.0
+    light = min(0.75, max(0.22, light + 0.12 * (((hr >> 20) % 5) / 4.0 - 0.5)))
     if sat == 0.0:
-        return colorsys.hls_to_rgb(0, 0.35 + 0.15 * ((h >> 4) % 3) / 2, 0)
+        return colorsys.hls_to_rgb(0, light, 0)
     return colorsys.hls_to_rgb(hue, light, sat)
 
 
