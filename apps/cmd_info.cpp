@@ -119,10 +119,15 @@ void print_table(const std::vector<std::string>& header, const std::vector<bool>
 }
 
 void print_short(const FileListing& f) {
-  const std::vector<std::string> header = {"#",      "name",   "shape", "dtype",  "layer",   "site",
-                                           "dir",    "coll",   "rank",  "step",   "rms",     "absmax",
-                                           "crest",  "kurt",   "zero%", "e4m3uf%", "e4m3fl%", "e5m2uf%",
-                                           "dr_log2", "blk_dr", "tok_spread", "ch_spread", "nan", "inf"};
+  // NaN/Inf are rare: their column appears only when some listed tensor has any.
+  const bool nonfinite = std::any_of(f.entries.begin(), f.entries.end(), [](const Entry& e) {
+    return e.stats.nan_count + e.stats.inf_count > 0;
+  });
+  std::vector<std::string> header = {"#",     "name",  "shape", "dtype", "layer",   "site",    "dir",
+                                     "coll",  "rank",  "step",  "rms",   "absmax",  "crest",   "kurt",
+                                     "zero%", "e4m3uf%", "e5m2uf%", "dr_log2", "blk_dr", "tok_spread",
+                                     "ch_spread"};
+  if (nonfinite) header.push_back("nan/inf");
   std::vector<bool> numeric(header.size(), true);
   for (size_t c : {1, 2, 3, 5, 6, 7, 8}) numeric[c] = false;
   std::vector<std::vector<std::string>> rows;
@@ -132,11 +137,11 @@ void print_short(const FileListing& f) {
     rows.push_back({std::to_string(e.index), e.info.name, taco::shape_string(e.info.shape),
                     std::string(taco::dtype_name(e.info.dtype)), known(m.layer), known(m.site), known(m.direction),
                     known(m.collective), rank_of(m), known(m.step), num(s.rms), num(s.absmax),
-                    num(s.crest_factor, "{:.1f}"), num(s.kurtosis, "{:.2f}"), pct(s.zero_frac),
-                    pct(s.e4m3_underflow_frac), pct(s.e4m3_flush_frac), pct(s.e5m2_underflow_frac),
-                    num(s.dynamic_range_log2, "{:.1f}"), num(s.max_blockwise_dynamic_range, "{:.1f}"),
-                    num(s.row_absmax_spread, "{:.1f}"), num(s.col_absmax_spread, "{:.1f}"),
-                    std::to_string(s.nan_count), std::to_string(s.inf_count)});
+                    num(s.crest_factor, "{:.1f}"), num(s.kurtosis, "{:.4g}"), pct(s.zero_frac),
+                    pct(s.e4m3_underflow_frac), pct(s.e5m2_underflow_frac), num(s.dynamic_range_log2, "{:.1f}"),
+                    num(s.max_blockwise_dynamic_range, "{:.1f}"), num(s.row_absmax_spread, "{:.1f}"),
+                    num(s.col_absmax_spread, "{:.1f}")});
+    if (nonfinite) rows.back().push_back(fmt::format("{}/{}", s.nan_count, s.inf_count));
   }
   print_table(header, numeric, rows);
 }
@@ -211,7 +216,7 @@ void print_summary(const std::vector<FileListing>& files) {
   for (const auto& [key, g] : groups) {
     const auto& [site, dir, coll] = key;
     rows.push_back({site, dir, coll, std::to_string(g.rms.size()), num(median(g.rms)),
-                    num(median(g.crest), "{:.1f}"), num(median(g.kurt), "{:.2f}"), pct(median(g.e4u)),
+                    num(median(g.crest), "{:.1f}"), num(median(g.kurt), "{:.4g}"), pct(median(g.e4u)),
                     num(median(g.bdr), "{:.1f}"), num(median(g.chs), "{:.1f}")});
   }
   print_table({"site", "dir", "coll", "tensors", "rms", "crest", "kurt", "e4m3uf%", "blk_dr", "ch_spread"},
@@ -259,12 +264,14 @@ void add_info(CLI::App& root) {
       ->capture_default_str();
   cmd->footer(
       "Columns: rms, absmax; crest = absmax/rms; kurt = Pearson kurtosis (normal 3);\n"
-      "  e4m3uf%/e4m3fl% = nonzeros that per-tensor scaling to 448 puts below the E4M3 min normal\n"
-      "  2^-6 / min subnormal 2^-9 (e5m2uf%: 57344 and 2^-14); dr_log2 = log2(absmax / min nonzero);\n"
+      "  e4m3uf% = nonzeros that per-tensor scaling to 448 puts below the E4M3 min normal 2^-6\n"
+      "  (e5m2uf%: 57344 and 2^-14; --long and --json add the fractions below the min subnormal);\n"
+      "  dr_log2 = log2(absmax / min nonzero);\n"
       "  blk_dr = the same, max over blocks of --block-size along the hidden dim (TE's\n"
       "  max_blockwise_dynamic_range); tok_spread / ch_spread = max / median of per-token (row) and\n"
-      "  per-channel (column) absmax. NaN and Inf are counted and left out of everything else;\n"
-      "  '-' is undefined (null in --json). Statistics are computed in double.\n\n"
+      "  per-channel (column) absmax. NaN and Inf are counted (nan/inf column, shown when any) and\n"
+      "  left out of everything else; '-' is undefined (null in --json). Statistics are computed\n"
+      "  in double.\n\n"
       "Examples:\n"
       "  taco info trace.h5\n"
       "  taco info trace.h5 --rows 8 --long\n"

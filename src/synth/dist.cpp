@@ -43,14 +43,14 @@ std::vector<DistInfo> make_catalog() {
       {"realistic",
        "per site and direction: forward activations are Gaussian plus outlier channels "
        "(act_sigma for row-parallel outputs attn_out/mlp_out, ln_sigma for the layernorm outputs "
-       "that --sp all-gathers before attn_qkv/mlp_fc1); backward gradients are Student-t at rms "
-       "grad_rms plus outlier tokens",
+       "that --sp all-gathers before attn_qkv/mlp_fc1); backward gradients are Student-t plus outlier "
+       "tokens, at rms grad_rms over all tokens of the step",
        {{"act_sigma", 0.5, kPos, "std of forward row-parallel partial outputs"},
         {"ln_sigma", 1.0, kPos, "std of forward all-gathered layernorm outputs (--sp)"},
         {"channels", 4.0, kCount, "outlier channels per layer (forward)"},
         {"ch_min", 100.0, kFactor, "smallest outlier channel factor"},
         {"ch_max", 1000.0, kFactor, "largest outlier channel factor"},
-        {"grad_rms", 1e-7, kPos, "rms of backward gradients"},
+        {"grad_rms", 1e-7, kPos, "rms of backward gradients (outlier tokens included)"},
         {"nu", 4.0, kNu, "degrees of freedom of backward gradients (> 2)"},
         {"tokens", 8.0, kCount, "outlier tokens per step (backward)"},
         {"tok_min", 10.0, kFactor, "smallest outlier token factor"},
@@ -205,6 +205,7 @@ Recipe recipe_for(const DistSpec& d, const TensorMeta& meta) {
       r.outlier_tokens = int64_t(d.get("tokens"));
       r.token_min = d.get("tok_min");
       r.token_max = d.get("tok_max");
+      r.token_rms_normalized = true;
     } else {
       throw_error("realistic: direction '{}' is neither fwd nor bwd", meta.direction);
     }

@@ -61,6 +61,10 @@ struct Recipe {
   double channel_min = 1, channel_max = 1;  // factors, log-uniform in [min, max]
   int64_t outlier_tokens = 0;
   double token_min = 1, token_max = 1;
+  // Divide the scale by the rms of the step's token factors (over all tokens of the step, so
+  // all-gather shards stay slices of one sequence): `scale` is then the whole step's rms
+  // rather than that of the ordinary tokens.
+  bool token_rms_normalized = false;
   double p_zero = 0;
 };
 

@@ -226,11 +226,17 @@ Tensor synthesize_tensor(const SynthOptions& o, const TensorPlan& p) {
     for (int64_t c : outlier_channels(o, rc, p.meta.layer))
       chf[size_t(c)] = factor(f, c, rc.channel_min, rc.channel_max);
   }
+  double scale = rc.scale;
   {
     const Stream f(o.seed, stream_id(tokens_stream(p.meta.step)), kTagFactor);
-    for (int64_t t : outlier_tokens(o, rc, p.meta.step))
-      if (t >= p.token_offset && t < p.token_offset + rows)
-        tokf[size_t(t - p.token_offset)] = factor(f, t, rc.token_min, rc.token_max);
+    const std::vector<int64_t> outliers = outlier_tokens(o, rc, p.meta.step);
+    double sum_sq = double(o.tokens - int64_t(outliers.size()));  // ordinary tokens: factor 1
+    for (int64_t t : outliers) {  // sorted: a fixed summation order
+      const double f_t = factor(f, t, rc.token_min, rc.token_max);
+      sum_sq += f_t * f_t;
+      if (t >= p.token_offset && t < p.token_offset + rows) tokf[size_t(t - p.token_offset)] = f_t;
+    }
+    if (rc.token_rms_normalized) scale /= std::sqrt(sum_sq / double(o.tokens));
   }
 
   const uint64_t id = stream_id(fmt::format("values/step={}/layer={}/site={}/dir={}/rank={}", p.meta.step,
@@ -270,7 +276,7 @@ Tensor synthesize_tensor(const SynthOptions& o, const TensorPlan& p) {
         z = student_t(values, e, rc.nu);
       }
       failed += std::isnan(z);
-      double v = rc.scale * z * chf[size_t(c)] * tokf[size_t(r)];
+      double v = scale * z * chf[size_t(c)] * tokf[size_t(r)];
       if (rc.p_zero > 0 && zeros.uniform(e) < rc.p_zero) v = 0;
       t.values[e] = round_to(float(v), o.store);
     }

@@ -330,6 +330,18 @@ TEST_CASE("gradient, sparse and realistic have their documented scale", "[synth]
   REQUIRE(std::fabs(s.zero_frac - 0.75) < 5 * std::sqrt(0.75 * 0.25 / n));
   REQUIRE_THAT(s.rms, WithinRel(2 * std::sqrt(0.25), 0.01));
 
+  // realistic backward: grad_rms is the rms with the outlier tokens included.
+  o.dist = parse_dist("realistic");
+  const TensorPlan& bwd = plan.back();
+  REQUIRE(bwd.meta.direction == "bwd");
+  s = compute_stats(synthesize_tensor(o, bwd));
+  REQUIRE(s.rms > 0.8e-7);
+  REQUIRE(s.rms < 1.25e-7);
+  std::vector<int64_t> top;
+  for (const auto& t : s.top_tokens) top.push_back(t.index);
+  std::sort(top.begin(), top.end());
+  REQUIRE(top == outlier_tokens(o, recipe_for(o.dist, bwd.meta), 0));
+
   // realistic: forward partial sums at act_sigma with outlier channels; backward at grad_rms.
   o.dist = parse_dist("realistic:channels=0,tokens=0");
   for (const auto& p : plan) {
@@ -360,19 +372,21 @@ TEST_CASE("stored values are exact in the store dtype", "[synth]") {
 }
 
 TEST_CASE("golden hashes: the same bits for 1 and 2 threads and on every machine", "[synth][golden]") {
-  // If a change to the generator alters these, it must bump kGeneratorVersion.
+  // Recorded from taco-synth/1 (GCC 12, x86-64). A change to the generator that alters these
+  // must bump kGeneratorVersion; a machine or compiler that gives other values breaks the
+  // determinism promise (docs/synth.md).
   struct Golden {
     std::string dist;
     DType store;
     uint64_t hash;
   };
   const std::vector<Golden> golden = {
-      {"realistic", DType::BF16, 0},
-      {"realistic", DType::F32, 0},
-      {"laplace:b=0.01", DType::F32, 0},
-      {"sparse:p=0.5", DType::F32, 0},
-      {"student_t:nu=3,scale=0.1", DType::F32, 0},
-      {"outlier_tokens", DType::F16, 0},
+      {"realistic", DType::BF16, 0x4d1f7b8ec48cafffULL},
+      {"realistic", DType::F32, 0x773424351e64a913ULL},
+      {"laplace:b=0.01", DType::F32, 0x5614142ccb4fbf5aULL},
+      {"sparse:p=0.5", DType::F32, 0x6cbc502f973afeefULL},
+      {"student_t:nu=3,scale=0.1", DType::F32, 0x7cd39e2ccadd6133ULL},
+      {"outlier_tokens", DType::F16, 0x0917e9c66d53e02eULL},
   };
   for (const auto& [dist, store, expect] : golden) {
     SynthOptions o = small_options(dist);
