@@ -367,6 +367,34 @@ def test_convert_pt_to_trace(dumps, tmp_path):
     assert np.array_equal(x, (hp.astype(np.uint32) << 16).view(np.float32))
 
 
+def test_convert_pt_output_imports_with_taco(dumps, tmp_path):
+    """convert_pt -> safetensors + sidecar -> `taco import` (helper io's C++ reader) -> trace."""
+    import re
+    taco = os.environ.get("TACO_BIN") or str(REPO / "build" / "bin" / "taco")
+    if not os.path.exists(taco):
+        pytest.skip(f"no taco binary at {taco} (set TACO_BIN)")
+    h = subprocess.run([taco, "import", "--help"], capture_output=True, text=True, timeout=60)
+    if h.returncode != 0 or not re.search(r"^Usage: \S*taco import\b", h.stdout, re.M):
+        pytest.skip(f"{taco} has no 'import' command")
+    st, side, out = tmp_path / "d.safetensors", tmp_path / "d.json", tmp_path / "d.h5"
+    inputs = sorted(str(p) for p in dumps.glob("rank_*/iter_*/*.pt"))
+    run_py(["-m", "taco_capture.convert_pt"] + inputs + ["--out", str(st), "--preset", "te", "--set", "tp_size=2",
+                                                         "--sidecar", str(side)])
+    r = subprocess.run([taco, "import", str(st), "--sidecar", str(side), "--out", str(out)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    recs = {a["name"]: (a, x) for a, x in read_trace(out)}
+    assert len(recs) == 4
+    for rank in (0, 1):
+        a, x = recs[f"rank_{rank}/iter_000010/decoder.3.fc1_activation.high_precision"]
+        assert a["dtype"] == "bf16" and a["layer"] == 3 and a["tp_rank"] == rank and a["tp_size"] == 2
+        assert a["step"] == 10 and a["extra.tensor"] == "activation"
+        assert np.array_equal(x, (np.load(dumps / f"hp{rank}.npy").astype(np.uint32) << 16).view(np.float32))
+        a, x = recs[f"rank_{rank}/iter_000010/decoder.5.proj_gradient"]
+        assert a["dtype"] == "f16" and a["layer"] == 5 and a["tp_rank"] == rank
+        assert np.array_equal(x, np.load(dumps / f"g{rank}.npy").view(np.float16).astype(np.float32))
+
+
 @pytest.mark.parametrize("case", ["garbage", "zip_garbage", "missing", "varying_without_sidecar", "bad_ext",
                                   "bad_pattern", "no_tensors"])
 def test_convert_pt_bad_input(dumps, tmp_path, case):
