@@ -1,0 +1,132 @@
+"""Independent NumPy re-implementation of the TACO codec, written from docs methods.md section 1.4
+(and the bit-exactness rules in src/codecs/codec.hpp), used as an oracle for the C++ wire bytes.
+
+Every step is float32 NumPy arithmetic in the order the spec gives (NumPy never fuses a*b+c, and
+its float32 add/mul/div/sqrt are correctly rounded), so the bytes must match the C++ reference
+exactly. Element encoding uses ml_dtypes' round-to-nearest-even casts (the values are already
+clamped to +-448, inside both FP8 ranges, so saturation never matters).
+
+    wire = encode(x, group=128, fmt="e4m3", hadamard=True, dual=True)
+"""
+import ml_dtypes
+import numpy as np
+
+F32 = np.float32
+FP8 = {"e4m3": (ml_dtypes.float8_e4m3fn, 448.0), "e5m2": (ml_dtypes.float8_e5m2, 57344.0)}
+
+
+def splitmix64_signs(n, seed):
+    """RHT sign vector (True = negate): bit i%64 of the (i//64)-th SplitMix64 output."""
+    mask = (1 << 64) - 1
+    state, out, word = seed & mask, [], 0
+    for i in range(n):
+        if i % 64 == 0:
+            state = (state + 0x9E3779B97F4A7C15) & mask
+            z = state
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+            word = z ^ (z >> 31)
+        out.append(bool((word >> (i % 64)) & 1))
+    return np.array(out)
+
+
+def fwht_rows(v):
+    """Unnormalized Walsh-Hadamard of each row (length a power of two): butterflies
+    (a, b) -> (a + b, a - b) with strides 1, 2, 4, ... in float32."""
+    g, n = v.shape
+    h = 1
+    while h < n:
+        w = v.reshape(g, n // (2 * h), 2, h)
+        a, b = w[:, :, 0, :], w[:, :, 1, :]
+        v = np.stack([a + b, a - b], axis=2).reshape(g, n)
+        h *= 2
+    return v
+
+
+def hadamard_scale(n):
+    return F32(1.0 / np.sqrt(np.float64(n)))
+
+
+def lane_tree_sum_rows(v):
+    """Per-row sum in the order of a warp owning the row (codec.hpp)."""
+    g, n = v.shape
+    lanes = min(32, n)
+    s = n // lanes
+    w = v.reshape(g, lanes, s)
+    p = w[:, :, 0].copy()
+    for j in range(1, s):
+        p = p + w[:, :, j]
+    stride = lanes // 2
+    while stride >= 1:
+        p[:, :stride] = p[:, :stride] + p[:, stride:2 * stride]
+        stride //= 2
+    return p[:, 0]
+
+
+def clampf(x, lo, hi):
+    """CUDA fmaxf(fminf(x, hi), lo): a NaN operand is ignored, so NaN -> hi."""
+    return np.fmax(np.fmin(x, F32(hi)), F32(lo))
+
+
+def encode(x, group=128, fmt="e4m3", hadamard=True, dual=True, target=448.0, lam=1e-6, rht_seed=None):
+    """Wire bytes of one chunk: [codes][g x fp32 s_q][g x fp32 s_a (dual only)]. A partial last
+    group is zero-padded and, when a transform runs, stores all `group` codes (toolkit policy)."""
+    fp8_type, fmax = FP8[fmt]
+    x = np.asarray(x, dtype=F32).ravel()
+    n = x.size
+    g = -(-n // group)
+    v = np.zeros(g * group, dtype=F32)
+    v[:n] = x
+    v = v.reshape(g, group)
+    m = np.full(g, group, dtype=np.int64)
+    m[-1] = n - (g - 1) * group
+    T, lam, fmax = F32(target), F32(lam), F32(fmax)
+    with np.errstate(all="ignore"):
+        s_a = np.ones(g, dtype=F32)
+        if dual:
+            ssum = lane_tree_sum_rows(v * v)
+            var = ssum / m.astype(F32)
+            var = var + lam
+            var = np.where(var < F32(1e-12), F32(1e-12), var)
+            s_a = clampf(fmax / np.sqrt(var), 1e-3, 1e3).astype(F32)
+            v = v * s_a[:, None]
+        transformed = hadamard or rht_seed is not None
+        if rht_seed is not None:
+            v = np.where(splitmix64_signs(group, rht_seed)[None, :], -v, v)
+        if transformed:
+            v = fwht_rows(v) * hadamard_scale(group)
+        big = np.fmax.reduce(np.abs(v), axis=1)
+        mv = np.where(big < F32(1e-12), F32(1e-12), big)
+        q = mv / T if abs(T) >= F32(1e-12) else np.zeros_like(mv)
+        s_q = clampf(q, 1e-12, 1e6).astype(F32)
+        t = np.where(np.isfinite(v), v, F32(0)) / s_q[:, None]
+        t = np.minimum(np.maximum(t, F32(-448.0)), F32(448.0))
+        codes = t.astype(fp8_type).view(np.uint8)
+    code_bytes = codes.ravel() if transformed else codes.ravel()[:n]
+    parts = [code_bytes.tobytes(), s_q.astype("<f4").tobytes()]
+    if dual:
+        parts.append(s_a.astype("<f4").tobytes())
+    return b"".join(parts)
+
+
+def decode(wire, n, group=128, fmt="e4m3", hadamard=True, dual=True, rht_seed=None):
+    """Inverse of encode(): float32 values of the n elements."""
+    fp8_type, _ = FP8[fmt]
+    g = -(-n // group)
+    transformed = hadamard or rht_seed is not None
+    ncodes = g * group if transformed else n
+    codes = np.zeros(g * group, dtype=np.uint8)
+    codes[:ncodes] = np.frombuffer(wire, dtype=np.uint8, count=ncodes)
+    s_q = np.frombuffer(wire, dtype="<f4", count=g, offset=ncodes).astype(F32)
+    with np.errstate(all="ignore"):
+        y = codes.view(fp8_type).astype(F32).reshape(g, group) * s_q[:, None]
+        if transformed:
+            y = fwht_rows(y) * hadamard_scale(group)
+        if rht_seed is not None:
+            y = np.where(splitmix64_signs(group, rht_seed)[None, :], -y, y)
+        y = np.where(np.isfinite(y), y, F32(0))
+        if dual:
+            s_a = np.frombuffer(wire, dtype="<f4", count=g, offset=ncodes + 4 * g).astype(F32)
+            a = np.where(s_a < F32(1e-12), F32(1e-12), s_a)
+            y = y / a[:, None]
+    return y.ravel()[:n]
