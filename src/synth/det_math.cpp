@@ -1,5 +1,6 @@
 #include "synth/det_math.hpp"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -15,6 +16,27 @@ constexpr double kLn2Hi = 0x1.62e42feep-1;
 constexpr double kLn2Lo = 0x1.a39ef35793c76p-33;
 constexpr double kInvLn2 = 0x1.71547652b82fep+0;
 constexpr double kSqrt2 = 0x1.6a09e667f3bcdp+0;
+
+// Series coefficients, evaluated at compile time (correctly rounded IEEE arithmetic, so the
+// same doubles with every compiler): kInvFact[n] = 1/n! (by repeated division), and
+// kLogCoef[k] = 2/(2k+1).
+constexpr int kExpDegree = 13;    // |r| <= 0.347: r^14/14! < 5e-18, below half an ulp of 1
+constexpr int kExpm1Degree = 17;  // |x| < 0.5: x^18/18! < 1e-21 relative to x
+constexpr int kLogTerms = 12;     // |s| <= 0.1716: s^25/25 < 1e-20 relative to s
+
+constexpr std::array<double, kExpm1Degree + 2> inv_factorials() {
+  std::array<double, kExpm1Degree + 2> c{};
+  c[0] = 1.0;
+  for (int n = 1; n < int(c.size()); ++n) c[size_t(n)] = c[size_t(n - 1)] / double(n);
+  return c;
+}
+constexpr std::array<double, kLogTerms> log_coefficients() {
+  std::array<double, kLogTerms> c{};
+  for (int k = 0; k < kLogTerms; ++k) c[size_t(k)] = 2.0 / double(2 * k + 1);
+  return c;
+}
+constexpr auto kInvFact = inv_factorials();
+constexpr auto kLogCoef = log_coefficients();
 
 // 2^k as a double for -1074 <= k <= 1023, built from bits (exact).
 double pow2(int k) {
@@ -42,14 +64,13 @@ double log(double x) {
     m *= 0.5;
     k += 1;
   }
-  // log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.1716: the odd series
-  // 2 (s + s^3/3 + ... + s^23/23) leaves a truncation error below 1e-19 relative.
+  // log(m) = 2 atanh(s) = s (2 + 2/3 s^2 + 2/5 s^4 + ...), s = (m - 1) / (m + 1).
   const double f = m - 1.0;  // exact (Sterbenz)
   const double s = f / (2.0 + f);
   const double z = s * s;
-  double p = 1.0 / 23.0;
-  for (int d = 21; d >= 1; d -= 2) p = 1.0 / double(d) + z * p;
-  const double log_m = 2.0 * s * p;
+  double p = kLogCoef[kLogTerms - 1];
+  for (int j = kLogTerms - 2; j >= 0; --j) p = kLogCoef[size_t(j)] + z * p;
+  const double log_m = s * p;
   const double kd = double(k);
   return kd * kLn2Hi + (kd * kLn2Lo + log_m);
 }
@@ -63,9 +84,9 @@ double exp(double x) {
   const int k = int(t + (t >= 0 ? 0.5 : -0.5));
   const double kd = double(k);
   const double r = (x - kd * kLn2Hi) - kd * kLn2Lo;
-  // Taylor series to r^16/16!, nested as 1 + r(1 + r/2(1 + r/3(...))): error < 1e-20.
-  double p = 1.0;
-  for (int n = 16; n >= 1; --n) p = 1.0 + r / double(n) * p;
+  // Taylor series in Horner form.
+  double p = kInvFact[kExpDegree];
+  for (int n = kExpDegree - 1; n >= 0; --n) p = kInvFact[size_t(n)] + r * p;
   // p * 2^k, in two steps where 2^k alone would leave the double range.
   if (k > 1023) return p * pow2(k - 1) * 2.0;
   if (k < -1022) return p * pow2(k + 54) * 0x1p-54;
@@ -74,9 +95,9 @@ double exp(double x) {
 
 double expm1(double x) {
   if (x > -0.5 && x < 0.5) {
-    // x (1 + x/2 (1 + x/3 (...))): 0.5^22/22! < 1e-27, no cancellation.
-    double p = 1.0;
-    for (int n = 21; n >= 2; --n) p = 1.0 + x / double(n) * p;
+    // x (1 + x/2! + x^2/3! + ...): no cancellation near 0.
+    double p = kInvFact[kExpm1Degree + 1];
+    for (int n = kExpm1Degree; n >= 1; --n) p = kInvFact[size_t(n)] + x * p;
     return x * p;
   }
   return exp(x) - 1.0;

@@ -4,6 +4,7 @@
 // counter and a 64-bit key, so any element of a synthetic tensor can be drawn independently,
 // in any order, on any thread, and always gets the same bits.
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace taco::synth {
