@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -170,8 +171,12 @@ void run_study_command(const StudyArgs& a) {
     ProgressPrinter printer(::isatty(STDERR_FILENO) == 1);
     opts.progress = [printer](const Progress& p) mutable { printer(p); };
   }
-  const Provenance prov = make_provenance(a.inputs, command_line(a), a.seed, opts.threads);
+  // Hash the inputs (provenance) on another thread while the study runs.
+  std::future<Provenance> provenance = std::async(std::launch::async, [&a, &opts] {
+    return make_provenance(a.inputs, command_line(a), a.seed, opts.threads);
+  });
   const StudyResult result = run_study(sources, opts);
+  const Provenance prov = provenance.get();
   TACO_REQUIRE_INPUT(!result.rows.empty(),
                      "{}: no tensor was measured (check --filter, --max-tensors and the inputs)",
                      a.inputs.front());

@@ -14,9 +14,11 @@ namespace {
 
 // Parameters that name or describe a variant rather than define it, and the transform itself:
 // two variants that differ only in these are transform twins.
+// Keys as codecs/quant_codec.cpp writes them: the names, the transform, and what only exists
+// or differs because of the transform (RHT sign seed, tail-group storage).
 bool is_transform_or_name_key(const std::string& k) {
-  return k == "transform" || k == "name" || k == "variant" || k == "preset" ||
-         k.rfind("transform_", 0) == 0 || k.rfind("hadamard", 0) == 0;
+  return k == "variant" || k == "definition" || k == "name" || k == "transform" || k == "seed" ||
+         k == "sign_generator" || k == "tail_policy";
 }
 
 nlohmann::json defining_params(const nlohmann::json& p) {
@@ -39,9 +41,11 @@ const Aggregate* find_agg(const std::vector<Aggregate>& agg, const std::string& 
 std::vector<std::string> default_candidates() {
   // TACO's group-size sweep with and without the Hadamard transform, plain per-group FP8 and
   // MXFP8: the geometry choices the selection is about.
-  return {"taco-g32",  "taco-g64",  "taco",     "taco-g256", "taco-g512",
-          "taco-noh",  "fp8-g32",   "fp8-g64",  "fp8-g128",  "fp8-g256",
-          "mxfp8"};
+  // (e4m3:gG:dual is TACO without the Hadamard at group size G: every taco-gG has its twin.)
+  return {"taco-g32",      "taco-g64",       "taco",          "taco-g256",
+          "taco-g512",     "e4m3:g32:dual",  "e4m3:g64:dual", "taco-noh",
+          "e4m3:g256:dual", "e4m3:g512:dual", "fp8-g32",       "fp8-g128",
+          "fp8-g128-had",  "mxfp8"};
 }
 
 bool has_transform(const VariantInfo& v) { return !v.transform.empty() && v.transform != "none"; }

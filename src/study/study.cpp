@@ -88,6 +88,19 @@ std::vector<Unit> make_units(const std::vector<TensorRef>& refs, bool group_rank
   return units;
 }
 
+// A trace that says which collective carried a tensor gets only the algorithms of that
+// collective; tensors without that metadata get every requested algorithm.
+bool algorithm_fits(sim::Algorithm a, const std::string& collective) {
+  switch (a) {
+    case sim::Algorithm::OneShot:
+    case sim::Algorithm::TwoShot:
+    case sim::Algorithm::Ring: return collective.empty() || collective == "all_reduce";
+    case sim::Algorithm::AllGather: return collective.empty() || collective == "all_gather";
+    case sim::Algorithm::ReduceScatter: return collective.empty() || collective == "reduce_scatter";
+  }
+  throw_error("algorithm_fits: unknown algorithm {}", int(a));
+}
+
 struct Measured {
   ErrorSums sums;
   int64_t saturated = 0, wire_bytes = 0;
@@ -314,6 +327,7 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
       }
       for (auto& d : derived) inputs.push_back(d.data());
       for (sim::Algorithm a : opts.collectives) {
+        if (!algorithm_fits(a, first.meta.collective)) continue;
         const auto refs_out = sim::reference_outputs(a, inputs, rows, cols);
         for (size_t v : variants_for(first.meta)) {
           CollectiveRow row;

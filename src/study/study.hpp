@@ -63,7 +63,10 @@ struct StudyOptions {
   int64_t max_tensors = -1;                          // < 0: all
   double tau_rel = 1e-3;                             // max_rel_err over |x| > tau_rel * absmax
   bool histograms = true;
-  std::vector<sim::Algorithm> collectives;           // empty: no collective simulation
+  // Simulated collectives (empty: none). A group whose tensors name their collective gets only
+  // the matching algorithms: all_reduce -> one_shot/two_shot/ring, all_gather -> all_gather,
+  // reduce_scatter -> reduce_scatter; without that metadata, every algorithm asked for.
+  std::vector<sim::Algorithm> collectives;
   std::vector<int> tp;                               // TP degrees; empty: the ranks in the trace
   std::function<void(const Progress&)> progress;     // may be empty
 };

@@ -157,6 +157,26 @@ TEST_CASE("collectives are simulated per (step, layer, site, direction) over TP 
                     0) == 0);
 }
 
+TEST_CASE("a group gets only the algorithms of the collective that carried it", "[study]") {
+  MemorySource src("sp.mem");
+  for (int rank = 0; rank < 2; ++rank) {
+    Tensor ag = make_tensor(fmt::format("ag.r{}", rank), 32, 128, 10u + rank, "attn_qkv", "fwd", rank, 2);
+    ag.meta.collective = "all_gather";
+    src.add(ag);
+    Tensor rs = make_tensor(fmt::format("rs.r{}", rank), 32, 128, 20u + rank, "attn_out", "fwd", rank, 2);
+    rs.meta.collective = "reduce_scatter";
+    src.add(rs);
+  }
+  StudyOptions o = base_options({"int8-g128"});
+  o.collectives = {sim::Algorithm::OneShot, sim::Algorithm::Ring, sim::Algorithm::AllGather,
+                   sim::Algorithm::ReduceScatter};
+  const StudyResult r = run_study({&src}, o);
+  REQUIRE(r.collective_rows.size() == 2);
+  for (const CollectiveRow& c : r.collective_rows)
+    REQUIRE(c.algorithm == (c.meta.collective == "all_gather" ? sim::Algorithm::AllGather
+                                                              : sim::Algorithm::ReduceScatter));
+}
+
 TEST_CASE("single-rank inputs need --tp for collectives", "[study]") {
   MemorySource src("one.mem");
   src.add(make_tensor("x", 32, 64, 3, "attn_out", "fwd"));
