@@ -50,8 +50,23 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
         raise results.InputInvalid(f"{t.source}: negative rel_l2")
     variants = t.unique("variant")
     algorithms = t.unique("algorithm")
-    fig, axes = style.figure(style.COLUMN_WIDTH, 4.3, 2, 1, sharey=True)
-    axq, axn = axes[0][0], axes[1][0]
+    # Few variants: one column, panels stacked. Many: full width, side by side.
+    wide = len(variants) > 6
+    if wide:
+        fig, axes = style.figure(style.FULL_WIDTH, 3.0, 1, 2, sharey=True)
+        axq, axn = axes[0][0], axes[0][1]
+    else:
+        fig, axes = style.figure(style.COLUMN_WIDTH, 4.3, 2, 1, sharey=True)
+        axq, axn = axes[0][0], axes[1][0]
+    # Panel (b) holds one line per (variant, algorithm); with many, only the algorithms whose
+    # quantization count grows with N are drawn (one-shot and two-shot are flat in N, and
+    # panel (a) already has them).
+    grows = [a for a in algorithms
+             if len(set(t.where(t["algorithm"] == a)["quantizations"].tolist())) > 1]
+    b_algorithms = algorithms
+    if len(variants) * len(algorithms) > 12 and grows:
+        b_algorithms = grows
+    omitted = [a for a in algorithms if a not in b_algorithms]
     axq.set_title("(a) error against requantizations")
     axn.set_title("(b) error against TP degree")
     out = figkit.FigureOut(name="error_collectives", fig=fig,
@@ -77,7 +92,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     axq.set_xlabel("quantizations per element q")
     axq.set_ylabel("relative L2 error")
     for v in variants:
-        for alg in algorithms:
+        for alg in b_algorithms:
             sub = t.where((t["variant"] == v) & (t["algorithm"] == alg))
             if len(sub) == 0:
                 continue
@@ -90,7 +105,8 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
             ys_all += meds
     int_axis(axn, t["tp_size"].tolist())
     axn.set_xlabel("TP degree N (ranks)")
-    axn.set_ylabel("relative L2 error")
+    if not wide:
+        axn.set_ylabel("relative L2 error")
     pos = [y for y in ys_all if y > 0]
     if pos:
         axq.set_yscale("log")
@@ -102,19 +118,22 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     handles = [Line2D([], [], color=style.variant_color(v), lw=1.1) for v in variants]
     labels = list(variants)
     handles += [Line2D([], [], color="#444444", marker=style.algorithm_marker(a),
-                       ls=ALG_LINESTYLE.get(a, "-."), lw=1.0) for a in algorithms]
-    labels += [a.replace("_", "-") for a in algorithms]
+                       ls=ALG_LINESTYLE.get(a, "-."), lw=1.0) for a in b_algorithms]
+    labels += [a.replace("_", "-") for a in b_algorithms]
     handles.append(Line2D([], [], color="#777777", ls="--", lw=0.8))
-    labels.append("∝ √q (independent errors)")
-    style.legend_below(fig, handles, labels, ncol=3)
+    labels.append("∝ √q")
+    style.legend_below(fig, handles, labels, ncol=6 if wide else 3)
     out.caption = (
         "Error of simulated compressed collectives against the exact fp32 result (decompress, "
         "reduce, recompress at every hop). (a) Median relative L2 error against the number of "
         "quantizations each element goes through (one-shot 1, two-shot 2, ring N−1 plus one "
         "for the all-gather), one line per variant; the dashed guide grows as √q, the rate "
         "expected when successive quantization errors are independent. (b) The same error "
-        "against the TP degree, one line per variant (colour) and algorithm (marker). Medians "
-        f"over layers, sites, directions and steps. Source: {t.source}.")
+        "against the TP degree, one line per variant (colour) and algorithm (marker)"
+        + (f"; {', '.join(a.replace('_', '-') for a in omitted)} (flat in N) only in (a)"
+           if omitted else "")
+        + f". Medians over layers, sites, directions and steps. Source: {t.source}.")
+    out.extra["panel_b_algorithms"] = b_algorithms
     return [out]
 
 

@@ -3,8 +3,9 @@
 usage: python3 analysis/fig_error_groupsize.py RESULTS_DIR OUT_DIR
 
 Reads RESULTS_DIR/results.csv (or the rows of results.json) from taco study. Variants that
-agree in family, elem_format, scale_format, granularity and transform and differ in group_size
-(e.g. taco-g32 .. taco-g512, fp8-g32 .. fp8-g512) form one series. Writes:
+agree in family, elem_format, scale_format, granularity, transform and in their name without
+the group size (e4m3:gG:dual counts as taco-noh-gG) and differ in group_size (e.g. taco-g32 ..
+taco-g512, fp8-g32 .. fp8-g512) form one series. Writes:
   error_groupsize.{png,pdf,json}  one panel per (site, direction): median relative L2 error
       against G (log2 axis), one line per series; each point is drawn in its variant's colour.
 Skips (exit 0) when there is no results file or no two variants differ only in G; exits 2
@@ -27,6 +28,11 @@ import style
 SERIES_KEY = ("family", "elem_format", "scale_format", "granularity", "transform")
 
 
+def family_name(variant: str) -> str:
+    """'taco-g64' -> 'taco', 'e4m3:g64:dual' -> 'taco-noh', 'fp8-g32' -> 'fp8'."""
+    return results.group_size_free_name(style.normalise_variant(variant))
+
+
 def find_series(t: results.Table) -> list[dict]:
     """[{label, key, members: {G: variant}}] for every key with >= 2 distinct group sizes."""
     by_key: dict[tuple, dict[int, str]] = {}
@@ -45,12 +51,15 @@ def find_series(t: results.Table) -> list[dict]:
         if len(keys) != 1:
             raise results.InputInvalid(
                 f"{t.source}: variant {v} has rows with different {'/'.join(SERIES_KEY)}")
-        by_key.setdefault(keys.pop(), {}).setdefault(int(g), v)   # first variant per G wins
+        # The name without its group size joins the key: fp8-g32 and e4m3:g32:dual (TACO's
+        # dual scale) agree in every column but are different codecs.
+        key = keys.pop() + (family_name(v),)
+        by_key.setdefault(key, {}).setdefault(int(g), v)   # first variant per G wins
     series = []
     for key, members in by_key.items():
         if len(members) < 2:
             continue
-        names = Counter(results.group_size_free_name(v) for v in members.values())
+        names = Counter(family_name(v) for v in members.values())
         label = names.most_common(1)[0][0]
         series.append({"label": label, "key": key, "members": dict(sorted(members.items()))})
     return series

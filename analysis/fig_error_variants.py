@@ -25,7 +25,9 @@ import style
 
 
 def bytes_label(b: float) -> str:
-    return f"{b:.4g} B/elem"
+    """1.0625 -> '1.0625 B/elem', 1.015625 -> '1.015625 B/elem', 1.25 -> '1.25 B/elem'."""
+    text = f"{b:.6f}".rstrip("0").rstrip(".")
+    return f"{text} B/elem"
 
 
 def variant_bytes(t: results.Table) -> dict[str, float]:

@@ -5,8 +5,9 @@ usage: python3 analysis/fig_hadamard.py RESULTS_DIR OUT_DIR
 Reads RESULTS_DIR/results.csv (or the rows of results.json) from taco study. Every variant
 whose transform is not "none" is paired with an H-free partner: a variant with transform
 "none" and the same family, elem_format, granularity and group_size; among several, the one
-with the same scale_format, then the longest common name prefix (taco -> taco-noh,
-fp8-g128-had -> fp8-g128), then the first listed. Without taco-noh, taco pairs with fp8-g128
+named like the variant without its transform (taco -> taco-noh, taco-g32 -> e4m3:g32:dual,
+fp8-g128-had -> fp8-g128), then the one with the same scale_format, then the longest common
+name prefix, then the first listed. Without taco-noh, taco pairs with fp8-g128
 (TACO's adaptive scale cancels in exact arithmetic, methods.md 1.4). Writes:
   hadamard_effect.{png,pdf,json}  heat map, rows = (site, direction), columns = pairs,
       cell = geometric mean over the site's tensors of rel_l2(with H) / rel_l2(without H),
@@ -17,6 +18,7 @@ input is malformed.
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 import numpy as np
@@ -43,6 +45,16 @@ def _same_g(a, b) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
+def h_free_name(variant: str) -> str:
+    """The preset-style name of a variant's twin without the transform: 'taco-g32' ->
+    'taco-noh-g32', 'taco-rht' -> 'taco-noh', 'fp8-g128-had' -> 'fp8-g128'."""
+    n = style.normalise_variant(variant)
+    n = re.sub(r"-(had|rht)(?=$|-)", "", n)
+    if re.match(r"taco(?!-no)", n):
+        n = "taco-noh" + n[len("taco"):]
+    return n
+
+
 def _common_prefix(a: str, b: str) -> int:
     n = 0
     for x, y in zip(a, b):
@@ -67,7 +79,9 @@ def find_pairs(t: results.Table) -> list[tuple[str, str]]:
             continue
         # Best partner: same scale format first, then the closest name (taco -> taco-noh
         # rather than fp8-g128; fp8-g128-had -> fp8-g128), then order of appearance.
-        chosen = max(base, key=lambda w: (attrs[w]["scale_format"] == a["scale_format"],
+        twin = h_free_name(v)
+        chosen = max(base, key=lambda w: (style.normalise_variant(w) == twin,
+                                          attrs[w]["scale_format"] == a["scale_format"],
                                           _common_prefix(v, w), -plain.index(w)))
         pairs.append((v, chosen))
     return pairs
@@ -141,10 +155,11 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     ax.set_ylabel("site (direction)")
     cb = fig.colorbar(im, ax=ax, shrink=0.95, pad=0.02, aspect=12)
     cb.set_label("rel. L2 ratio (<1: H helps)", fontsize=7)
-    cands = (0.8, 1.0, 1.25) if vmax < 2 else [2.0 ** k for k in range(-6, 7)]
+    step = 1 if vmax <= 8 else 2
+    cands = (0.8, 1.0, 1.25) if vmax < 2 else [2.0 ** k for k in range(-8, 9, step)]
     ticks = [x for x in cands if vmin <= x <= vmax]
     cb.set_ticks(ticks)
-    cb.set_ticklabels([f"{x:g}" for x in ticks])
+    cb.set_ticklabels([f"{x:g}" if x >= 1 else f"1/{1 / x:g}" for x in ticks])
     cb.ax.minorticks_off()
     figkit.mark_decor(cb.ax)
     for j, (a, b) in enumerate(pairs):

@@ -104,27 +104,6 @@ def _digest(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big")
 
 
-# (regex on the lower-cased variant name, base hue in [0,1), saturation)
-_FAMILIES = [
-    (r"^taco", 0.60, 0.80),            # blues
-    (r"^mxfp8", 0.36, 0.65),           # greens
-    (r"^(nvfp4|mxfp4|fp4)", 0.47, 0.70),  # teal-greens
-    (r"^fp8.*(tensor|-t$|pt)", 0.075, 0.42),  # browns: per-tensor FP8
-    (r"^fp8", 0.085, 0.90),            # oranges: per-group FP8
-    (r"^(int|uint)", 0.76, 0.55),      # purples
-    (r"^tah", 0.99, 0.75),             # reds
-    (r"^(subspace|lowrank|tt\b|tt-|svd)", 0.52, 0.75),  # cyans
-    (r"^(topk|randk)", 0.88, 0.60),    # pinks
-    (r"^(ef|aq)", 0.15, 0.75),         # olive/yellow
-    (r"^(bf16|fp16|fp32|none|exact|lossless)", 0.0, 0.0),  # greys: uncompressed
-]
-
-
-def _group_size(name: str) -> int | None:
-    m = re.search(r"(?:^|[-_])g(\d+)(?:$|[-_])", name.lower())
-    return int(m.group(1)) if m else None
-
-
 # Hand-picked colours for the codec presets (src/codecs/variant.cpp), distinct inside each
 # family: TACO blues (G sweep from dark g32 to light g512; ablations shifted towards violet or
 # cyan), per-group FP8 oranges, row/col/tensor FP8 browns, MX greens/teals, INT purples,
@@ -132,7 +111,7 @@ def _group_size(name: str) -> int | None:
 PRESET_COLORS = {
     "taco": "#1f5fbf", "taco-g32": "#0a2557", "taco-g64": "#163f8c", "taco-g256": "#5b95e0",
     "taco-g512": "#9ec2f2", "taco-noh": "#6a4fb0", "taco-nosa": "#2aa3c4",
-    "taco-e5m2": "#0f6f7f", "taco-rht": "#a390e0",
+    "taco-e5m2": "#0f6f7f", "taco-rht": "#74d4d4",
     "fp8-g128": "#e6750b", "fp8-g32": "#9c4400", "fp8-g128-had": "#f5b731",
     "fp8-1x128-e8m0": "#c28d00", "fp8-tile128": "#ff9c7a", "fp8-row": "#8c564b",
     "fp8-col": "#c49a80", "fp8-tensor": "#4d2f1a",
@@ -142,36 +121,118 @@ PRESET_COLORS = {
     "tahquant": "#d62728", "bf16": "#7f7f7f",
 }
 
+# Families of names that are not presets: (regex on the normalised name, preset whose hue and
+# saturation the family takes). First match wins.
+_FAMILIES = [
+    (r"^taco-noh", "taco-noh"),
+    (r"^taco-nosa", "taco-nosa"),
+    (r"^taco.*e5m2", "taco-e5m2"),
+    (r"^taco.*rht", "taco-rht"),
+    (r"^taco", "taco"),
+    (r"^mxfp8", "mxfp8"),
+    (r"^(mxfp4|fp4|e2m1)", "mxfp4"),
+    (r"^nvfp4", "nvfp4"),
+    (r"^fp8.*(tensor|row|col)", "fp8-tensor"),
+    (r"^fp8.*had", "fp8-g128-had"),
+    (r"^fp8.*e8m0", "fp8-1x128-e8m0"),
+    (r"^fp8", "fp8-g128"),
+    (r"^int4", "int4-g32"),
+    (r"^(int|uint).*asym", "int8-g128-asym"),
+    (r"^(int|uint).*had", "int8-g128-had"),
+    (r"^(int|uint)", "int8-g128"),
+    (r"^tah", "tahquant"),
+    (r"^(bf16|fp16|fp32|none|exact|lossless)", "bf16"),
+]
+_EXTRA_FAMILY_HUES = [  # families without a preset: (regex, hue, saturation)
+    (r"^(subspace|lowrank|tt\b|tt-|svd)", 0.52, 0.75),   # cyans
+    (r"^(topk|randk)", 0.88, 0.60),                      # pinks
+    (r"^(ef|aq)", 0.15, 0.75),                           # olive/yellow
+]
+
 
 def _hex_rgb(h: str) -> tuple[float, float, float]:
     return tuple(int(h[i:i + 2], 16) / 255.0 for i in (1, 3, 5))
 
 
+def _group_size(name: str) -> int | None:
+    m = re.search(r"(?:^|[-_:])g(\d+)(?:$|[-_:])", name.lower())
+    return int(m.group(1)) if m else None
+
+
+def normalise_variant(name: str) -> str:
+    """Grammar spellings to the preset-style name they correspond to, so that equal codecs
+    share a colour: 'e4m3:g128:had:dual' -> 'taco', 'e4m3:g64:dual' -> 'taco-noh-g64',
+    'e4m3:g32' -> 'fp8-g32', 'int8:g128:had' -> 'int8-g128-had'. Other names: lower-cased."""
+    low = name.strip().lower()
+    if ":" not in low:
+        return low
+    toks = set(low.split(":"))
+    elem = next((t for t in ("e4m3", "fp8", "e5m2", "e2m1", "fp4", "int8", "int4") if t in toks),
+                None)
+    block = next((t for t in low.split(":") if re.fullmatch(r"g\d+|tile\d+|tensor|row|col", t)),
+                 None)
+    had = "had" in toks
+    rht = "rht" in toks
+    e5m2 = elem == "e5m2"
+    g = int(block[1:]) if block and re.fullmatch(r"g\d+", block) else None
+    if "dual" in toks or "taco" in toks:
+        base = "taco-nosa" if "dual" not in toks else ("taco" if (had or rht) else "taco-noh")
+        if base == "taco" and e5m2:
+            base = "taco-e5m2"
+        if base == "taco" and rht:
+            base = "taco-rht"
+        return base + ("" if g in (None, 128) else f"-g{g}")
+    if "se8m0" in toks and g == 32 and elem in ("e4m3", "fp8", "e5m2", "e2m1", "fp4"):
+        return {"e5m2": "mxfp8-e5m2", "e2m1": "mxfp4", "fp4": "mxfp4"}.get(elem, "mxfp8")
+    if elem in ("e4m3", "fp8", "e5m2"):
+        out = "fp8-" + (block or "g128") + ("-had" if had else "") + ("-rht" if rht else "")
+        if "se8m0" in toks:
+            out += "-e8m0"
+        return out + ("-e5m2" if e5m2 else "")
+    if elem in ("int8", "int4"):
+        out = elem + "-" + (block or "g128") + ("-asym" if "asym" in toks else "")
+        return out + ("-had" if had else "") + ("-rht" if rht else "")
+    return low
+
+
 def variant_color(name: str) -> tuple[float, float, float]:
     """The colour of a variant in every figure: a pure function of its name (RGB in [0,1]).
-    Presets use PRESET_COLORS; other names get their family's hue, shaded by the group size
-    in the name and nudged by a hash of the rest of the name."""
-    low = name.lower()
+    Presets (and grammar spellings of them) use PRESET_COLORS; other names take their family's
+    hue, a shade from the group size in the name (g32 darkest .. g512 lightest), and a small
+    nudge from a hash of the rest of the name."""
+    low = normalise_variant(name)
     if low in PRESET_COLORS:
         return _hex_rgb(PRESET_COLORS[low])
     h = _digest(low)
-    for pattern, hue, sat in _FAMILIES:
+    hue = sat = None
+    base = ""
+    base_light, base_g = 0.45, 128
+    for pattern, preset in _FAMILIES:
         if re.search(pattern, low):
+            hue, base_light, sat = colorsys.rgb_to_hls(*_hex_rgb(PRESET_COLORS[preset]))
+            base = preset
+            base_g = _group_size(preset) or 128
             break
     else:
-        # Unknown family: a hue from the hash, mid lightness and saturation.
+        for pattern, fhue, fsat in _EXTRA_FAMILY_HUES:
+            if re.search(pattern, low):
+                hue, sat = fhue, fsat
+                break
+    if hue is None:   # unknown family: a hue from the hash
         return colorsys.hls_to_rgb((h % 9973) / 9973.0, 0.45, 0.65)
+    # The group size shades the family colour: 0.09 lightness per doubling of G relative to
+    # the family's preset (darker for smaller groups).
     g = _group_size(low)
-    # Shade from the group size: g32 darkest ... g512 lightest; no G -> the family's middle.
-    light = 0.45 if g is None else 0.28 + 0.07 * min(max(math.log2(g) - 5, 0), 4)
-    # Everything but the group size moves hue and lightness a little (hash of that rest), so
-    # that taco-foo stays recognisably blue but differs from taco-bar.
-    rest = re.sub(r"(?:^|[-_])g\d+(?=$|[-_])", "", low)
-    hr = _digest(rest)
-    shift = ((hr >> 8) % 1000) / 1000.0 - 0.5        # [-0.5, 0.5)
-    hue = (hue + 0.05 * shift) % 1.0
-    light = min(0.75, max(0.22, light + 0.12 * (((hr >> 20) % 5) / 4.0 - 0.5)))
-    if sat == 0.0:
+    light = base_light if g is None else base_light + 0.09 * (math.log2(g) - math.log2(base_g))
+    light = min(0.85, max(0.15, light))
+    # What is left after the family's own name and the group size nudges hue and lightness.
+    rest = re.sub(r"(?:^|[-_:])g\d+(?=$|[-_:])", "", low)
+    rest = rest.replace(re.sub(r"-g\d+$", "", base), "", 1).strip("-_:")
+    if rest:
+        hr = _digest(rest)
+        hue = (hue + 0.05 * (((hr >> 8) % 1000) / 1000.0 - 0.5)) % 1.0
+        light = min(0.85, max(0.15, light + 0.12 * (((hr >> 20) % 5) / 4.0 - 0.5)))
+    if sat < 0.05:
         return colorsys.hls_to_rgb(0, light, 0)
     return colorsys.hls_to_rgb(hue, light, sat)
 
@@ -289,12 +350,37 @@ def log2_axis(ax, lo: float, hi: float, max_ticks: int = 8, axis: str = "x") -> 
     (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
 
 
+LEGEND_ROOM_IN = 0.5   # what figure heights below reserve for a figure legend (3 rows)
+
+
+def legend_columns_that_fit(fig, labels, fontsize: float | None = None) -> int:
+    """How many legend columns of these labels fit the figure's width (DejaVu Sans averages
+    about 0.6 em per character; each column also holds a handle and padding)."""
+    fs = fontsize or matplotlib.rcParams["legend.fontsize"]
+    if isinstance(fs, str):
+        fs = 7.0
+    char_in = 0.6 * fs / 72.0
+    col_in = max(len(str(l)) for l in labels) * char_in + 0.45
+    return max(1, int((fig.get_size_inches()[0] - 0.1) // col_in))
+
+
 def legend_below(fig, handles, labels, ncol: int | None = None, title: str | None = None):
-    """A figure legend under the axes (outside them, so it never covers data)."""
+    """A figure legend under the axes (outside them, so it never covers data). ncol is reduced
+    when the labels would not fit the figure's width."""
     if not handles:
         return None
     if ncol is None:
-        ncol = min(len(labels), 3)
+        ncol = 3
+    ncol = max(1, min(ncol, len(labels), legend_columns_that_fit(fig, labels)))
+    # Figure heights leave room for about three legend rows; a longer legend makes the figure
+    # taller instead of squeezing the axes.
+    rows = -(-len(labels) // ncol)
+    fs = matplotlib.rcParams["legend.fontsize"]
+    row_in = 1.35 * (fs if not isinstance(fs, str) else 7.0) / 72.0
+    extra = rows * row_in + 0.1 - LEGEND_ROOM_IN
+    if extra > 0:
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w, h + extra)
     return fig.legend(handles, labels, loc="outside lower center", ncol=ncol, title=title)
 
 
