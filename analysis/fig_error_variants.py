@@ -25,9 +25,9 @@ import style
 
 
 def bytes_label(b: float) -> str:
-    """1.0625 -> '1.0625 B/elem', 1.015625 -> '1.015625 B/elem', 1.25 -> '1.25 B/elem'."""
-    text = f"{b:.6f}".rstrip("0").rstrip(".")
-    return f"{text} B/elem"
+    """1.0625 -> '1.0625 B/elem', 1.0078125 -> '1.0078125 B/elem', 1.25 -> '1.25 B/elem'
+    (8 significant digits: enough for every group size up to 1024 with fp32 scales)."""
+    return f"{b:.8g} B/elem"
 
 
 def variant_bytes(t: results.Table) -> dict[str, float]:

@@ -198,7 +198,7 @@ def render_html(rec: dict) -> str:
         for c in sel["choices"]:
             he = c.get("hadamard_effect") or {}
             rows.append([c.get("site"), c.get("direction"), c.get("variant"),
-                         _fmt(c.get("rel_l2")), _fmt(c.get("bytes_per_elem")),
+                         _fmt(c.get("rel_l2")), _fmt_bytes(c.get("bytes_per_elem")),
                          _fmt(he.get("ratio"))])
         parts.append(_table(["site", "direction", "variant", "rel_l2", "bytes/elem",
                              "H ratio (with/without)"], rows))
@@ -222,6 +222,12 @@ def render_html(rec: dict) -> str:
     parts.append(_kv_table(p["report"]))
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def _fmt_bytes(v) -> str:
+    if isinstance(v, (int, float)):
+        return f"{v:.8g}"
+    return "" if v is None else str(v)
 
 
 def _fmt(v) -> str:

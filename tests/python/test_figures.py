@@ -158,8 +158,8 @@ def test_error_variants_bars_and_bytes_labels(drawn):
     sc = sidecar(drawn, "error_variants")
     assert [s["label"] for s in series(sc)] == list(fx.VARIANTS)
     legend = sc["legends"][0]
-    assert "taco (1.062 B/elem)" in legend and "taco-g32 (1.25 B/elem)" in legend
-    assert "fp8-tensor (1 B/elem)" in legend
+    assert "taco (1.0625 B/elem)" in legend and "taco-g32 (1.25 B/elem)" in legend
+    assert "mxfp8 (1.03125 B/elem)" in legend and "fp8-g512 (1.0078125 B/elem)" in legend
     for s in series(sc):
         assert s["n"] == 4
         v = s["label"]
@@ -238,12 +238,19 @@ def test_error_collectives_requantization_growth(drawn):
 def test_codec_throughput_lines_and_roofline(drawn):
     sc = sidecar(drawn, "codec_throughput")
     assert [p["id"] for p in sc["panels"]] == ["encode (compress)", "decode (decompress)"]
-    for panel in ("encode (compress)", "decode (decompress)"):
+    for panel, op in (("encode (compress)", "encode"), ("decode (decompress)", "decode")):
         labels = [s["label"] for s in series(sc, panel)]
         assert labels == ["copy", "taco fused", "taco unfused", "fp8-g128 fused"]
         assert all(s["n"] == 6 for s in series(sc, panel))
         for s in series(sc, panel)[1:]:
-            assert 0 < s["max_pct_copy"] <= 100
+            # Cold rows of the best launch configuration: a fixed share of the cold copy.
+            want = fx.BENCH_EFF[s["variant"]] * fx.BENCH_OP[op] * fx.BENCH_IMPL[s["impl"]]
+            assert s["max_pct_copy"] == pytest.approx(100 * want, rel=1e-9)
+            assert s["max_gbps"] == pytest.approx(
+                want * fx.bench_copy_tbps(2 ** 30) * 1000, rel=1e-9)
+        assert series(sc, panel)[1]["configs"] == ["eu1-du1"]
+    assert "Cold (L2 flushed) measurements only" in sc["caption"]
+    assert "best of up to 2 launch configurations" in sc["caption"]
     assert sc["panels"][-1]["xscale"] == "log"
     assert "NVIDIA H200" in sc["title"] and "NVIDIA H200" in sc["caption"]
 
@@ -296,12 +303,24 @@ def test_crossover_interpolation_edge_cases():
 
 # ---- look: colours, legends, fonts -------------------------------------------------------------
 def test_variant_colors_are_deterministic_and_distinct():
-    names = list(style.PRESET_COLORS)
+    # The presets plus the grammar-spelled H-free twins taco study adds to a G sweep.
+    names = list(style.PRESET_COLORS) + [f"e4m3:g{g}:dual" for g in (32, 64, 256, 512)] + \
+        [f"fp8-g{g}" for g in (64, 256, 512)]
     cols = [style.variant_color(n) for n in names]
     assert cols == [style.variant_color(n) for n in names]
     for i in range(len(names)):
         for j in range(i + 1, len(names)):
-            assert math.dist(cols[i], cols[j]) > 0.15, (names[i], names[j])
+            assert math.dist(cols[i], cols[j]) > 0.14, (names[i], names[j])
+    # A grammar spelling of a preset is the same codec: the same colour.
+    assert style.variant_color("e4m3:g128:had:dual") == style.variant_color("taco")
+    assert style.variant_color("e4m3:g128:dual") == style.variant_color("taco-noh")
+    assert style.variant_color("int8:g128:had") == style.variant_color("int8-g128-had")
+    assert style.variant_color("e4m3:g32:se8m0:sround=ocp") == style.variant_color("mxfp8")
+    # Inside a family the group size orders the lightness (smaller groups darker).
+    import colorsys
+    light = [colorsys.rgb_to_hls(*style.variant_color(f"e4m3:g{g}:dual"))[1]
+             for g in (32, 64, 128, 256, 512)]
+    assert light == sorted(light) and len(set(light)) == 5
     for n in ("taco-g16", "fp8-g64", "int8-g64", "brand-new-codec", "TACO"):
         c = style.variant_color(n)
         assert all(0.0 <= x <= 1.0 for x in c) and c == style.variant_color(n)
