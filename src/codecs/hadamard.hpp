@@ -20,26 +20,52 @@ namespace taco {
 
 inline float hadamard_scale(int n) { return float(1.0 / std::sqrt(double(n))); }
 
-// Butterflies only (unnormalized H_n v), n a power of two.
-inline void fwht_butterflies(float* v, int n) {
-  for (int h = 1; h < n; h <<= 1) {
-    for (int i = 0; i < n; i += 2 * h) {
-      float* lo = v + i;
-      float* hi = v + i + h;
-      for (int j = 0; j < h; ++j) {
-        const float a = lo[j], b = hi[j];
-        lo[j] = a + b;
-        hi[j] = a - b;
-      }
+namespace detail {
+// Stages h = 1 and 2 together: per quad the same four adds/subtracts in the same order as two
+// separate stages (so the same bits), in one pass that the compiler vectorizes.
+inline void fwht_first_two_stages(float* v, int n) {
+  for (int i = 0; i < n; i += 4) {
+    const float a = v[i], b = v[i + 1], c = v[i + 2], d = v[i + 3];
+    const float s0 = a + b, s1 = a - b, s2 = c + d, s3 = c - d;
+    v[i] = s0 + s2;
+    v[i + 1] = s1 + s3;
+    v[i + 2] = s0 - s2;
+    v[i + 3] = s1 - s3;
+  }
+}
+inline void fwht_stage(float* v, int n, int h) {
+  for (int i = 0; i < n; i += 2 * h) {
+    float* lo = v + i;
+    float* hi = v + i + h;
+    for (int j = 0; j < h; ++j) {
+      const float a = lo[j], b = hi[j];
+      lo[j] = a + b;
+      hi[j] = a - b;
     }
   }
 }
+}  // namespace detail
 
-// Orthonormal transform in place: butterflies, then the 1/sqrt(n) constant.
+// Butterflies only (unnormalized H_n v), n a power of two >= 4.
+inline void fwht_butterflies(float* v, int n) {
+  detail::fwht_first_two_stages(v, n);
+  for (int h = 4; h < n; h <<= 1) detail::fwht_stage(v, n, h);
+}
+
+// Orthonormal transform in place: butterflies, then every element times 1/sqrt(n). The last
+// stage and the multiply share a pass (fl(fl(a + b) * c) either way). n a power of two >= 8.
 inline void fwht(float* v, int n) {
-  fwht_butterflies(v, n);
   const float c = hadamard_scale(n);
-  for (int i = 0; i < n; ++i) v[i] = v[i] * c;
+  const int h = n / 2;
+  detail::fwht_first_two_stages(v, n);
+  for (int s = 4; s < h; s <<= 1) detail::fwht_stage(v, n, s);
+  float* lo = v;
+  float* hi = v + h;
+  for (int j = 0; j < h; ++j) {
+    const float a = lo[j], b = hi[j];
+    lo[j] = (a + b) * c;
+    hi[j] = (a - b) * c;
+  }
 }
 
 inline uint64_t splitmix64_next(uint64_t& state) {

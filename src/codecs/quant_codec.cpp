@@ -31,9 +31,18 @@ inline float finite_or_zero(float x) {
 }
 inline int64_t is_nonfinite(float x) { return (float_bits(x) & 0x7f800000u) == 0x7f800000u; }
 // |x| as integer bits, with non-finite values as 0 (the bits order like the magnitudes).
-inline uint32_t abs_bits_finite(float x) {
-  const uint32_t a = float_bits(x) & 0x7fffffffu;
-  return a < 0x7f800000u ? a : 0u;
+inline int32_t abs_bits_finite(float x) {
+  const int32_t a = int32_t(float_bits(x) & 0x7fffffffu);
+  return a < 0x7f800000 ? a : 0;
+}
+
+// min(max(t, -448), 448) for a t that is never NaN (a finite value over s_q >= 1e-12), done on
+// the bit pattern: float compares in a select keep GCC from vectorizing (-ftrapping-math).
+inline float clamp_pm448(float t) {
+  constexpr uint32_t k448 = 0x43e00000u;  // bits of 448.0f
+  const uint32_t u = float_bits(t);
+  const uint32_t over = 0u - uint32_t(int32_t(u & 0x7fffffffu) > int32_t(k448));
+  return bits_float((u & ~over) | (((u & 0x80000000u) | k448) & over));
 }
 
 inline void put_le(uint8_t* p, uint32_t v, int nbytes) {
@@ -258,8 +267,17 @@ void QuantCodec::inverse_transform(float* v) const {
 
 std::vector<uint8_t> QuantCodec::encode(const float* x, int64_t rows, int64_t cols,
                                         EncodeStats* stats) const {
+  std::vector<uint8_t> wire;
+  encode_into(x, rows, cols, wire, stats);
+  return wire;
+}
+
+// Every byte of the buffer is written below (codes, padding codes, scales, aux, tensor scale),
+// so a reused buffer needs no clearing.
+void QuantCodec::encode_into(const float* x, int64_t rows, int64_t cols, std::vector<uint8_t>& wire,
+                             EncodeStats* stats) const {
   const QuantLayout L = layout(rows, cols);
-  std::vector<uint8_t> wire(size_t(L.total), 0);
+  wire.resize(size_t(L.total));
   Counters c;
   c.want = stats != nullptr;
   if (s_.taco) {
@@ -284,7 +302,6 @@ std::vector<uint8_t> QuantCodec::encode(const float* x, int64_t rows, int64_t co
     stats->saturated += c.saturated;
     stats->nonfinite += c.nonfinite;
   }
-  return wire;
 }
 
 template <class Q>
@@ -333,12 +350,12 @@ void QuantCodec::encode_flat(const Q& q, const float* x, const Flat& f, const Qu
       a = lo;
       b = hi;
     } else {
-      uint32_t m = 0;
+      int32_t m = 0;
       for (int64_t i = 0; i < n; ++i) {
-        const uint32_t t = abs_bits_finite(v[i]);
+        const int32_t t = abs_bits_finite(v[i]);
         m = t > m ? t : m;
       }
-      a = bits_float(m);
+      a = bits_float(uint32_t(m));
       b = 0;
     }
   };
@@ -426,7 +443,7 @@ void QuantCodec::encode_strided(const Q& q, const float* x, int64_t rows, int64_
   std::vector<float> sa(size_t(nb), 0.0f), sb(size_t(nb), 0.0f);
   if (s_.gran == Granularity::Tensor) {
     float lo = 0.0f, hi = 0.0f;
-    uint32_t m = 0;
+    int32_t m = 0;
     if (s_.asym) {
 #pragma omp parallel for schedule(static) reduction(min : lo) reduction(max : hi) if (par)
       for (int64_t i = 0; i < n; ++i) {
@@ -439,10 +456,10 @@ void QuantCodec::encode_strided(const Q& q, const float* x, int64_t rows, int64_
     } else {
 #pragma omp parallel for schedule(static) reduction(max : m) if (par)
       for (int64_t i = 0; i < n; ++i) {
-        const uint32_t t = abs_bits_finite(src[i]);
+        const int32_t t = abs_bits_finite(src[i]);
         m = t > m ? t : m;
       }
-      sa[0] = bits_float(m);
+      sa[0] = bits_float(uint32_t(m));
     }
   } else {
     // Col: a thread owns a range of columns; Tile: a thread owns a row of tiles. Either way no
@@ -548,13 +565,13 @@ void QuantCodec::encode_taco(const float* x, const QuantLayout& L, uint8_t* wire
       for (int i = 0; i < G; ++i) v[i] = bits_float(float_bits(v[i]) ^ signs_[size_t(i)]);
     if (transformed) fwht(v, G);
     // 5. quantization scale from the max magnitude (NaN-ignoring)
-    uint32_t mb = 0;
+    int32_t mb = 0;  // magnitudes as int32 bits (< 2^31): integer max vectorizes, order-free
     for (int i = 0; i < G; ++i) {
-      const uint32_t a = float_bits(v[i]) & 0x7fffffffu;
-      const uint32_t t = a > 0x7f800000u ? 0u : a;
+      const int32_t a = int32_t(float_bits(v[i]) & 0x7fffffffu);
+      const int32_t t = a > 0x7f800000 ? 0 : a;
       mb = t > mb ? t : mb;
     }
-    float M = bits_float(mb);
+    float M = bits_float(uint32_t(mb));
     if (mb == 0) {  // fmaxf over an all-NaN group is NaN
       bool all_nan = true;
       for (int i = 0; i < G; ++i) all_nan = all_nan && std::isnan(v[i]);
@@ -566,11 +583,15 @@ void QuantCodec::encode_taco(const float* x, const QuantLayout& L, uint8_t* wire
     // 6. codes
     const int64_t n = transformed ? G : m;
     uint8_t* out = wire + (transformed ? b * G : off);
-    const bool div_ok = !(std::fabs(s_q) < 1e-12f);
-    for (int64_t i = 0; i < n; ++i) {
-      float t = div_ok ? finite_or_zero(v[i]) / s_q : 0.0f;
-      t = t > kTacoClamp ? kTacoClamp : (t < -kTacoClamp ? -kTacoClamp : t);
-      out[i] = uint8_t(encode_minifloat<F>(t, sat_mode));
+    // safe_div: s_q >= 1e-12f after its clamp, so this always divides; kept for fidelity (and
+    // hoisted, so the loop has no branch around the division and vectorizes).
+    if (!(std::fabs(s_q) < 1e-12f)) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float t = clamp_pm448(finite_or_zero(v[i]) / s_q);
+        out[i] = uint8_t(encode_minifloat<F>(t, sat_mode));
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[i] = uint8_t(encode_minifloat<F>(0.0f, sat_mode));
     }
     if (want)
       for (int64_t i = 0; i < n; ++i) sat += is_sat_[out[i]];

@@ -87,6 +87,8 @@ class QuantCodec final : public Codec {
   nlohmann::json params() const override;
   std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
                               EncodeStats* stats = nullptr) const override;
+  void encode_into(const float* x, int64_t rows, int64_t cols, std::vector<uint8_t>& wire,
+                   EncodeStats* stats = nullptr) const override;
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override;
 

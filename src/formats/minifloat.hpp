@@ -61,10 +61,15 @@ inline uint32_t encode_minifloat(float x, bool saturate) {
   // a - kRebias wraps for small a, but that result is then not selected.
   const uint32_t normal = (a - kRebias + kHalfMinus1 + ((a >> kShift) & 1u)) >> kShift;
   const uint32_t sub = float_bits(bits_float(a) + bits_float(kSubMagic)) - kSubMagic;
-  uint32_t mag = a < kMinNormal ? sub : normal;
+  // Selects as masks (all values compared are < 2^31, so signed compares are exact): GCC
+  // will not if-convert a ternary over a float add under -ftrapping-math, masks vectorize.
+  const uint32_t m_sub = 0u - uint32_t(int32_t(a) < int32_t(kMinNormal));
+  uint32_t mag = (sub & m_sub) | (normal & ~m_sub);
   const uint32_t ovf = saturate ? F::kMaxCode : F::kOvfCode;
-  mag = mag > F::kMaxCode ? ovf : mag;
-  return a > 0x7f800000u ? F::kNanCode : (mag | sign);
+  const uint32_t m_ovf = 0u - uint32_t(int32_t(mag) > int32_t(F::kMaxCode));
+  mag = (ovf & m_ovf) | (mag & ~m_ovf);
+  const uint32_t m_nan = 0u - uint32_t(int32_t(a) > int32_t(0x7f800000u));
+  return (F::kNanCode & m_nan) | ((mag | sign) & ~m_nan);
 }
 
 // Exact decoding of the generic layout (E4M3 "fn": exponent 15 with mantissa 7 is NaN, no Inf;
