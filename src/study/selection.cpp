@@ -181,8 +181,11 @@ std::map<SiteKey, std::string> load_selection(const std::string& path) {
   nlohmann::json j;
   try {
     in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw_input_error("--config {}: not valid JSON ({})", path, e.what());
+  } catch (const nlohmann::json::parse_error& e) {
+    // (e.what() may quote the offending bytes, which need not be text.)
+    throw_input_error("--config {}: not valid JSON (syntax error at byte {})", path, e.byte);
+  } catch (const nlohmann::json::exception&) {
+    throw_input_error("--config {}: not valid JSON", path);
   }
   TACO_REQUIRE_INPUT(j.is_object() && j.contains("choices") && j["choices"].is_array(),
                      "--config {}: not a selection.json (no \"choices\" list)", path);
