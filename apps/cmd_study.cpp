@@ -6,8 +6,10 @@
 #include "core/error.hpp"
 #include "io/tensor_source.hpp"
 #include "study/report.hpp"
+#include "study/pareto.hpp"
 #include "study/selection.hpp"
 #include "study/study.hpp"
+#include "study/weights.hpp"
 
 #if defined(TACO_HAVE_CUDA) && __has_include("cuda/gpu_codec.hpp")
 #include "cuda/gpu_codec.hpp"
@@ -35,6 +37,7 @@ struct StudyArgs {
   std::vector<std::string> inputs;
   std::string variants, out, candidates, collectives, tp, filter, config;
   bool select = false, gpu = false, quiet = false, no_histograms = false;
+  bool pareto = false, weights = false;
   double budget = 1.0625, tau = 1e-3;
   int threads = 0;
   int64_t max_tensors = -1;
@@ -95,6 +98,37 @@ class ProgressPrinter {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// --weights: the structure of 2-D weight matrices (study/weights.hpp), no codecs.
+void run_weights_command(const StudyArgs& a, int threads) {
+  using namespace taco;
+  using namespace taco::study;
+  TACO_REQUIRE_INPUT(a.variants.empty() && !a.select && !a.pareto && a.collectives.empty() && a.config.empty() &&
+                         !a.gpu,
+                     "--weights: takes no --variants, --select, --pareto, --collectives, --config or --gpu");
+  WeightsOptions wo;
+  wo.filter = parse_filter(a.filter);
+  wo.max_tensors = a.max_tensors;
+  std::vector<std::unique_ptr<TensorSource>> owned;
+  std::vector<TensorSource*> sources;
+  for (const std::string& path : a.inputs) {
+    owned.push_back(open_tensor_file(path));
+    sources.push_back(owned.back().get());
+  }
+  if (!a.quiet) {
+    ProgressPrinter printer(::isatty(STDERR_FILENO) == 1);
+    wo.progress = [printer](const Progress& p) mutable { printer(p); };
+  }
+  const WeightsResult r = run_weights_study(sources, wo);
+  TACO_REQUIRE_INPUT(!r.spectra.empty(), "{}: no 2-D tensor to study (check --filter and the inputs)",
+                     a.inputs.front());
+  make_directories(a.out);
+  write_file_atomically((std::filesystem::path(a.out) / "spectra.csv").string(), spectra_csv(r));
+  write_file_atomically((std::filesystem::path(a.out) / "weights.csv").string(), weights_csv(r, wo.tt_order));
+  std::fputs(format_weights(r).c_str(), stdout);
+  std::printf("\n%zu matrices (%zu other tensors skipped) in %.2f s with %d threads; wrote %s\n", r.spectra.size(),
+              r.skipped.size(), r.seconds, threads, a.out.c_str());
+}
+
 void run_study_command(const StudyArgs& a) {
   using namespace taco;
   using namespace taco::study;
@@ -114,6 +148,7 @@ void run_study_command(const StudyArgs& a) {
   }
   opts.threads = a.threads > 0 ? a.threads : omp_get_num_procs();
   omp_set_num_threads(opts.threads);  // also what codecs' own parallel loops use
+  if (a.weights) return run_weights_command(a, opts.threads);
   opts.seed = a.seed;
   opts.tau_rel = a.tau;
   opts.max_tensors = a.max_tensors;
@@ -129,6 +164,9 @@ void run_study_command(const StudyArgs& a) {
       if (std::find(opts.variants.begin(), opts.variants.end(), c) == opts.variants.end())
         opts.variants.push_back(c);
   }
+  if (a.pareto)  // every family on one error-against-bytes axis (docs/structured.md)
+    for (const std::string& v : pareto_sweep_variants())
+      if (std::find(opts.variants.begin(), opts.variants.end(), v) == opts.variants.end()) opts.variants.push_back(v);
   if (opts.variants.empty() && opts.per_site.empty())
     opts.variants = {"fp8-tensor", "fp8-g128", "mxfp8", "taco-noh", "taco"};
   if (!a.collectives.empty())
@@ -159,7 +197,11 @@ void run_study_command(const StudyArgs& a) {
     opts.codec_factory = [](const std::string& v) { return make_codec(v); };
   }
   // Every variant is built before any work, so a typo fails fast (exit 2).
-  for (const std::string& v : opts.variants) (void)opts.codec_factory(v);
+  std::vector<VariantInfo> infos;
+  for (const std::string& v : opts.variants) infos.push_back(describe_variant(v, *opts.codec_factory(v)));
+  // Subspace variants: energies in span(U) and in each tensor's top-k subspace (structure.csv).
+  StructureCollector structure(infos);
+  if (structure.active()) opts.on_tensor = [&structure](const Tensor& t) { structure.add(t); };
 
   std::vector<std::unique_ptr<TensorSource>> owned;
   std::vector<TensorSource*> sources;
@@ -190,9 +232,16 @@ void run_study_command(const StudyArgs& a) {
   write_study_outputs(result, prov, a.out);
   if (!selection_file.empty())
     write_file_atomically((std::filesystem::path(a.out) / "selection.json").string(), selection_file);
+  const std::vector<ParetoPoint> front = pareto_points(result);
+  write_file_atomically((std::filesystem::path(a.out) / "pareto.csv").string(), pareto_csv(front));
+  if (!result.feedback_rows.empty())
+    write_file_atomically((std::filesystem::path(a.out) / "feedback.csv").string(), feedback_csv(result.feedback_rows));
+  if (structure.active())
+    write_file_atomically((std::filesystem::path(a.out) / "structure.csv").string(), structure.csv());
 
   std::fputs(format_summary(result).c_str(), stdout);
   std::fputs(selection_text.c_str(), stdout);
+  if (a.pareto) std::fputs(format_pareto(front).c_str(), stdout);
   std::printf("\n%lld tensors, %lld elements x variants in %.2f s (%.1f M elements/s); wrote %s\n",
               static_cast<long long>(result.tensors), static_cast<long long>(result.elements),
               result.seconds, result.seconds > 0 ? double(result.elements) / result.seconds / 1e6 : 0.0,
@@ -231,6 +280,12 @@ void add_study(CLI::App& root) {
   sub->add_option("--tau", args->tau,
                   "max_rel_err counts elements with |x| > tau * absmax(tensor) (default 1e-3)");
   sub->add_flag("--no-histograms", args->no_histograms, "Do not write histograms.csv");
+  sub->add_flag("--pareto", args->pareto,
+                "Add a sweep over every codec family (quantizers, TACO, ef:, subspace, lowrank, tt, "
+                "topk, randk) and print the error-vs-bytes Pareto front per site (pareto.csv is always written)");
+  sub->add_flag("--weights", args->weights,
+                "Study 2-D weight matrices instead of codecs: singular values (spectra.csv), effective "
+                "rank, TT unfolding ranks, low-rank and TT error vs parameters (weights.csv)");
   sub->add_flag("--gpu", args->gpu, "Run the codecs on the GPU (needs a CUDA build)");
   sub->add_flag("-q,--quiet", args->quiet, "No progress on stderr");
   sub->footer(
@@ -240,6 +295,9 @@ void add_study(CLI::App& root) {
       "  taco study trace.h5 --select --budget 1.07 --out sel/    # writes sel/selection.json\n"
       "  taco study trace.h5 --config sel/selection.json --out applied/\n"
       "  taco study trace.h5 --variants taco --collectives one_shot,two_shot,ring --tp 2,4,8 --out coll/\n"
+      "  taco study trace.h5 --pareto --out front/     # every family; front/pareto.csv\n"
+      "  taco study trace.h5 --variants ef:int4-g32,int4-g32,lowrank:bpe=0.5:rsvd --out ef/\n"
+      "  taco study --weights model.safetensors --out w/   # spectra.csv, weights.csv\n"
       "Outputs are described in docs/results-schema.md; metrics and semantics in docs/study.md.");
   sub->callback([args] { run_study_command(*args); });
 }

@@ -1,6 +1,7 @@
 // make_codec() and codec_presets(): from a variant string to a Codec.
 #include "codecs/codec.hpp"
 #include "codecs/quant_codec.hpp"
+#include "codecs/structured/structured.hpp"
 #include "codecs/tahquant.hpp"
 #include "codecs/variant.hpp"
 #include "core/dtype.hpp"
@@ -55,6 +56,8 @@ class Bf16Codec final : public Codec {
 }  // namespace
 
 std::unique_ptr<Codec> make_codec(const std::string& variant) {
+  // subspace, lowrank, tt, topk, randk, ef:, aqsgd: (docs/structured.md)
+  if (auto c = structured::make_structured_codec(variant)) return c;
   const VariantSpec spec = parse_variant(variant);
   std::string name = canonical_variant(spec);
   switch (spec.family) {

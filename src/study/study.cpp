@@ -230,7 +230,23 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
     }
   }
   const bool simulate = !opts.collectives.empty();
-  const std::vector<Unit> units = make_units(refs, simulate);
+  std::vector<Unit> units = make_units(refs, simulate);
+
+  // ef:/aqsgd: variants carry state from step to step (error_feedback.hpp): one state per
+  // variant, and the tensors in step order (stable, so file order within a step).
+  std::vector<std::unique_ptr<FeedbackState>> feedback(codecs.size());
+  for (size_t i = 0; i < codecs.size(); ++i)
+    if (const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(codecs[i].get()))
+      feedback[i] = std::make_unique<FeedbackState>(*fb);
+  SampleIndex samples;
+  if (std::any_of(feedback.begin(), feedback.end(), [](const auto& f) { return f != nullptr; })) {
+    std::vector<TensorInfo> infos;
+    for (const TensorRef& r : refs) infos.push_back(r.info);
+    samples = SampleIndex(infos);
+    std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) {
+      return a.members.front().info.meta.step < b.members.front().info.meta.step;
+    });
+  }
 
   std::vector<float> xhat;
   int64_t done = 0;
@@ -242,6 +258,7 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
       TACO_ASSERT(int64_t(t.values.size()) == t.numel(), "{}: {} values for shape {}", t.name,
                   t.values.size(), shape_string(t.shape));
       const InputScan scan = scan_input(t.values.data(), t.numel(), threads);
+      if (opts.on_tensor) opts.on_tensor(t);
       if (opts.histograms) {
         auto [it, inserted] = res.histograms.try_emplace(SiteKey{t.meta.site, t.meta.direction});
         it->second.add_tensor(t.values.data(), t.numel(), scan.absmax, threads);
@@ -264,10 +281,33 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
         row.nan_count = scan.nan_count;
         row.inf_count = scan.inf_count;
         try {
-          const Measured m = measure(*codecs[v], t, tau, !scan.all_finite(), threads, xhat);
-          row.metrics = finish_metrics(m.sums);
-          row.saturated = m.saturated;
-          row.wire_bytes = m.wire_bytes;
+          if (feedback[v]) {
+            const FeedbackMeasure m =
+                measure_feedback(*feedback[v], samples, r.info, t, tau, !scan.all_finite(), threads, xhat);
+            row.metrics = finish_metrics(m.sums);
+            row.saturated = m.step.stats.saturated;
+            row.wire_bytes = m.step.wire_bytes;
+            FeedbackRow fr;
+            fr.file_index = r.file;
+            fr.tensor_index = r.index;
+            fr.variant_index = v;
+            fr.file = res.files[r.file];
+            fr.tensor = t.name;
+            fr.variant = names[v];
+            fr.family = res.variants[v].family;
+            fr.key = m.key;
+            fr.meta = t.meta;
+            fr.visit = m.step.visit;
+            fr.rel_l2 = row.metrics.rel_l2.value_or(0.0);
+            fr.state_rel = m.step.x_norm2 > 0 ? std::sqrt(m.step.state_norm2 / m.step.x_norm2) : 0.0;
+            fr.avg_err = m.step.avg_err;
+            res.feedback_rows.push_back(std::move(fr));
+          } else {
+            const Measured m = measure(*codecs[v], t, tau, !scan.all_finite(), threads, xhat);
+            row.metrics = finish_metrics(m.sums);
+            row.saturated = m.saturated;
+            row.wire_bytes = m.wire_bytes;
+          }
         } catch (const InputError& e) {
           // The codec does not take this shape (e.g. tile sizes): record it and go on.
           res.skipped.push_back({res.files[r.file], t.name, names[v], e.what()});

@@ -10,6 +10,7 @@
 #include "codecs/codec.hpp"
 #include "core/tensor.hpp"
 #include "io/tensor_source.hpp"
+#include "study/error_feedback.hpp"
 #include "study/histogram.hpp"
 #include "study/metrics.hpp"
 #include "study/sim_collectives.hpp"
@@ -69,6 +70,9 @@ struct StudyOptions {
   std::vector<sim::Algorithm> collectives;
   std::vector<int> tp;                               // TP degrees; empty: the ranks in the trace
   std::function<void(const Progress&)> progress;     // may be empty
+  // Called once per tensor read, before its codecs run (extra per-tensor analyses, e.g. the
+  // subspace energies of weights.hpp's StructureCollector). May be empty.
+  std::function<void(const Tensor&)> on_tensor;
 };
 
 // One (tensor, variant) measurement: a row of results.csv.
@@ -112,6 +116,8 @@ struct StudyResult {
   std::vector<CollectiveRow> collective_rows;
   std::map<SiteKey, Log2Histogram> histograms;
   std::vector<Skipped> skipped;
+  // ef:/aqsgd: variants, one row per measured step in processing order (error_feedback.hpp).
+  std::vector<FeedbackRow> feedback_rows;
   int64_t tensors = 0, elements = 0;          // elements: numel x variants measured
   double seconds = 0;
 };

@@ -1,0 +1,194 @@
+#include "study/error_feedback.hpp"
+
+#include "core/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace taco::study {
+
+namespace {
+const char* const kAqOnce = "aqsgd: this sample occurs once (no cache to delta against)";
+const char* const kAqNone =
+    "aqsgd: the inputs have no repeated samples (no extra.sample_id, no tensor name at two steps); nothing to "
+    "delta against";
+}  // namespace
+
+std::string feedback_sequence(const TensorMeta& m) {
+  return fmt::format("layer={}/site={}/direction={}/tp_rank={}", m.layer, m.site, m.direction, m.tp_rank);
+}
+
+SampleIndex::SampleIndex(const std::vector<TensorInfo>& infos) {
+  std::map<std::string, std::set<int64_t>> steps_of_name;
+  for (const TensorInfo& t : infos)
+    if (!t.meta.extra.count("sample_id")) steps_of_name[t.name].insert(t.meta.step);
+  for (const auto& [name, steps] : steps_of_name)
+    if (steps.size() >= 2) multi_step_names_.insert(name);
+  std::map<std::string, int> count;
+  for (const TensorInfo& t : infos)
+    if (const auto s = sample_of(t, multi_step_names_)) ++count[feedback_sequence(t.meta) + "/" + *s];
+  for (const auto& [key, n] : count)
+    if (n >= 2) repeated_.insert(key);
+}
+
+std::optional<std::string> SampleIndex::sample_of(const TensorInfo& t, const std::set<std::string>& multi_step_names) {
+  const auto it = t.meta.extra.find("sample_id");
+  if (it != t.meta.extra.end()) return "sample_id=" + it->second;
+  if (multi_step_names.count(t.name)) return "name=" + t.name;
+  return std::nullopt;
+}
+
+std::optional<std::string> SampleIndex::cache_key(const TensorInfo& t) const {
+  const auto s = sample_of(t, multi_step_names_);
+  if (!s) return std::nullopt;
+  std::string key = feedback_sequence(t.meta) + "/" + *s;
+  if (!repeated_.count(key)) return std::nullopt;
+  return key;
+}
+
+const std::vector<float>* FeedbackState::state(const std::string& key) const {
+  const auto it = mem_.find(key);
+  return it == mem_.end() ? nullptr : &it->second.mem;
+}
+
+FeedbackStep FeedbackState::step(const std::string& key, const float* x, int64_t rows, int64_t cols, float* xhat) {
+  TACO_REQUIRE_INPUT(rows > 0 && cols > 0, "{}: unusable shape [{}, {}] for {}", codec_->name(), rows, cols, key);
+  const int64_t n = rows * cols;
+  Entry& e = mem_[key];
+  if (e.visits == 0) {
+    e.rows = rows;
+    e.cols = cols;
+    e.mem.assign(size_t(n), 0.0f);
+  }
+  TACO_REQUIRE_INPUT(e.rows == rows && e.cols == cols,
+                     "{}: {} changes shape from [{}, {}] to [{}, {}] between steps; its {} does not fit",
+                     codec_->name(), key, e.rows, e.cols, rows, cols,
+                     codec_->kind() == structured::FeedbackKind::ErrorFeedback ? "residual" : "cache");
+  FeedbackStep out;
+  // What goes into the codec: x + e (EF) or x - m (AQ-SGD); non-finite x counts as 0.
+  std::vector<float> v(static_cast<size_t>(n));
+  const bool ef = codec_->kind() == structured::FeedbackKind::ErrorFeedback;
+  for (int64_t i = 0; i < n; ++i) {
+    float xi = x[i];
+    if (!std::isfinite(xi)) {
+      xi = 0.0f;
+      ++out.nonfinite_inputs;
+    }
+    out.x_norm2 += double(xi) * double(xi);
+    v[size_t(i)] = ef ? xi + e.mem[size_t(i)] : xi - e.mem[size_t(i)];
+  }
+  const std::vector<uint8_t> wire = codec_->inner().encode(v.data(), rows, cols, &out.stats);
+  out.wire_bytes = int64_t(wire.size());
+  codec_->inner().decode(wire.data(), wire.size(), rows, cols, xhat);
+  for (int64_t i = 0; i < n; ++i) {
+    // A decoded non-finite value (a codec's NaN) must not poison every later step.
+    const float d = std::isfinite(xhat[i]) ? xhat[i] : 0.0f;
+    float& m = e.mem[size_t(i)];
+    if (ef) {
+      m = v[size_t(i)] - d;   // e' = v - D(C(v)); the receiver uses D(C(v))
+    } else {
+      m = m + d;              // m' = m + D(C(x - m)); the receiver uses m'
+      xhat[i] = m;
+    }
+    out.state_norm2 += double(m) * double(m);
+  }
+  ++e.visits;
+  out.visit = e.visits;
+  e.sum_x_norm += std::sqrt(out.x_norm2);
+  if (ef) out.avg_err = e.sum_x_norm > 0 ? std::sqrt(out.state_norm2) / e.sum_x_norm : 0.0;
+  return out;
+}
+
+FeedbackMeasure measure_feedback(FeedbackState& state, const SampleIndex& samples, const TensorInfo& info,
+                                 const Tensor& t, double tau, bool skip_nonfinite, int threads,
+                                 std::vector<float>& xhat) {
+  FeedbackMeasure m;
+  if (state.codec().kind() == structured::FeedbackKind::AqSgd) {
+    const auto key = samples.cache_key(info);
+    TACO_REQUIRE_INPUT(key.has_value(), "{}", samples.any_repeated() ? kAqOnce : kAqNone);
+    m.key = *key;
+  } else {
+    m.key = feedback_sequence(info.meta);
+  }
+  xhat.resize(t.values.size());
+  m.step = state.step(m.key, t.values.data(), t.rows(), t.cols(), xhat.data());
+  m.sums = error_sums(t.values.data(), xhat.data(), t.numel(), tau, skip_nonfinite, threads);
+  return m;
+}
+
+std::vector<size_t> step_order(const std::vector<int64_t>& steps) {
+  std::vector<size_t> order(steps.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return steps[a] < steps[b]; });
+  return order;
+}
+
+std::vector<FeedbackOutcome> run_feedback(const structured::FeedbackCodec& codec,
+                                          const std::vector<const Tensor*>& tensors) {
+  std::vector<TensorInfo> infos;
+  std::vector<int64_t> steps;
+  for (const Tensor* t : tensors) {
+    infos.push_back(TensorInfo{t->name, t->dtype, t->shape, t->meta});
+    steps.push_back(t->meta.step);
+  }
+  const bool aq = codec.kind() == structured::FeedbackKind::AqSgd;
+  SampleIndex samples;
+  if (aq) samples = SampleIndex(infos);
+  FeedbackState state(codec);
+  std::vector<FeedbackOutcome> out(tensors.size());
+  for (size_t i : step_order(steps)) {
+    const Tensor& t = *tensors[i];
+    FeedbackOutcome& o = out[i];
+    if (aq) {
+      const auto key = samples.cache_key(infos[i]);
+      if (!key) {
+        o.skip_reason = samples.any_repeated() ? kAqOnce : kAqNone;
+        continue;
+      }
+      o.key = *key;
+    } else {
+      o.key = feedback_sequence(t.meta);
+    }
+    o.xhat.resize(t.values.size());
+    o.step = state.step(o.key, t.values.data(), t.rows(), t.cols(), o.xhat.data());
+    o.measured = true;
+  }
+  return out;
+}
+
+namespace {
+std::string num(double v) { return fmt::format("{:.9g}", v); }
+std::string known(int64_t v) { return v < 0 ? std::string() : std::to_string(v); }
+std::string field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+std::string feedback_csv(const std::vector<FeedbackRow>& rows) {
+  std::string out =
+      "file,tensor,layer,site,direction,tp_rank,step,variant,family,key,visit,rel_l2,state_rel,avg_err\n";
+  for (const FeedbackRow& r : rows) {
+    const std::vector<std::string> f = {field(r.file),          field(r.tensor),        known(r.meta.layer),
+                                        field(r.meta.site),     field(r.meta.direction), known(r.meta.tp_rank),
+                                        known(r.meta.step),     field(r.variant),       field(r.family),
+                                        field(r.key),           std::to_string(r.visit), num(r.rel_l2),
+                                        num(r.state_rel),       r.family == "ef" ? num(r.avg_err) : std::string()};
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (i) out += ',';
+      out += f[i];
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace taco::study
