@@ -126,9 +126,9 @@ void run_import(const ImportArgs& a) {
   Sidecar sidecar = a.sidecar.empty() ? Sidecar{} : read_sidecar(a.sidecar);
   std::set<std::string> sidecar_used;
 
-  // Open every input before writing anything, so a bad path fails at once.
-  std::vector<std::unique_ptr<taco::TensorSource>> sources;
-  for (const std::string& in : a.inputs) sources.push_back(taco::open_tensor_file(in, open_opts));
+  // Open (and so check the headers of) every input before writing anything, so a bad path
+  // fails at once; each is opened again when its turn comes, to hold one file open at a time.
+  for (const std::string& in : a.inputs) taco::open_tensor_file(in, open_opts);
 
   taco::TraceWriter::Options wopts;
   wopts.store = fixed_store;
@@ -142,7 +142,8 @@ void run_import(const ImportArgs& a) {
   std::map<std::string, std::string> origin;  // tensor name -> input it came from
   std::map<DType, int64_t> stored_count;
   int64_t skipped = 0, total_values = 0, total_rounded = 0;
-  for (auto& src : sources) {
+  for (const std::string& input : a.inputs) {
+    const std::unique_ptr<taco::TensorSource> src = taco::open_tensor_file(input, open_opts);
     int64_t narrowed_f64 = 0;
     const std::string stem = std::filesystem::path(src->path()).stem().string();
     for (size_t i = 0; i < src->size(); ++i) {
