@@ -238,3 +238,31 @@ def test_failure_after_writing_started_leaves_no_file(taco, tmp_path):
     got = trace_tensors(out)
     assert int(got["r0/h"][0]["tp_rank"]) == 0 and int(got["r1/h"][0]["tp_rank"]) == 1
     assert same_bits(got["r1/h"][1], np.zeros((2, 4), np.float32))
+
+
+def test_pattern_sidecar_and_set_errors(taco, tmp_path):
+    np.savez(tmp_path / "a.npz", **{"layers.0.mlp_out": np.ones(4, np.float32), "embed": np.ones(4, np.float32)})
+    out = tmp_path / "o.h5"
+    pattern = "layers.{layer}.{site}"
+    # A name that does not match is an error ...
+    r = run(taco, "import", tmp_path / "a.npz", "--out", out, "--name-pattern", pattern)
+    assert r.returncode == 2 and "'embed' does not match --name-pattern" in r.stderr
+    # ... unless it is skipped on purpose.
+    r = run(taco, "import", tmp_path / "a.npz", "--out", out, "--name-pattern", pattern, "--skip-unmatched")
+    assert r.returncode == 0, r.stderr
+    assert "imported 1 tensors" in r.stdout and "skipped 1" in r.stdout
+    assert list(trace_tensors(out)) == ["layers.0.mlp_out"]
+    os.remove(out)
+    for args, fragment in [
+        (["--name-pattern", "layers.{layr}"], "unknown placeholder {layr}"),
+        (["--set", "layer=abc"], "layer must be an integer"),
+        (["--set", "novalue"], "expected key=value"),
+        (["--store", "f8"], "--store"),
+        (["--sidecar", tmp_path / "missing.json"], "cannot open"),
+    ]:
+        r = run(taco, "import", tmp_path / "a.npz", "--out", out, *args)
+        assert r.returncode == 2 and fragment in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+    (tmp_path / "side.json").write_text(json.dumps({"embedd": {"layer": 1}}))
+    r = run(taco, "import", tmp_path / "a.npz", "--out", out, "--sidecar", tmp_path / "side.json")
+    assert r.returncode == 2 and "no imported tensor is named 'embedd'" in r.stderr
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == ["a.npz", "side.json"]
