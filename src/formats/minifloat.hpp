@@ -18,7 +18,7 @@
 //    NaN -> +0 (toolkit policy; codecs zero non-finite values before encoding anyway).
 //  * -0 keeps its sign; values at or below half the min subnormal round to +-0.
 //  * UE4M3 (NVFP4 scale) is the E4M3 bit layout with the sign bit always 0. Codes 0x80..0xff are
-//    not UE4M3 codes and decode to NaN.
+//    not UE4M3 codes and decode to NaN. Negative values that round to -0 give +0.
 //
 // The encoder is branch-free (selects only) so the compiler can vectorize the hot loops:
 //  normal range:    add the rebias and the round-to-nearest-even increment to the float bits and
