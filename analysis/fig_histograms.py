@@ -62,6 +62,8 @@ class Hist:
             raise results.InputInvalid(f"{where}: more than one zeros row")
         self.zeros = float(cnt[zero_rows].sum())
         lo, hi, cnt = lo[~zero_rows], hi[~zero_rows], cnt[~zero_rows]
+        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+            raise results.InputInvalid(f"{where}: a bin edge is not finite")
         if np.any(hi <= lo):
             raise results.InputInvalid(f"{where}: a bin has bin_hi_log2 <= bin_lo_log2")
         order = np.argsort(lo)
@@ -135,10 +137,12 @@ def make_scaled(rd, t, hists) -> figkit.FigureOut | None:
     out = figkit.FigureOut(
         name="hist_scaled", fig=fig, title="Magnitudes that FP8 sees, per site",
         caption="", inputs=[rd.path + "/histograms.csv"])
-    lo_all = min(hists[(s, d, sc)].lo.min() for (s, d) in pairs for sc in scopes
-                 if (s, d, sc) in hists)
-    hi_all = max(hists[(s, d, sc)].hi.max() for (s, d) in pairs for sc in scopes
-                 if (s, d, sc) in hists)
+    drawn = [hists[(s, d, sc)] for (s, d) in pairs for sc in scopes
+             if (s, d, sc) in hists and hists[(s, d, sc)].lo.size]
+    if not drawn:
+        return None                      # every scaled histogram holds zeros only
+    lo_all = min(h.lo.min() for h in drawn)
+    hi_all = max(h.hi.max() for h in drawn)
     xlo = 2.0 ** max(min(math.floor(lo_all), -17), _LOG2_X_FLOOR)
     xhi = 2.0 ** max(math.ceil(hi_all), 10)
     ymin, ymax = math.inf, 0.0
@@ -149,6 +153,12 @@ def make_scaled(rd, t, hists) -> figkit.FigureOut | None:
         for scope in scopes:
             h = hists.get((site, direction, scope))
             if h is None:
+                continue
+            if h.lo.size == 0:           # zeros only: nothing to draw, the table says so
+                out.add_series(ax, scope_label(scope), 0, scope=scope, site=site,
+                               direction=direction, zero_frac=1.0)
+                table_rows.append([style.site_label(site, direction), scope_label(scope),
+                                   "100%", "", "", ""])
                 continue
             edges, vals = h.stairs()
             ax.stairs(vals, 2.0 ** edges, baseline=None, color=style.scope_color(scope),
@@ -221,10 +231,11 @@ def make_raw(rd, t, hists) -> figkit.FigureOut | None:
     handles, labels = [], []
     for site, direction in pairs:
         h = hists[(site, direction, "raw")]
+        if h.lo.size == 0:               # zeros only
+            continue
         edges, vals = h.stairs()
         ls = "-" if direction != "bwd" else "--"
-        (art,) = [ax.stairs(vals, 2.0 ** edges, baseline=None, color=style.site_color(site),
-                            ls=ls, lw=1.1)]
+        ax.stairs(vals, 2.0 ** edges, baseline=None, color=style.site_color(site), ls=ls, lw=1.1)
         handles.append(Line2D([], [], color=style.site_color(site), ls=ls, lw=1.1))
         labels.append(style.site_label(site, direction))
         out.add_series(ax, labels[-1], int(np.isfinite(vals).sum()), site=site,
@@ -234,6 +245,10 @@ def make_raw(rd, t, hists) -> figkit.FigureOut | None:
         ok = vals[np.isfinite(vals)]
         if ok.size:
             ymin, ymax = min(ymin, ok.min()), max(ymax, ok.max())
+    if not handles:
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+        return None
     style.log2_axis(ax, 2.0 ** math.floor(lo_all), 2.0 ** math.ceil(hi_all), max_ticks=8)
     ax.set_yscale("log")
     ax.set_ylim(ymin / 2, ymax * 2)

@@ -22,9 +22,10 @@ import sys
 import tempfile
 from typing import Callable
 
-import matplotlib.pyplot as plt
-
 import results
+import style  # noqa: I100  (first: selects the Agg backend before pyplot loads)
+
+import matplotlib.pyplot as plt  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -141,8 +142,12 @@ def main(make: Callable[[results.ResultsDir], list[FigureOut]], doc: str | None,
               file=sys.stderr)
         return 2
     try:
+        style.check_environment()
         rd = results.ResultsDir(results_dir)
         outs = make(rd)
+    except style.EnvironmentTooOld as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
     except results.InputMissing as e:
         print(f"{prog}: skipped: {e}", file=sys.stderr)
         return 0

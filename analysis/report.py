@@ -33,6 +33,7 @@ import matplotlib
 
 import figkit
 import results
+import style
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = ["fig_histograms", "fig_error_variants", "fig_error_groupsize", "fig_hadamard",
@@ -293,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"report: error: cannot create '{out_dir}' ({e.strerror})", file=sys.stderr)
         return 2
     try:
+        style.check_environment()
         rec = build(results_dir, stage, log)
         if not rec["figures"]:
             log("no figure could be drawn: the directory holds no taco result file")
@@ -306,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     except results.InputInvalid as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2
+    except style.EnvironmentTooOld as e:
+        print(f"report: {e}", file=sys.stderr)     # not "error:": taco maps it to exit 1
+        return 1
     except OSError as e:
         print(f"report: error: cannot write into '{out_dir}' ({e.strerror or e})",
               file=sys.stderr)

@@ -83,8 +83,24 @@ _RC = {
 }
 
 
+MIN_MATPLOTLIB = (3, 7)   # legends placed "outside" by the constrained layout engine
+
+
+class EnvironmentTooOld(RuntimeError):
+    """The Python environment cannot draw taco figures (one-line message, exit 1)."""
+
+
+def check_environment() -> None:
+    found = tuple(int(x) for x in re.findall(r"\d+", matplotlib.__version__)[:2])
+    if found < MIN_MATPLOTLIB:
+        raise EnvironmentTooOld(
+            f"matplotlib {'.'.join(map(str, MIN_MATPLOTLIB))} or newer is needed (found "
+            f"{matplotlib.__version__}): pip install -r analysis/requirements.txt")
+
+
 def apply() -> None:
     """Sets the rcParams every taco figure uses (idempotent)."""
+    check_environment()
     matplotlib.rcParams.update(_RC)
     matplotlib.rcParams["svg.hashsalt"] = "taco"   # deterministic ids if anyone saves SVG
     matplotlib.rcParams["pdf.compression"] = 6
