@@ -63,96 +63,131 @@ void Log2Histogram::merge(const Log2Histogram& o) {
 
 namespace {
 
-// Counter slots: kBins bins, then zeros, then non-finite values (dropped).
-constexpr int32_t kZeroSlot = Log2Histogram::kBins, kJunkSlot = Log2Histogram::kBins + 1;
-constexpr int32_t kSlots = Log2Histogram::kBins + 2;
+// Counting works on float codes: code(v) = 4 e + q for a non-negative float v with biased
+// exponent e and quarter q (0..3, from the mantissa edges). For normal floats the bin index
+// is code + kCodeToBin; code 0 is zero; codes >= 1020 are Inf/NaN. Codes need no clamping or
+// selects, so four values take a handful of integer vector operations. Subnormal floats (and
+// products that round to subnormals) have no code; the few groups holding one are binned one
+// value at a time (bin_slow).
+constexpr int32_t kCodes = 1024;
+constexpr int64_t kCodeToBin = kBinOffset - 4 * 127;
+static_assert(4 * 1 + kCodeToBin >= 0 && 4 * 254 + 3 + kCodeToBin < Log2Histogram::kBins,
+              "every normal float has a bin");
 
-// The slot of a non-negative float: exact, including subnormals.
-inline int32_t slot(float v) {
-  if (v == 0) return kZeroSlot;
-  if (!std::isfinite(v)) return kJunkSlot;
-  return int32_t(std::clamp<int64_t>(log2_quarter_bin(double(v)) + kBinOffset, 0, kBinsM1));
+inline simd::i4 code4(simd::f4 v) {
+  using namespace simd;
+  const i4 b = (i4)v;                   // v >= 0: no sign bit
+  const i4 e4 = (b >> 21) & ~3;         // 4 e
+  const i4 m = b & 0x7fffff;
+  // Comparisons give -1 per true lane: subtracting them adds the quarter.
+  return e4 - (m > kQuarterEdgeF[0] - 1) - (m > kQuarterEdgeF[1] - 1) - (m > kQuarterEdgeF[2] - 1);
 }
 
-// slot() for four non-negative floats at once, from their bits. Subnormal lanes (rare) are
-// marked in *subnormal and must be redone with slot().
-inline simd::i4 slot4(simd::f4 v, simd::i4* subnormal) {
+// Per-thread counters. codes[scope][lane][code] (one set per lane of four, so that runs of
+// equal codes, common since data sits in a few bins, do not serialize on one counter);
+// bins/zeros for the slow path.
+struct Counters {
+  std::vector<int64_t> codes = std::vector<int64_t>(size_t(kHistScopes) * 4 * kCodes, 0);
+  std::vector<int64_t> bins = std::vector<int64_t>(size_t(kHistScopes) * Log2Histogram::kBins, 0);
+  int64_t zeros[kHistScopes] = {};
+};
+
+// One value of the slow path; v in double (exact for a float, or a product taken in double).
+inline void bin_slow(Counters& c, int scope, double v) {
+  if (v == 0) {
+    ++c.zeros[scope];
+  } else if (std::isfinite(v)) {
+    const int64_t k = std::clamp<int64_t>(log2_quarter_bin(v) + kBinOffset, 0, kBinsM1);
+    ++c.bins[size_t(scope) * Log2Histogram::kBins + size_t(k)];
+  }
+}
+
+// An fp32 product as an FP8 quantizer computes it; in double if the fp32 scale overflowed
+// (a tensor whose absmax is below 448 / FLT_MAX).
+inline double scaled(float a, float s, double s_exact) {
+  return std::isfinite(s) ? double(a * s) : double(a) * s_exact;
+}
+
+// Counts groups [g0, g1) of x.
+TACO_SIMD_CLONES
+void count_groups(const float* x, int64_t n, int64_t g0, int64_t g1, float ts, double ts_exact,
+                  Counters& c) {
   using namespace simd;
-  const i4 b = (i4)v;
-  const i4 e = b >> 23;  // v >= 0: no sign bit
-  const i4 m = b & 0x7fffff;
-  const i4 q = -((m >= kQuarterEdgeF[0]) + (m >= kQuarterEdgeF[1]) + (m >= kQuarterEdgeF[2]));
-  i4 k = 4 * e + q + int32_t(kBinOffset - 4 * 127);
-  k = k & ~(k < 0);                                      // clamp below at 0
-  k = (k & ~(k > kBinsM1)) | (kBinsM1 & (k > kBinsM1));  // and above at kBins - 1
-  const i4 e0 = e == 0, e255 = e == 255;
-  *subnormal |= e0 & (m != 0);
-  k = (k & ~e0) | (kZeroSlot & e0);
-  return (k & ~e255) | (kJunkSlot & e255);
+  const f4 fmax = splat(FLT_MAX);
+  int64_t* codes = c.codes.data();
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t lo = g * kGroup, hi = std::min(n, lo + kGroup);
+    // Group max and smallest nonzero magnitude (finite values only).
+    f4 vmax = {}, vmin = fmax;
+    int64_t i = lo;
+    for (; i + 4 <= hi; i += 4) {
+      const f4 a = abs(load<f4>(x + i));
+      vmax = select((a <= fmax) & (a > vmax), a, vmax);
+      vmin = select((a > 0.0f) & (a < vmin), a, vmin);
+    }
+    if (i < hi) {
+      const f4 a = abs(load_partial(x + i, hi - i));
+      vmax = select((a <= fmax) & (a > vmax), a, vmax);
+      vmin = select((a > 0.0f) & (a < vmin), a, vmin);
+    }
+    const float gmax = std::max(std::max(vmax[0], vmax[1]), std::max(vmax[2], vmax[3]));
+    const float gmin = std::min(std::min(vmin[0], vmin[1]), std::min(vmin[2], vmin[3]));
+    const double gs_exact = gmax > 0 ? kE4M3Max / double(gmax) : 0.0;
+    const float gs = float(gs_exact);  // gs >= ts: gmax <= absmax
+    // The fast path needs every value and product normal (or zero, or non-finite) and finite
+    // scales. Products are monotonic in a, so the smallest nonzero value decides.
+    const bool fast = std::isfinite(ts) && std::isfinite(gs) &&
+                      (gmin == FLT_MAX || (gmin >= FLT_MIN && gmin * ts >= FLT_MIN));
+    if (!fast) {
+      for (int64_t j = lo; j < hi; ++j) {
+        const float a = std::fabs(x[j]);
+        bin_slow(c, 0, a);
+        bin_slow(c, 1, scaled(a, ts, ts_exact));
+        bin_slow(c, 2, scaled(a, gs, gs_exact));
+      }
+      continue;
+    }
+    const f4 vts = splat(ts), vgs = splat(gs);
+    for (i = lo; i + 4 <= hi; i += 4) {
+      const f4 a = abs(load<f4>(x + i));
+      const i4 k0 = code4(a), k1 = code4(a * vts), k2 = code4(a * vgs);
+      for (int l = 0; l < 4; ++l) {
+        ++codes[(0 * 4 + l) * kCodes + k0[l]];
+        ++codes[(1 * 4 + l) * kCodes + k1[l]];
+        ++codes[(2 * 4 + l) * kCodes + k2[l]];
+      }
+    }
+    for (; i < hi; ++i) {
+      const float a = std::fabs(x[i]);
+      bin_slow(c, 0, a);
+      bin_slow(c, 1, double(a * ts));
+      bin_slow(c, 2, double(a * gs));
+    }
+  }
 }
 
 }  // namespace
 
 void Log2Histogram::add_tensor(const float* x, int64_t n, double absmax, int threads) {
   const int64_t ngroups = (n + kGroup - 1) / kGroup;
-  // What an FP8 quantizer computes: an fp32 scale and fp32 products.
-  const float tensor_scale = absmax > 0 ? float(kE4M3Max / absmax) : 0.0f;
+  const double ts_exact = absmax > 0 ? kE4M3Max / absmax : 0.0;
+  const float ts = float(ts_exact);
   // Groups are independent; per-thread counters are merged by integer addition, so the result
   // does not depend on the thread count.
 #pragma omp parallel num_threads(std::max(1, threads)) if (threads > 1 && n > kParallelMinElements)
   {
-    using namespace simd;
-    // [scope][lane][slot]: one counter set per lane, so that runs of equal bins (common: data
-    // sits in a few bins) do not serialize on one memory location.
-    std::vector<int64_t> cnt(static_cast<size_t>(kHistScopes * 4 * kSlots), 0);
-    int64_t* c0 = cnt.data();
-    const f4 ts = splat(tensor_scale), fmax = splat(FLT_MAX);
-#pragma omp for schedule(static)
-    for (int64_t g = 0; g < ngroups; ++g) {
-      const int64_t lo = g * kGroup, hi = std::min(n, lo + kGroup);
-      f4 vm = {};
-      int64_t i = lo;
-      for (; i + 4 <= hi; i += 4) {
-        const f4 a = abs(load<f4>(x + i));
-        vm = select((a <= fmax) & (a > vm), a, vm);
-      }
-      if (i < hi) {
-        const f4 a = abs(load_partial(x + i, hi - i));
-        vm = select((a <= fmax) & (a > vm), a, vm);
-      }
-      const float gmax = std::max(std::max(vm[0], vm[1]), std::max(vm[2], vm[3]));
-      const float gscale = gmax > 0 ? float(kE4M3Max / double(gmax)) : 0.0f;
-      const f4 gs = splat(gscale);
-      for (i = lo; i + 4 <= hi; i += 4) {
-        const f4 a = abs(load<f4>(x + i)), at = a * ts, ag = a * gs;
-        i4 sub = {};
-        i4 s0 = slot4(a, &sub), s1 = slot4(at, &sub), s2 = slot4(ag, &sub);
-        if (sub[0] | sub[1] | sub[2] | sub[3]) {
-          for (int l = 0; l < 4; ++l) {
-            s0[l] = slot(a[l]);
-            s1[l] = slot(at[l]);
-            s2[l] = slot(ag[l]);
-          }
-        }
-        for (int l = 0; l < 4; ++l) {
-          ++c0[(0 * 4 + l) * kSlots + s0[l]];
-          ++c0[(1 * 4 + l) * kSlots + s1[l]];
-          ++c0[(2 * 4 + l) * kSlots + s2[l]];
-        }
-      }
-      for (; i < hi; ++i) {
-        const float a = std::fabs(x[i]);
-        ++c0[0 * 4 * kSlots + slot(a)];
-        ++c0[1 * 4 * kSlots + slot(a * tensor_scale)];
-        ++c0[2 * 4 * kSlots + slot(a * gscale)];
-      }
-    }
+    Counters c;
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    count_groups(x, n, ngroups * t / nt, ngroups * (t + 1) / nt, ts, ts_exact, c);
     Log2Histogram local;
     for (int sc = 0; sc < kHistScopes; ++sc) {
+      auto& bins = local.counts_[size_t(sc)];
+      for (int32_t b = 0; b < kBins; ++b) bins[size_t(b)] = c.bins[size_t(sc) * kBins + size_t(b)];
+      local.zeros_[size_t(sc)] = c.zeros[sc];
       for (int l = 0; l < 4; ++l) {
-        const int64_t* c = c0 + (sc * 4 + l) * kSlots;
-        for (int32_t b = 0; b < kBins; ++b) local.counts_[size_t(sc)][size_t(b)] += c[b];
-        local.zeros_[size_t(sc)] += c[kZeroSlot];
+        const int64_t* k = c.codes.data() + (sc * 4 + l) * kCodes;
+        local.zeros_[size_t(sc)] += k[0];
+        for (int32_t code = 4; code < 4 * 255; ++code) bins[size_t(code + kCodeToBin)] += k[code];
       }
     }
 #pragma omp critical(taco_histogram_merge)

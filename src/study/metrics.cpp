@@ -69,6 +69,7 @@ ErrorSums block_sums_checked(const float* x, const float* y, int64_t n, double t
   return L.combine(count);
 }
 
+TACO_SIMD_CLONES
 ErrorSums block_sums(const float* x, const float* y, int64_t n, double tau) {
   using namespace simd;
   // Lanes 0-1 in the *_lo vectors, lanes 2-3 in *_hi.

@@ -5,6 +5,16 @@
 #include <cstdint>
 #include <cstring>
 
+// Hot kernels are compiled twice on x86-64, for AVX2 and for the baseline, and the loader picks
+// one (GCC/Clang function multiversioning). The code is the same lane-wise arithmetic, so both
+// give identical results; AVX2 only does more lanes per instruction.
+#if defined(__x86_64__) && defined(__linux__) && \
+    ((defined(__GNUC__) && !defined(__clang__)) || (defined(__clang__) && __clang_major__ >= 14))
+#define TACO_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TACO_SIMD_CLONES
+#endif
+
 namespace taco::study::simd {
 
 typedef float f4 __attribute__((vector_size(16)));

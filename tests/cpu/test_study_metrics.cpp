@@ -178,6 +178,87 @@ TEST_CASE("log2 histograms count every finite element once per scope", "[study][
     REQUIRE(h1.count(HistScope::Group128, b) == h.count(HistScope::Group128, b));
 }
 
+namespace {
+
+// The histogram definition spelled out element by element (histogram.hpp): quarter-octave bin
+// of |x|, of |x| * fp32(448 / absmax) and of |x| * fp32(448 / groupmax), fp32 products.
+struct RefHist {
+  std::vector<std::vector<int64_t>> bins = std::vector<std::vector<int64_t>>(3, std::vector<int64_t>(Log2Histogram::kBins, 0));
+  int64_t zeros[3] = {0, 0, 0};
+  void add(int scope, double v) {
+    if (v == 0) {
+      ++zeros[scope];
+    } else if (std::isfinite(v)) {
+      ++bins[size_t(scope)][size_t(log2_quarter_bin(v) - 4 * Log2Histogram::kMinLog2)];
+    }
+  }
+};
+
+RefHist reference_histogram(const std::vector<float>& x) {
+  RefHist h;
+  float absmax = 0;
+  for (float v : x)
+    if (std::isfinite(v)) absmax = std::max(absmax, std::fabs(v));
+  const double ts_exact = absmax > 0 ? 448.0 / absmax : 0.0;
+  const float ts = float(ts_exact);
+  for (size_t g = 0; g < x.size(); g += 128) {
+    const size_t end = std::min(x.size(), g + 128);
+    float gmax = 0;
+    for (size_t i = g; i < end; ++i)
+      if (std::isfinite(x[i])) gmax = std::max(gmax, std::fabs(x[i]));
+    const double gs_exact = gmax > 0 ? 448.0 / gmax : 0.0;
+    const float gs = float(gs_exact);
+    for (size_t i = g; i < end; ++i) {
+      const float a = std::fabs(x[i]);
+      h.add(0, a);
+      h.add(1, std::isfinite(ts) ? double(a * ts) : a * ts_exact);
+      h.add(2, std::isfinite(gs) ? double(a * gs) : a * gs_exact);
+    }
+  }
+  return h;
+}
+
+void require_same(const Log2Histogram& h, const RefHist& ref) {
+  for (int s = 0; s < kHistScopes; ++s) {
+    CAPTURE(s);
+    REQUIRE(h.zeros(HistScope(s)) == ref.zeros[s]);
+    for (int b = 0; b < Log2Histogram::kBins; ++b) {
+      CAPTURE(b);
+      REQUIRE(h.count(HistScope(s), b) == ref.bins[size_t(s)][size_t(b)]);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("histograms match the element-by-element definition, subnormals included", "[study][histogram]") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> x(128 * 40 + 77);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = nd(rng) * std::exp2(float(int(i % 61) - 30));
+  x[3] = 0;
+  x[200] = std::numeric_limits<float>::denorm_min() * 5;   // a subnormal input
+  x[700] = 1e-39f;                                         // another one
+  x[1000] = 3e37f;                                         // huge: other groups' products go subnormal
+  x[1300] = std::numeric_limits<float>::quiet_NaN();
+  x[1400] = -std::numeric_limits<float>::infinity();
+  for (int i = 2000; i < 2128; ++i) x[size_t(i)] = 0;      // an all-zero group
+  float absmax = 0;
+  for (float v : x)
+    if (std::isfinite(v)) absmax = std::max(absmax, std::fabs(v));
+  for (int threads : {1, 3}) {
+    Log2Histogram h;
+    h.add_tensor(x.data(), int64_t(x.size()), absmax, threads);
+    require_same(h, reference_histogram(x));
+  }
+  // A tensor so small that fp32(448 / absmax) overflows: the products are taken in double.
+  std::vector<float> tiny = {1e-38f, 3e-39f, 0, -2e-38f, 1e-45f};
+  Log2Histogram ht;
+  ht.add_tensor(tiny.data(), 5, double(2e-38f), 1);
+  require_same(ht, reference_histogram(tiny));
+  REQUIRE(ht.count(HistScope::Tensor, int(log2_quarter_bin(448.0) - 4 * Log2Histogram::kMinLog2)) == 1);
+}
+
 TEST_CASE("SHA-256 matches the FIPS 180-4 examples", "[study][sha256]") {
   // Both the CPU-extension path (SHA-NI, where present) and the portable one.
   for (bool ext : {true, false}) {
