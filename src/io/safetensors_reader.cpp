@@ -16,6 +16,10 @@
 namespace taco {
 namespace {
 
+// A safetensors header nests 3 levels; refusing deep nesting keeps a hostile header from
+// building a huge tree of empty arrays.
+constexpr int kMaxJsonDepth = 16;
+
 struct Entry {
   TensorInfo info;
   uint64_t begin = 0, end = 0;  // absolute offsets in the file
@@ -104,7 +108,11 @@ std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, 
 
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(text);
+    header = nlohmann::json::parse(text, [&path](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      TACO_REQUIRE_INPUT(depth <= kMaxJsonDepth, "{}: malformed safetensors header JSON: nested deeper than {} levels",
+                         path, kMaxJsonDepth);
+      return true;
+    });
   } catch (const nlohmann::json::exception& ex) {
     throw_input_error("{}: malformed safetensors header JSON: {}", path, printable(ex.what(), 200));
   }

@@ -60,6 +60,8 @@ TEST_CASE("bad input: safetensors", "[io][bad][safetensors]") {
   SECTION("malformed header JSON") {
     check(safetensors_bytes("{\"x\": {\"dtype\": \"F32\",", kFour), "malformed safetensors header JSON");
     check(safetensors_bytes("{\"x\"\x01\n: 3}", kFour), "malformed safetensors header JSON");
+    check(safetensors_bytes("{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}", kFour),
+          "nested deeper than 16 levels");
   }
   SECTION("header JSON not an object") {
     // Starts with '{' for the magic, but as a whole it is not one JSON object.
