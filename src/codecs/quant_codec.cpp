@@ -104,7 +104,7 @@ struct QuantCodec::Flat {
 
 QuantCodec::QuantCodec(const QuantSpec& spec, std::string name)
     : s_(spec), name_(std::move(name)) {
-  validate(s_);
+  validate(s_, "codec " + name_);
   TACO_ASSERT(s_.target > 0, "QuantSpec target must be resolved before building a codec");
   bits_ = elem_bits(s_.elem);
   two_level_ = s_.scale == ScaleFormat::UE4M3;

@@ -253,7 +253,7 @@ VariantSpec parse_grammar(const std::string& variant) {
   TACO_REQUIRE_INPUT(!(have_target && s.sround == ScaleRound::OcpFloor),
                      "variant '{}': T= has no effect with sround=ocp (the OCP rule uses the element emax)",
                      variant);
-  validate(s);
+  validate(s, fmt::format("variant '{}'", variant));
   if (!have_target) s.target = default_target(s);
   return v;
 }
@@ -262,37 +262,37 @@ std::string fmt_float(float f) { return fmt::format("{}", f); }
 
 }  // namespace
 
-void validate(const QuantSpec& s) {
+void validate(const QuantSpec& s, const std::string& label) {
   const std::string e(elem_format_name(s.elem));
   const bool grouped = s.gran == Granularity::Group || s.gran == Granularity::Tile;
-  TACO_REQUIRE_INPUT(!s.asym || !elem_is_float(s.elem), "variant: asym needs int8 or int4, not {}", e);
+  TACO_REQUIRE_INPUT(!s.asym || !elem_is_float(s.elem), "{}: asym needs int8 or int4, not {}", label, e);
   TACO_REQUIRE_INPUT(s.saturate || s.elem == ElemFormat::E4M3 || s.elem == ElemFormat::E5M2,
-                     "variant: nosat needs e4m3 or e5m2 ({} always saturates)", e);
+                     "{}: nosat needs e4m3 or e5m2 ({} always saturates)", label, e);
   TACO_REQUIRE_INPUT(s.transform == Transform::None || grouped,
-                     "variant: had/rht need g<G> or tile<T> blocks (the transform size), not {}",
+                     "{}: had/rht need g<G> or tile<T> blocks (the transform size), not {}", label,
                      granularity_name(s.gran));
   TACO_REQUIRE_INPUT(!grouped || (s.block >= kMinGroup && s.block <= kMaxGroup && (s.block & (s.block - 1)) == 0),
-                     "variant: block size {} is not a power of two in [{}, {}]", s.block, kMinGroup, kMaxGroup);
+                     "{}: block size {} is not a power of two in [{}, {}]", label, s.block, kMinGroup, kMaxGroup);
   if (s.scale == ScaleFormat::F32) {
-    TACO_REQUIRE_INPUT(s.sround == ScaleRound::Exact, "variant: fp32 scales are exact; sround= applies to "
-                                                      "bf16, fp16, e8m0 and ue4m3 scales");
+    TACO_REQUIRE_INPUT(s.sround == ScaleRound::Exact, "{}: fp32 scales are exact; sround= applies to "
+                                                      "bf16, fp16, e8m0 and ue4m3 scales", label);
   } else {
-    TACO_REQUIRE_INPUT(s.sround != ScaleRound::Exact, "variant: {} scales need a rounding (up, rne, ocp)",
+    TACO_REQUIRE_INPUT(s.sround != ScaleRound::Exact, "{}: {} scales need a rounding (up, rne, ocp)", label,
                        scale_format_name(s.scale));
   }
   TACO_REQUIRE_INPUT(s.sround != ScaleRound::OcpFloor || (s.scale == ScaleFormat::E8M0 && elem_is_float(s.elem) && !s.asym),
-                     "variant: sround=ocp (OCP MX) needs se8m0 scales and a float element format");
-  TACO_REQUIRE_INPUT(!s.dual || s.taco, "variant: dual implies taco");
+                     "{}: sround=ocp (OCP MX) needs se8m0 scales and a float element format", label);
+  TACO_REQUIRE_INPUT(!s.dual || s.taco, "{}: dual implies taco", label);
   if (s.taco) {
-    TACO_REQUIRE_INPUT(s.gran == Granularity::Group, "variant: taco/dual need g<G> groups, not {}",
+    TACO_REQUIRE_INPUT(s.gran == Granularity::Group, "{}: taco/dual need g<G> groups, not {}", label,
                        granularity_name(s.gran));
     TACO_REQUIRE_INPUT(s.elem == ElemFormat::E4M3 || s.elem == ElemFormat::E5M2,
-                       "variant: taco/dual need an FP8 element format (e4m3, e5m2), not {}", e);
-    TACO_REQUIRE_INPUT(s.scale == ScaleFormat::F32, "variant: taco/dual store fp32 scales, not {}",
+                       "{}: taco/dual need an FP8 element format (e4m3, e5m2), not {}", label, e);
+    TACO_REQUIRE_INPUT(s.scale == ScaleFormat::F32, "{}: taco/dual store fp32 scales, not {}", label,
                        scale_format_name(s.scale));
   }
-  TACO_REQUIRE_INPUT(s.target == 0 || (std::isfinite(s.target) && s.target > 0), "variant: T must be positive");
-  TACO_REQUIRE_INPUT(std::isfinite(s.lambda) && s.lambda >= 0, "variant: lambda must be >= 0");
+  TACO_REQUIRE_INPUT(s.target == 0 || (std::isfinite(s.target) && s.target > 0), "{}: T must be positive", label);
+  TACO_REQUIRE_INPUT(std::isfinite(s.lambda) && s.lambda >= 0, "{}: lambda must be >= 0", label);
 }
 
 VariantSpec parse_variant(const std::string& variant) {

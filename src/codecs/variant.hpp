@@ -89,7 +89,7 @@ std::string grammar_string(const VariantSpec& spec);
 // Preset name if the spec equals a preset, else grammar_string().
 std::string canonical_variant(const VariantSpec& spec);
 // Throws InputError if the combination is not supported (names the conflicting tokens).
-void validate(const QuantSpec& s);
+void validate(const QuantSpec& s, const std::string& label = "variant");
 
 // Presets: name, grammar definition, one-line description (stable order).
 struct Preset {
