@@ -618,12 +618,17 @@ def test_taco_report_on_fixture(tmp_path):
 
 def test_taco_report_out_option_and_env(tmp_path):
     b = taco_bin()
+    d = tmp_path / "res"
+    d.mkdir()
+    shutil.copy(os.path.join(FIXTURE, "collectives.csv"), d)
     out = tmp_path / "paper"
     env = dict(os.environ, TACO_ANALYSIS_DIR=ANALYSIS, PYTHON=sys.executable)
-    r = run([b, "report", FIXTURE, "--out", str(out), "--quiet"], env=env)
+    r = run([b, "report", str(d), "--out", str(out), "--quiet"], env=env)
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
-    check_index(out, ALL_FIGURES)
+    assert r.stdout.strip() == str(out / "index.html")
+    check_index(out, ["error_collectives"])
+    assert not (d / "report").exists()
 
 
 def test_taco_report_bad_input(tmp_path):
