@@ -1,0 +1,406 @@
+#pragma once
+// The fused warp-group pipelines of the block-scaled codecs with flat groups of G (TACO,
+// fp8-g128, mxfp8, int8-g128, with or without a Hadamard transform). One templated family: the
+// group size and the transform are compile-time (they shape the register layout), everything
+// else (element format, scale format and rounding, TACO / dual rules, RHT signs, saturation,
+// dtypes) is run-time data in KernelParams and costs one uniform branch.
+//
+// Work decomposition: a warp owns 32 / 2^LB groups at a time (2^LB lanes per group, 2^R
+// consecutive elements per lane, so a lane's input is one or more 16-byte loads); a grid-stride
+// loop walks all (chunk, group) pairs of the launch, so any grid size is correct.
+#include <type_traits>
+
+#include "cuda/codec_formats.cuh"
+#include "cuda/codec_params.hpp"
+#include "cuda/group_layout.cuh"
+
+namespace taco::gpu::detail {
+
+template <int LG_, int R_, bool Had_>
+struct GroupCfg {
+  static constexpr int LG = LG_, R = R_, LB = LG_ - R_;
+  static constexpr int G = 1 << LG_;     // group size
+  static constexpr int EPL = 1 << R_;    // elements per lane
+  static constexpr int LPG = 1 << LB;    // lanes per group
+  static constexpr int GPW = 32 / LPG;   // groups per warp
+  static constexpr bool kHad = Had_;
+  static_assert(LB >= 0 && LB <= 5, "a group spans at most one warp");
+  static_assert(EPL >= 8, "16-byte bf16 loads need 8 elements per lane");
+  using Load = LoadLayout<R_, LB>;
+  // Layout of decoded values (decode leaves the transform's output layout).
+  using Decoded = std::conditional_t<Had_, FwhtOut<Load>, Load>;
+};
+
+// One lane's view of the group it works on.
+struct Item {
+  int64_t c = 0;     // chunk
+  int64_t b = 0;     // group inside the chunk
+  int m = 0;         // valid elements (G, or fewer for the tail group)
+  bool valid = false;
+};
+
+template <class Cfg>
+__device__ __forceinline__ Item make_item(const KernelParams& p, int64_t gg) {
+  Item it;
+  const int64_t nb = p.geo.nblocks;
+  it.valid = gg < p.chunks * nb;
+  const int64_t g = it.valid ? gg : 0;
+  it.c = g / nb;
+  it.b = g - it.c * nb;
+  const int64_t rem = p.geo.numel - it.b * Cfg::G;
+  it.m = int(rem < Cfg::G ? rem : Cfg::G);
+  return it;
+}
+
+template <class L>
+__device__ __forceinline__ int elem_index(int r, int lane) {
+  return L::reg_offset(r) | L::lane_offset(lane);
+}
+
+// ---- input ---------------------------------------------------------------------------------
+// A group's input for one lane, as raw words (bf16 pairs or f32 bits): lane (in group) l holds
+// elements [l*EPL, (l+1)*EPL); elements past the valid m (and whole invalid items) are 0.
+// Loading is split from unpacking so that a warp can issue the loads of several items before
+// it computes on the first.
+template <class Cfg, typename InT>
+struct RawInput {
+  static constexpr int kWords = Cfg::EPL * int(sizeof(InT)) / 4;
+  uint32_t w[kWords];
+};
+
+template <class Cfg, typename InT>
+__device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, int lane,
+                                         RawInput<Cfg, InT>& raw) {
+  constexpr int kWords = RawInput<Cfg, InT>::kWords;
+  const int lig = lane & (Cfg::LPG - 1);
+  const int64_t base = it.c * p.in_stride + it.b * Cfg::G + int64_t(lig) * Cfg::EPL;
+  const InT* src = static_cast<const InT*>(p.in) + base;
+  if (it.valid && it.m == Cfg::G && p.in_vec16) {
+#pragma unroll
+    for (int k = 0; k < kWords / 4; ++k) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(src) + k);
+      raw.w[4 * k] = q.x;
+      raw.w[4 * k + 1] = q.y;
+      raw.w[4 * k + 2] = q.z;
+      raw.w[4 * k + 3] = q.w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) raw.w[k] = 0;
+#pragma unroll
+    for (int r = 0; r < Cfg::EPL; ++r) {
+      if (it.valid && lig * Cfg::EPL + r < it.m) {
+        if constexpr (sizeof(InT) == 2) raw.w[r / 2] |= uint32_t(src[r]) << (16 * (r % 2));
+        else raw.w[r] = fbits(src[r]);
+      }
+    }
+  }
+}
+
+template <class Cfg, typename InT>
+__device__ __forceinline__ void unpack_raw(const RawInput<Cfg, InT>& raw, float (&v)[Cfg::EPL]) {
+#pragma unroll
+  for (int r = 0; r < Cfg::EPL; ++r) {
+    if constexpr (sizeof(InT) == 2) v[r] = bitsf(r % 2 ? (raw.w[r / 2] & 0xffff0000u) : (raw.w[r / 2] << 16));
+    else v[r] = bitsf(raw.w[r]);
+  }
+}
+
+// Sign flips of the randomized Hadamard for a group held in layout L.
+template <class L>
+__device__ __forceinline__ void apply_rht_signs(float (&v)[L::kRegs], int lane, const QuantRules& q) {
+#pragma unroll
+  for (int r = 0; r < L::kRegs; ++r) {
+    const int i = elem_index<L>(r, lane);
+    const uint32_t neg = (q.rht_neg[i >> 5] >> (i & 31)) & 1u;
+    v[r] = bitsf(fbits(v[r]) ^ (neg << 31));
+  }
+}
+
+// ---- code stores ---------------------------------------------------------------------------
+// Packs the codes of layout L (one byte per register) and writes the first n of the group's
+// codes at `dst` (the group's first code byte). Runs of consecutive elements go out as one
+// vector store when `vec` (alignment checked on the host) and the whole group is stored.
+template <class L>
+__device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&code)[L::kRegs],
+                                            int lane, int n, bool vec) {
+  constexpr int K = 1 << L::run_log2();
+  static_assert(K >= 4, "code runs of at least 4 bytes");
+  constexpr int kRuns = L::kRegs / K;
+  const int lo = L::lane_offset(lane);
+  if (vec && n == (1 << L::LG)) {
+#pragma unroll
+    for (int j = 0; j < kRuns; ++j) {
+      uint32_t w[K / 4];
+#pragma unroll
+      for (int t = 0; t < K / 4; ++t)
+        w[t] = code[j * K + 4 * t] | (code[j * K + 4 * t + 1] << 8) |
+               (code[j * K + 4 * t + 2] << 16) | (code[j * K + 4 * t + 3] << 24);
+      uint8_t* d = dst + (L::reg_offset(j * K) | lo);
+      if constexpr (K == 4) {
+        *reinterpret_cast<uint32_t*>(d) = w[0];
+      } else if constexpr (K == 8) {
+        *reinterpret_cast<uint2*>(d) = make_uint2(w[0], w[1]);
+      } else {
+#pragma unroll
+        for (int t = 0; t < K / 16; ++t)
+          reinterpret_cast<uint4*>(d)[t] = make_uint4(w[4 * t], w[4 * t + 1], w[4 * t + 2], w[4 * t + 3]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < L::kRegs; ++r) {
+      const int i = L::reg_offset(r) | lo;
+      if (i < n) dst[i] = uint8_t(code[r]);
+    }
+  }
+}
+
+__device__ __forceinline__ void store_f32_scalar(uint8_t* dst, float x, bool aligned) {
+  if (aligned) *reinterpret_cast<float*>(dst) = x;
+  else put_le(dst, fbits(x), 4);
+}
+__device__ __forceinline__ float load_f32_scalar(const uint8_t* src, bool aligned) {
+  return aligned ? __ldg(reinterpret_cast<const float*>(src)) : bitsf(get_le(src, 4));
+}
+
+// ---- encode --------------------------------------------------------------------------------
+// Encodes one group held in layout L (values already zero past m) into the chunk's wire buffer:
+// codes, scale(s). Adds the saturated codes it stored to `sat`.
+template <class Cfg, class L>
+__device__ __forceinline__ void encode_group(const KernelParams& p, const Item& it, int lane,
+                                             float (&v)[Cfg::EPL], unsigned long long& sat) {
+  constexpr int EPL = Cfg::EPL;
+  using Lc = std::conditional_t<Cfg::kHad, FwhtOut<L>, L>;  // layout of the codes
+  const QuantRules& q = p.rules;
+  const bool leader = (lane & (Cfg::LPG - 1)) == 0;
+  uint8_t* wire = p.wire_out + it.c * p.wire_out_stride;
+  const int n = Cfg::kHad ? Cfg::G : it.m;  // codes stored
+  uint32_t code[EPL];
+
+  if (q.taco) {
+    // methods.md 1.4 / quant_codec.hpp "TACO rules", steps 2-6
+    float s_a = 1.0f;
+    if (q.dual) {
+      const float S = group_sum_squares<L>(v, lane);
+      float var = __fdiv_rn(S, float(it.m));
+      var = __fadd_rn(var, q.lambda);
+      var = var < 1e-12f ? 1e-12f : var;
+      s_a = clampf(__fdiv_rn(q.fmax, __fsqrt_rn(var)), 1e-3f, 1e3f);
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], s_a);
+    }
+    if constexpr (Cfg::kHad) {
+      if (q.rht) apply_rht_signs<L>(v, lane, q);
+      fwht<L>(v, lane);
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], q.hconst);
+    }
+    const float M = group_absmax_nan<Lc>(v);
+    const float mv = M < 1e-12f ? 1e-12f : M;
+    const float s_q = clampf(safe_div(mv, q.target), 1e-12f, 1e6f);
+    const bool div_ok = !(fabsf(s_q) < 1e-12f);
+    constexpr float kClamp = 448.0f;
+#pragma unroll
+    for (int r = 0; r < EPL; r += 2) {
+      float t[2];
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        float x = div_ok ? __fdiv_rn(finite_or_zero(v[r + k]), s_q) : 0.0f;
+        t[k] = x > kClamp ? kClamp : (x < -kClamp ? -kClamp : x);
+      }
+      if (q.saturate) {
+        const uint32_t c2 = fp8x2_sat(t[0], t[1], q.elem);
+        code[r] = c2 & 0xffu;
+        code[r + 1] = c2 >> 8;
+      } else {
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+          code[r + k] = q.elem == ElemKind::E4M3 ? e4m3_sw(t[k], false) : e5m2_sw(t[k], false);
+      }
+    }
+    if (it.valid) {
+      store_codes<Lc>(wire + it.b * Cfg::G, code, lane, n, p.code_vec);
+      if (leader) {
+        store_f32_scalar(wire + p.geo.scale_off + 4 * it.b, s_q, p.scale_vec4);
+        if (q.dual) store_f32_scalar(wire + p.geo.aux_off + 4 * it.b, s_a, p.scale_vec4);
+      }
+    }
+  } else {
+    // QuantCodec::encode_flat with prepare_group for transformed groups
+    if constexpr (Cfg::kHad) {
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(v[r]);
+      if (q.rht) apply_rht_signs<L>(v, lane, q);
+      fwht<L>(v, lane);
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(__fmul_rn(v[r], q.hconst));
+    }
+    const ScaleOut so = block_scale(bitsf(group_amax_bits_finite<Lc>(v)), q);
+#pragma unroll
+    for (int r = 0; r < EPL; r += 2) {
+      const uint32_t c2 = element_code2(__fdiv_rn(finite_or_zero(v[r]), so.s),
+                                        __fdiv_rn(finite_or_zero(v[r + 1]), so.s), q);
+      code[r] = c2 & 0xffu;
+      code[r + 1] = (c2 >> 8) & 0xffu;
+    }
+    if (it.valid) {
+      store_codes<Lc>(wire + it.b * Cfg::G, code, lane, n, p.code_vec);
+      if (leader) {
+        uint8_t* sp = wire + p.geo.scale_off + it.b * q.scale_bytes;
+        if (q.scale_bytes == 4) store_f32_scalar(sp, bitsf(so.code), p.scale_vec4);
+        else put_le(sp, so.code, q.scale_bytes);
+      }
+    }
+  }
+  if (p.stats && it.valid) {
+    const int lo = Lc::lane_offset(lane);
+#pragma unroll
+    for (int r = 0; r < EPL; ++r)
+      sat += ((Lc::reg_offset(r) | lo) < n && is_sat_code(code[r], q)) ? 1u : 0u;
+  }
+}
+
+// ---- decode --------------------------------------------------------------------------------
+// One lane's share of a coded group: its EPL codes (load layout) and the group's scales.
+template <class Cfg>
+struct RawCodes {
+  uint32_t w[Cfg::EPL / 4];
+  float s, s_a;
+};
+
+template <class Cfg>
+__device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t* wire, const Item& it,
+                                           int lane, RawCodes<Cfg>& raw) {
+  constexpr int EPL = Cfg::EPL;
+  const QuantRules& q = p.rules;
+  const int lig = lane & (Cfg::LPG - 1);
+  const int n = Cfg::kHad ? Cfg::G : it.m;
+  const uint8_t* cp = wire + it.b * Cfg::G + lig * EPL;
+  if (it.valid && p.code_vec && n == Cfg::G) {
+#pragma unroll
+    for (int k = 0; k < EPL / 16; ++k) {
+      const uint4 w = __ldg(reinterpret_cast<const uint4*>(cp) + k);
+      raw.w[4 * k] = w.x;
+      raw.w[4 * k + 1] = w.y;
+      raw.w[4 * k + 2] = w.z;
+      raw.w[4 * k + 3] = w.w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < EPL / 4; ++k) raw.w[k] = 0;
+#pragma unroll
+    for (int r = 0; r < EPL; ++r)
+      if (it.valid && lig * EPL + r < n) raw.w[r / 4] |= uint32_t(cp[r]) << (8 * (r % 4));
+  }
+  raw.s = 1.0f;
+  raw.s_a = 1.0f;
+  if (it.valid) {
+    if (q.scale_bytes == 4) {
+      raw.s = load_f32_scalar(wire + p.geo.scale_off + 4 * it.b, p.scale_vec4);
+    } else {
+      raw.s = decode_scale(get_le(wire + p.geo.scale_off + it.b * q.scale_bytes, q.scale_bytes), q.scale);
+    }
+    if (q.taco && q.dual) raw.s_a = load_f32_scalar(wire + p.geo.aux_off + 4 * it.b, p.scale_vec4);
+  }
+}
+
+// Decodes one lane's share of a group into layout Cfg::Decoded.
+template <class Cfg>
+__device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCodes<Cfg>& raw, int lane,
+                                             float (&v)[Cfg::EPL]) {
+  constexpr int EPL = Cfg::EPL;
+  using Load = typename Cfg::Load;
+  using Dec = typename Cfg::Decoded;
+  const QuantRules& q = p.rules;
+  // Pairs of codes convert in one instruction for FP8.
+#pragma unroll
+  for (int r = 0; r < EPL; r += 2) {
+    const uint32_t pair = (raw.w[r / 4] >> (8 * (r % 4))) & 0xffffu;
+    float a, b;
+    if (q.elem == ElemKind::INT8) {
+      a = float(int32_t(int8_t(uint8_t(pair))));
+      b = float(int32_t(int8_t(uint8_t(pair >> 8))));
+    } else {
+      const __nv_fp8_interpretation_t k = q.elem == ElemKind::E4M3 ? __NV_E4M3 : __NV_E5M2;
+      const __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair), k);
+      const float2 f = __half22float2(__half2(h2));
+      a = f.x;
+      b = f.y;
+    }
+    v[r] = __fmul_rn(a, raw.s);
+    v[r + 1] = __fmul_rn(b, raw.s);
+  }
+  if constexpr (Cfg::kHad) {
+    fwht<Load>(v, lane);
+#pragma unroll
+    for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], q.hconst);
+    if (q.rht) apply_rht_signs<Dec>(v, lane, q);
+  }
+  if (q.taco) {
+    if (q.dual) {
+      const float a = raw.s_a < 1e-12f ? 1e-12f : raw.s_a;
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) v[r] = __fdiv_rn(finite_or_zero(v[r]), a);
+    } else {
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(v[r]);
+    }
+  }
+}
+
+// Writes the first m values of a group held in layout L to out (element type out_type).
+template <class L>
+__device__ __forceinline__ void store_values(const KernelParams& p, int64_t first, const float (&v)[L::kRegs],
+                                             int lane, int m) {
+  constexpr int K = 1 << L::run_log2();
+  constexpr int kRuns = L::kRegs / K;
+  const int lo = L::lane_offset(lane);
+  const bool full = m == (1 << L::LG);
+  if (p.out_type == DataType::BF16) {
+    uint16_t* out = static_cast<uint16_t*>(p.out) + first;
+    if (full && p.out_vec16 && K >= 4) {
+#pragma unroll
+      for (int j = 0; j < kRuns; ++j) {
+        uint32_t w[K / 2];
+#pragma unroll
+        for (int t = 0; t < K / 2; ++t)
+          w[t] = float_to_bf16_bits(v[j * K + 2 * t]) | (float_to_bf16_bits(v[j * K + 2 * t + 1]) << 16);
+        uint16_t* d = out + (L::reg_offset(j * K) | lo);
+        if constexpr (K == 4) {
+          *reinterpret_cast<uint2*>(d) = make_uint2(w[0], w[1]);
+        } else {
+#pragma unroll
+          for (int t = 0; t < K / 8; ++t)
+            reinterpret_cast<uint4*>(d)[t] = make_uint4(w[4 * t], w[4 * t + 1], w[4 * t + 2], w[4 * t + 3]);
+        }
+      }
+      return;
+    }
+#pragma unroll
+    for (int r = 0; r < L::kRegs; ++r) {
+      const int i = L::reg_offset(r) | lo;
+      if (i < m) out[i] = uint16_t(float_to_bf16_bits(v[r]));
+    }
+  } else {
+    float* out = static_cast<float*>(p.out) + first;
+    if (full && p.out_vec16 && K >= 4) {
+#pragma unroll
+      for (int j = 0; j < kRuns; ++j) {
+        float* d = out + (L::reg_offset(j * K) | lo);
+#pragma unroll
+        for (int t = 0; t < K / 4; ++t)
+          reinterpret_cast<float4*>(d)[t] =
+              make_float4(v[j * K + 4 * t], v[j * K + 4 * t + 1], v[j * K + 4 * t + 2], v[j * K + 4 * t + 3]);
+      }
+      return;
+    }
+#pragma unroll
+    for (int r = 0; r < L::kRegs; ++r) {
+      const int i = L::reg_offset(r) | lo;
+      if (i < m) out[i] = v[r];
+    }
+  }
+}
+
+}  // namespace taco::gpu::detail

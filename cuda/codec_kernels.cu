@@ -1,0 +1,288 @@
+// The quantization kernels: the fused warp-group family (encode, decode + reduce, decode +
+// reduce + re-encode) instantiated per (group size, transform), and the element-wise kernels of
+// the row / tensor codecs. Bit-exactness rules: src/codecs/codec.hpp; the per-group steps are in
+// codec_group.cuh.
+#include "cuda/codec_kernels.hpp"
+
+#include "core/error.hpp"
+#include "cuda/codec_group.cuh"
+
+namespace taco::gpu {
+namespace detail {
+
+// Per-warp counter sums, one atomic per warp.
+__device__ __forceinline__ void flush_stats(unsigned long long* stats, unsigned long long sat,
+                                            unsigned long long nonfin) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    sat += __shfl_xor_sync(kFullMask, sat, o);
+    nonfin += __shfl_xor_sync(kFullMask, nonfin, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    if (sat) atomicAdd(stats, sat);
+    if (nonfin) atomicAdd(stats + 1, nonfin);
+  }
+}
+
+// Encode: U items (GPW groups each) per warp and iteration, their loads issued before any of
+// them is computed on.
+template <class Cfg, int U, typename InT>
+__global__ void __launch_bounds__(kGroupThreads) group_encode_kernel(const __grid_constant__ KernelParams p) {
+  const int lane = int(threadIdx.x & 31);
+  const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
+  const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
+  const int64_t total = p.chunks * p.geo.nblocks;
+  const int gsub = lane >> Cfg::LB;
+  unsigned long long sat = 0, nonfin = 0;
+  for (int64_t base = warp * Cfg::GPW * U; base < total; base += nwarps * Cfg::GPW * U) {
+    Item it[U];
+    RawInput<Cfg, InT> raw[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      it[u] = make_item<Cfg>(p, base + u * Cfg::GPW + gsub);
+      load_raw<Cfg, InT>(p, it[u], lane, raw[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float v[Cfg::EPL];
+      unpack_raw<Cfg, InT>(raw[u], v);
+      if (p.stats) {
+#pragma unroll
+        for (int r = 0; r < Cfg::EPL; ++r) nonfin += nonfinite(v[r]) ? 1u : 0u;
+      }
+      encode_group<Cfg, typename Cfg::Load>(p, it[u], lane, v, sat);
+    }
+  }
+  if (p.stats) flush_stats(p.stats, sat, nonfin);
+}
+
+// acc[u] = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32) for U items; the codes of
+// the U items of one source are loaded before any is decoded.
+template <class Cfg, int U>
+__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item (&it)[U], int lane,
+                                           float (&acc)[U][Cfg::EPL]) {
+  for (int s = 0; s < p.nsrc; ++s) {
+    RawCodes<Cfg> raw[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) load_codes<Cfg>(p, p.src[s] + it[u].c * p.wire_in_stride, it[u], lane, raw[u]);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float d[Cfg::EPL];
+      decode_codes<Cfg>(p, raw[u], lane, d);
+#pragma unroll
+      for (int r = 0; r < Cfg::EPL; ++r) acc[u][r] = s == 0 ? d[r] : __fadd_rn(acc[u][r], d[r]);
+    }
+  }
+}
+
+template <class Cfg, int U>
+__global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(const __grid_constant__ KernelParams p) {
+  const int lane = int(threadIdx.x & 31);
+  const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
+  const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
+  const int64_t total = p.chunks * p.geo.nblocks;
+  const int gsub = lane >> Cfg::LB;
+  for (int64_t base = warp * Cfg::GPW * U; base < total; base += nwarps * Cfg::GPW * U) {
+    Item it[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) it[u] = make_item<Cfg>(p, base + u * Cfg::GPW + gsub);
+    float acc[U][Cfg::EPL];
+    decode_sum<Cfg, U>(p, it, lane, acc);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (it[u].valid)
+        store_values<typename Cfg::Decoded>(p, it[u].c * p.out_stride + it[u].b * Cfg::G, acc[u], lane, it[u].m);
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kernel(const __grid_constant__ KernelParams p) {
+  using Dec = typename Cfg::Decoded;
+  const int lane = int(threadIdx.x & 31);
+  const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
+  const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
+  const int64_t total = p.chunks * p.geo.nblocks;
+  const int gsub = lane >> Cfg::LB;
+  unsigned long long sat = 0, nonfin = 0;
+  for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
+    const Item it[1] = {make_item<Cfg>(p, base + gsub)};
+    float acc[1][Cfg::EPL];
+    decode_sum<Cfg, 1>(p, it, lane, acc);
+    // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
+#pragma unroll
+    for (int r = 0; r < Cfg::EPL; ++r) {
+      float x = p.round_sum_bf16 ? bf16_bits_to_float(float_to_bf16_bits(acc[0][r])) : acc[0][r];
+      x = (it[0].valid && elem_index<Dec>(r, lane) < it[0].m) ? x : 0.0f;
+      if (p.stats) nonfin += (it[0].valid && nonfinite(x)) ? 1u : 0u;
+      acc[0][r] = x;
+    }
+    encode_group<Cfg, Dec>(p, it[0], lane, acc[0], sat);
+  }
+  if (p.stats) flush_stats(p.stats, sat, nonfin);
+}
+
+// ---- row / tensor codecs -------------------------------------------------------------------
+// Block statistics: the finite amax of every block, by warps over segments of kStatsSegment
+// elements (a segment never straddles a block), combined with atomicMax on the float bits.
+__global__ void __launch_bounds__(kScopedThreads) scoped_stats(const __grid_constant__ KernelParams p) {
+  const int lane = int(threadIdx.x & 31);
+  const int64_t warp = int64_t(blockIdx.x) * (kScopedThreads / 32) + threadIdx.x / 32;
+  const int64_t nwarps = int64_t(gridDim.x) * (kScopedThreads / 32);
+  const int64_t len = p.geo.block_len;
+  const int64_t segs = (len + kStatsSegment - 1) / kStatsSegment;
+  const int64_t items = p.chunks * p.geo.nblocks * segs;
+  unsigned long long nonfin = 0;
+  for (int64_t w = warp; w < items; w += nwarps) {
+    const int64_t cb = w / segs, sg = w - cb * segs;
+    const int64_t c = cb / p.geo.nblocks, blk = cb - c * p.geo.nblocks;
+    const int64_t e0 = blk * len + sg * kStatsSegment;
+    const int64_t e1 = min(min(e0 + kStatsSegment, (blk + 1) * len), p.geo.numel);
+    const int64_t base = c * p.in_stride;
+    uint32_t m = 0;
+    for (int64_t e = e0 + lane; e < e1; e += 32) {
+      const float x = p.in_type == DataType::BF16
+                          ? bf16_bits_to_float(static_cast<const uint16_t*>(p.in)[base + e])
+                          : static_cast<const float*>(p.in)[base + e];
+      m = max(m, abs_bits_finite(x));
+      nonfin += nonfinite(x) ? 1u : 0u;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(kFullMask, m, o));
+    if (lane == 0 && m) atomicMax(p.block_amax + cb, m);
+  }
+  if (p.stats) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) nonfin += __shfl_xor_sync(kFullMask, nonfin, o);
+    if (lane == 0 && nonfin) atomicAdd(p.stats + 1, nonfin);
+  }
+}
+
+// One thread per block: the scale from the amax, stored in the wire and in block_scale.
+__global__ void __launch_bounds__(kScopedThreads) scoped_scales(const __grid_constant__ KernelParams p) {
+  const int64_t n = p.chunks * p.geo.nblocks;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = i / p.geo.nblocks, blk = i - c * p.geo.nblocks;
+    const ScaleOut so = block_scale(bitsf(p.block_amax[i]), p.rules);
+    put_le(p.wire_out + c * p.wire_out_stride + p.geo.scale_off + blk * p.rules.scale_bytes, so.code,
+           p.rules.scale_bytes);
+    p.block_scale[i] = so.s;
+  }
+}
+
+// Element-wise codes: each thread kScopedRun consecutive elements of one chunk.
+__global__ void __launch_bounds__(kScopedThreads) scoped_quant(const __grid_constant__ KernelParams p) {
+  const int64_t numel = p.geo.numel, len = p.geo.block_len;
+  const int64_t runs = (numel + kScopedRun - 1) / kScopedRun;
+  const int64_t total = p.chunks * runs;
+  unsigned long long sat = 0;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = t / runs, e0 = (t - c * runs) * kScopedRun;
+    int64_t blk = e0 / len, next = (blk + 1) * len;
+    const float* scales = p.block_scale + c * p.geo.nblocks;
+    uint8_t* codes = p.wire_out + c * p.wire_out_stride;
+    uint32_t cw[kScopedRun / 4] = {0, 0, 0, 0};
+    const bool full = e0 + kScopedRun <= numel;
+#pragma unroll
+    for (int k = 0; k < kScopedRun; ++k) {
+      const int64_t e = e0 + k;
+      if (e < numel) {
+        while (e >= next) {
+          ++blk;
+          next += len;
+        }
+        const float x = p.in_type == DataType::BF16
+                            ? bf16_bits_to_float(static_cast<const uint16_t*>(p.in)[c * p.in_stride + e])
+                            : static_cast<const float*>(p.in)[c * p.in_stride + e];
+        const uint32_t code = element_code(__fdiv_rn(finite_or_zero(x), scales[blk]), p.rules);
+        sat += is_sat_code(code, p.rules) ? 1u : 0u;
+        cw[k / 4] |= code << (8 * (k % 4));
+      }
+    }
+    if (full && p.code_vec) {
+      *reinterpret_cast<uint4*>(codes + e0) = make_uint4(cw[0], cw[1], cw[2], cw[3]);
+    } else {
+      for (int k = 0; k < kScopedRun && e0 + k < numel; ++k) codes[e0 + k] = uint8_t(cw[k / 4] >> (8 * (k % 4)));
+    }
+  }
+  if (p.stats) {
+    unsigned long long z = 0;
+    flush_stats(p.stats, sat, z);
+  }
+}
+
+// Element-wise decode of row / tensor codes, summed over nsrc wires in order, written to out
+// (out_type), or as fp32 to sum_f32 when that is set (decode-reduce-encode fallback).
+__global__ void __launch_bounds__(kScopedThreads) scoped_decode_reduce(const __grid_constant__ KernelParams p) {
+  const int64_t numel = p.geo.numel, len = p.geo.block_len;
+  const int sb = p.rules.scale_bytes;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < p.chunks * numel;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = t / numel, e = t - c * numel, blk = e / len;
+    float acc = 0.0f;
+    for (int s = 0; s < p.nsrc; ++s) {
+      const uint8_t* w = p.src[s] + c * p.wire_in_stride;
+      const float sc = decode_scale(get_le(w + p.geo.scale_off + blk * sb, sb), p.rules.scale);
+      const float d = __fmul_rn(code_value(w[e], p.rules.elem), sc);
+      acc = s == 0 ? d : __fadd_rn(acc, d);
+    }
+    if (p.sum_f32) {
+      p.sum_f32[c * numel + e] = p.round_sum_bf16 ? bf16_bits_to_float(float_to_bf16_bits(acc)) : acc;
+    } else if (p.out_type == DataType::BF16) {
+      static_cast<uint16_t*>(p.out)[c * p.out_stride + e] = uint16_t(float_to_bf16_bits(acc));
+    } else {
+      static_cast<float*>(p.out)[c * p.out_stride + e] = acc;
+    }
+  }
+}
+
+template <int LG, bool Had>
+GroupKernels group_kernels(DataType in, int encode_unroll, int decode_unroll) {
+  // 16 elements per lane (two 16-byte bf16 loads) up to G = 512; G = 1024 needs 32.
+  constexpr int R = LG <= 9 ? 4 : 5;
+  using Cfg = GroupCfg<LG, R, Had>;
+  GroupKernels k;
+  const bool bf16 = in == DataType::BF16;
+  switch (encode_unroll) {
+    case 1: k.encode = bf16 ? group_encode_kernel<Cfg, 1, uint16_t> : group_encode_kernel<Cfg, 1, float>; break;
+    case 2: k.encode = bf16 ? group_encode_kernel<Cfg, 2, uint16_t> : group_encode_kernel<Cfg, 2, float>; break;
+    default: throw_input_error("GPU codecs: encode unroll must be 1 or 2, got {}", encode_unroll);
+  }
+  switch (decode_unroll) {
+    case 1: k.decode_reduce = group_decode_reduce_kernel<Cfg, 1>; break;
+    case 2: k.decode_reduce = group_decode_reduce_kernel<Cfg, 2>; break;
+    default: throw_input_error("GPU codecs: decode unroll must be 1 or 2, got {}", decode_unroll);
+  }
+  k.decode_reduce_encode = group_decode_reduce_encode_kernel<Cfg>;
+  k.lanes_per_group = Cfg::LPG;
+  k.groups_per_warp = Cfg::GPW;
+  k.encode_unroll = encode_unroll;
+  k.decode_unroll = decode_unroll;
+  return k;
+}
+
+}  // namespace detail
+
+GroupKernels select_group_kernels(int group_size, bool transform, DataType in, int encode_unroll,
+                                  int decode_unroll) {
+  const DataType t = in;
+  const int eu = encode_unroll, du = decode_unroll;
+  switch (group_size) {
+    case 16: return transform ? detail::group_kernels<4, true>(t, eu, du) : detail::group_kernels<4, false>(t, eu, du);
+    case 32: return transform ? detail::group_kernels<5, true>(t, eu, du) : detail::group_kernels<5, false>(t, eu, du);
+    case 64: return transform ? detail::group_kernels<6, true>(t, eu, du) : detail::group_kernels<6, false>(t, eu, du);
+    case 128: return transform ? detail::group_kernels<7, true>(t, eu, du) : detail::group_kernels<7, false>(t, eu, du);
+    case 256: return transform ? detail::group_kernels<8, true>(t, eu, du) : detail::group_kernels<8, false>(t, eu, du);
+    case 512: return transform ? detail::group_kernels<9, true>(t, eu, du) : detail::group_kernels<9, false>(t, eu, du);
+    case 1024: return transform ? detail::group_kernels<10, true>(t, eu, du) : detail::group_kernels<10, false>(t, eu, du);
+    default:
+      throw_input_error("GPU codecs: no kernel for group size {} (supported: 16, 32, 64, 128, 256, "
+                        "512, 1024)", group_size);
+  }
+}
+
+KernelFn scoped_stats_kernel() { return detail::scoped_stats; }
+KernelFn scoped_scales_kernel() { return detail::scoped_scales; }
+KernelFn scoped_quant_kernel() { return detail::scoped_quant; }
+KernelFn scoped_decode_reduce_kernel() { return detail::scoped_decode_reduce; }
+
+}  // namespace taco::gpu

@@ -1,0 +1,88 @@
+#pragma once
+// The one host -> device contract of the quantization kernels: a POD struct passed by value.
+// A "chunk" is what one CPU QuantCodec::encode() call of a [rows, cols] block produces; the
+// kernels process `chunks` of them side by side (a collective's per-peer chunks), each chunk's
+// wire buffer laid out exactly as the CPU reference lays it out (codecs/quant_codec.hpp):
+//   [codes][scales: blocks x scale_bytes][aux: TACO s_a, blocks x fp32]
+// Offsets are bytes within a chunk; strides are elements (inputs, outputs) or bytes (wire).
+#include <cstdint>
+
+namespace taco::gpu {
+
+enum class ElemKind : int32_t { E4M3 = 0, E5M2 = 1, INT8 = 2 };
+enum class ScaleKind : int32_t { F32 = 0, BF16 = 1, F16 = 2, E8M0 = 3 };
+enum class ScaleRoundKind : int32_t { Exact = 0, Up = 1, Nearest = 2, OcpFloor = 3 };
+enum class BlockKind : int32_t { Group = 0, Row = 1, Tensor = 2 };
+enum class DataType : int32_t { F32 = 0, BF16 = 1 };
+
+inline constexpr int kMaxSources = 16;   // decode-reduce inputs per launch
+inline constexpr int kMaxGroupSize = 1024;
+
+// What the variant does (fixed per codec).
+struct QuantRules {
+  ElemKind elem;
+  int32_t saturate;        // 1: SATFINITE element encode; 0: overflow -> NaN / Inf
+  ScaleKind scale;
+  ScaleRoundKind sround;
+  int32_t scale_bytes;     // 4, 2 or 1
+  int32_t emax;            // OCP MX: exponent of the element's largest power of two
+  BlockKind blocks;
+  int32_t group;           // G (Group); 0 otherwise
+  int32_t taco;            // TACO scale rules (methods.md 1.4)
+  int32_t dual;            // + adaptive scale s_a
+  int32_t transform;       // Hadamard of size G
+  int32_t rht;             // randomized: negate the inputs of rht_neg before the transform
+  float target;            // T
+  float lambda;            // dual only
+  float fmax;              // F in s_a (448 / 57344)
+  float hconst;            // float(1 / sqrt(G))
+  float qmax;              // INT8: 127
+  uint32_t rht_neg[kMaxGroupSize / 32];  // bit i of word i/32: element i is negated
+  uint32_t sat_code[8];                  // bit c: code c counts as saturated (EncodeStats)
+};
+
+// Geometry of one chunk (the CPU QuantLayout for [rows, cols]).
+struct ChunkGeometry {
+  int64_t rows, cols, numel;
+  int64_t nblocks;         // scale blocks per chunk
+  int64_t block_len;       // G, cols (row) or numel (tensor)
+  int64_t code_bytes;      // 8-bit codes: numel, or nblocks * G when groups are transformed
+  int64_t scale_off, aux_off, total;
+};
+
+struct KernelParams {
+  QuantRules rules;
+  ChunkGeometry geo;
+  int64_t chunks;
+
+  // encode input (also the re-encode target of decode-reduce-encode: wire_out)
+  const void* in;          // [chunks][in_stride] elements of in_type
+  DataType in_type;
+  int64_t in_stride;       // elements between chunks
+  uint8_t* wire_out;       // [chunks][wire_stride] bytes
+  int64_t wire_out_stride;
+
+  // decode input: `nsrc` wire buffers (1 for a plain decode), each [chunks][wire_in_stride]
+  const uint8_t* src[kMaxSources];
+  int32_t nsrc;
+  int64_t wire_in_stride;
+  void* out;               // [chunks][out_stride] elements of out_type
+  DataType out_type;
+  int64_t out_stride;
+  int32_t round_sum_bf16;  // decode-reduce-encode: round the fp32 sum to bf16 before encoding
+
+  // per-block scratch for the row / tensor kernels: amax bits, the scale in use
+  uint32_t* block_amax;    // [chunks * nblocks]
+  float* block_scale;      // [chunks * nblocks]
+  float* sum_f32;          // decode-reduce-encode fallback: [chunks][numel] fp32 sums
+
+  unsigned long long* stats;  // optional: [0] saturated codes, [1] non-finite inputs
+
+  // vector-access permissions (alignment of pointers and strides checked on the host)
+  int32_t in_vec16;        // input rows of a full group may be read with 16-byte loads
+  int32_t code_vec;        // code runs may be accessed with their natural vector width
+  int32_t scale_vec4;      // fp32 scales are 4-byte aligned
+  int32_t out_vec16;       // output runs may be written with vector stores
+};
+
+}  // namespace taco::gpu

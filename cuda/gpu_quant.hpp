@@ -1,0 +1,83 @@
+#pragma once
+// A block-scaled quantization codec on device buffers: the GPU twin of taco::QuantCodec
+// (src/codecs/quant_codec.hpp), producing the same wire bytes. Every call enqueues work on the
+// given stream and returns; all launches are checked.
+//
+// Shapes: a call processes `chunks` independent [rows, cols] blocks laid side by side (chunk k of
+// the input starts at element k * rows * cols, its wire at byte k * chunk_bytes(rows, cols)),
+// exactly as `chunks` separate CPU encode() calls would, concatenated. A collective's per-peer
+// chunks are one launch.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codecs/variant.hpp"
+#include "cuda/codec_kernels.hpp"
+#include "cuda/codec_params.hpp"
+#include "cuda/device.hpp"
+
+namespace taco::gpu {
+
+class GpuQuant {
+ public:
+  // Parses the variant (presets or grammar, codecs/variant.hpp). Throws InputError naming the
+  // variant and what the GPU backend supports when it is not implemented here.
+  explicit GpuQuant(const std::string& variant, GroupTuning tuning = {});
+
+  const std::string& name() const { return name_; }
+  const QuantSpec& spec() const { return spec_; }
+  const QuantRules& rules() const { return rules_; }
+  bool fused() const { return group_; }  // flat groups: one kernel per operation
+  const GroupKernels& group_kernels() const { return gk_; }
+
+  ChunkGeometry geometry(int64_t rows, int64_t cols) const;
+  int64_t chunk_bytes(int64_t rows, int64_t cols) const { return geometry(rows, cols).total; }
+
+  // in: chunks x rows x cols elements (f32 or bf16) -> wire: chunks x chunk_bytes. stats, when
+  // given, is a zeroed device array of 2 counters (saturated codes, non-finite inputs) to add to.
+  void encode(const void* in, DataType in_type, int64_t chunks, int64_t rows, int64_t cols,
+              uint8_t* wire, cudaStream_t stream, unsigned long long* stats = nullptr) const;
+  void decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, void* out,
+              DataType out_type, cudaStream_t stream) const;
+  // out = decode(src[0]) + decode(src[1]) + ... in that order, in fp32, then out_type.
+  void decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
+                     int64_t cols, void* out, DataType out_type, cudaStream_t stream) const;
+  // wire_out = encode(the same fp32 sum) (first rounded to bf16 when round_bf16), fused into one
+  // kernel for flat-group codecs.
+  void decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
+                            int64_t cols, uint8_t* wire_out, bool round_bf16, cudaStream_t stream,
+                            unsigned long long* stats = nullptr) const;
+
+  // Names of the presets this backend implements (for help texts and error messages).
+  static std::vector<std::string> supported_presets();
+  // Parses the variant; InputError (naming the variant and the supported list) if the GPU has
+  // no kernels for it.
+  static VariantSpec require_supported(const std::string& variant);
+  // Empty if the spec is implemented, else the reason.
+  static std::string unsupported_reason(const VariantSpec& spec);
+
+ private:
+  KernelParams base_params(int64_t chunks, int64_t rows, int64_t cols) const;
+  void launch(KernelFn fn, int occupancy, int threads, int64_t blocks_needed, const KernelParams& p,
+              cudaStream_t stream, const char* what) const;
+  void launch_group(KernelFn fn, int occupancy, const KernelParams& p, cudaStream_t stream,
+                    const char* what, int unroll) const;
+  void scoped_encode(KernelParams p, size_t scratch_off, cudaStream_t stream) const;
+  void ensure_scratch(size_t bytes) const;
+
+  QuantSpec spec_;
+  std::string name_;
+  QuantRules rules_{};
+  bool group_ = false;
+  GroupKernels gk_{};          // bf16 input
+  KernelFn encode_f32_ = nullptr;
+  int sm_count_ = 0;
+  int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_dre_ = 1, occ_scoped_ = 1;
+  mutable DeviceBuffer scratch_;  // row / tensor codecs: per-block statistics, fp32 sums
+  mutable ChunkGeometry geo_{};   // the last geometry computed (one object, one thread)
+  mutable bool geo_valid_ = false;
+};
+
+}  // namespace taco::gpu

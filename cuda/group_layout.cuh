@@ -1,0 +1,333 @@
+#pragma once
+// Warp-group building blocks shared by every fused codec kernel: how one group of G elements
+// sits in registers and lanes, the order-fixed lane-tree sum, the order-free maximum and the
+// Walsh-Hadamard transform in registers plus warp shuffles. All of it is compile-time layout
+// bookkeeping; the arithmetic is exactly the CPU reference's (see src/codecs/codec.hpp).
+//
+// A group of G = 2^LG elements is spread over 2^LB lanes (consecutive lanes of one warp) with
+// 2^R float registers each, LG = R + LB. A layout is a permutation P of the LG element-index
+// bits onto LG "positions": positions [0, R) are the bits of the register index, positions
+// [R, LG) the bits of the lane index inside the group. P stores the element bit of position p
+// in bits [4p, 4p+4). The load layout is the identity (lane l holds elements [l*2^R, (l+1)*2^R)
+// in order); the Hadamard transform permutes it (see fwht below) to avoid shuffling every
+// register at every cross-lane stage.
+#include <cstdint>
+
+namespace taco::gpu::detail {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+constexpr int perm_bit(uint64_t P, int pos) { return int((P >> (4 * pos)) & 0xF); }
+constexpr uint64_t perm_identity(int lg) {
+  uint64_t p = 0;
+  for (int i = 0; i < lg; ++i) p |= uint64_t(i) << (4 * i);
+  return p;
+}
+constexpr int perm_pos(uint64_t P, int lg, int bit) {
+  for (int i = 0; i < lg; ++i)
+    if (perm_bit(P, i) == bit) return i;
+  return -1;
+}
+constexpr uint64_t perm_swap(uint64_t P, int a, int b) {
+  const uint64_t ba = uint64_t(perm_bit(P, a)), bb = uint64_t(perm_bit(P, b));
+  P &= ~((uint64_t(0xF) << (4 * a)) | (uint64_t(0xF) << (4 * b)));
+  return P | (bb << (4 * a)) | (ba << (4 * b));
+}
+
+template <int R_, int LB_, uint64_t P_>
+struct Layout {
+  static constexpr int R = R_, LB = LB_, LG = R_ + LB_;
+  static constexpr uint64_t P = P_;
+  static constexpr int kRegs = 1 << R_;
+  static constexpr int kLanes = 1 << LB_;
+  static_assert(LG >= 1 && LG <= 12, "group sizes 2..4096");
+  static_assert(LB_ >= 0 && LB_ <= 5, "a group spans at most one warp");
+
+  // Offset inside the group of register r's element (compile-time r).
+  static constexpr int reg_offset(int r) {
+    int o = 0;
+    for (int i = 0; i < R_; ++i)
+      if ((r >> i) & 1) o |= 1 << perm_bit(P_, i);
+    return o;
+  }
+  // Offset contributed by the lane bits (lane = warp lane id; its low LB bits index the group).
+  __device__ __forceinline__ static int lane_offset(int lane) {
+    int o = 0;
+#pragma unroll
+    for (int j = 0; j < LB_; ++j) o |= ((lane >> j) & 1) << perm_bit(P_, R_ + j);
+    return o;
+  }
+  // log2 of the number of consecutive elements held in consecutive registers: positions
+  // 0..k-1 carry element bits 0..k-1.
+  static constexpr int run_log2() {
+    int k = 0;
+    while (k < R_ && perm_bit(P_, k) == k) ++k;
+    return k;
+  }
+};
+
+template <int R, int LB>
+using LoadLayout = Layout<R, LB, perm_identity(R + LB)>;
+
+// ---- maxima over the group (order-free) ----------------------------------------------------
+// fmaxf over |v| (IEEE maxNum: a NaN is ignored), NaN only when every value is NaN: the CPU's
+// TACO rule (a max of |v| bits that skips NaN, NaN for an all-NaN group).
+template <class L>
+__device__ __forceinline__ float group_absmax_nan(const float (&v)[L::kRegs]) {
+  float m = fabsf(v[0]);
+#pragma unroll
+  for (int r = 1; r < L::kRegs; ++r) m = fmaxf(m, fabsf(v[r]));
+#pragma unroll
+  for (int j = 0; j < L::LB; ++j) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 1 << j));
+  return m;
+}
+
+// Largest |v| over the finite values, as float bits (0 when there is none).
+template <class L>
+__device__ __forceinline__ uint32_t group_amax_bits_finite(const float (&v)[L::kRegs]) {
+  uint32_t m = 0;
+#pragma unroll
+  for (int r = 0; r < L::kRegs; ++r) {
+    const uint32_t a = __float_as_uint(v[r]) & 0x7fffffffu;
+    m = max(m, a < 0x7f800000u ? a : 0u);
+  }
+#pragma unroll
+  for (int j = 0; j < L::LB; ++j) m = max(m, __shfl_xor_sync(kFullMask, m, 1 << j));
+  return m;
+}
+
+// ---- order-fixed sum of squares (the lane-tree order of codec.hpp) ------------------------
+// Canonical order for a group of G: C = min(32, G) canonical lanes, canonical lane c owns the
+// S = G/C consecutive elements [c*S, (c+1)*S) and sums them left to right; partials combine by
+// an xor butterfly over canonical strides C/2, ..., 1. The element bits below log2(S) must sit
+// in registers; the canonical-lane bits may be anywhere: a canonical stride whose bit is a
+// register bit combines in registers, one whose bit is a lane bit goes through a shuffle.
+namespace sumsq {
+template <class L, int LgS>
+struct Info {
+  // Register positions whose element bit is a canonical-lane bit (>= LgS), in position order.
+  static constexpr int nc() {
+    int n = 0;
+    for (int i = 0; i < L::R; ++i)
+      if (perm_bit(L::P, i) >= LgS) ++n;
+    return n;
+  }
+  static constexpr int cpos(int c) {  // c-th such position
+    for (int i = 0, n = 0; i < L::R; ++i)
+      if (perm_bit(L::P, i) >= LgS) {
+        if (n == c) return i;
+        ++n;
+      }
+    return -1;
+  }
+  static constexpr int cindex_of_pos(int pos) {
+    for (int c = 0; c < nc(); ++c)
+      if (cpos(c) == pos) return c;
+    return -1;
+  }
+  // Register index of the s-th element of a canonical lane, given partial index k.
+  static constexpr int reg_index(int s, int k) {
+    int r = 0;
+    for (int b = 0; b < kreg(); ++b)
+      if ((s >> b) & 1) r |= 1 << perm_pos(L::P, L::LG, b);
+    for (int c = 0; c < nc(); ++c)
+      if ((k >> c) & 1) r |= 1 << cpos(c);
+    return r;
+  }
+  // Element bits [0, kreg) are register bits; bits [kreg, LgS) must then all be lane bits.
+  static constexpr int kreg() {
+    int k = 0;
+    while (k < LgS && perm_pos(L::P, L::LG, k) < L::R) ++k;
+    return k;
+  }
+  static constexpr bool chain_ok() {
+    for (int b = kreg(); b < LgS; ++b)
+      if (perm_pos(L::P, L::LG, b) < L::R) return false;
+    return true;
+  }
+  // Position of this lane along the chain (its element bits [kreg, LgS)).
+  __device__ __forceinline__ static int chain_index(int lane) {
+    int u = 0;
+#pragma unroll
+    for (int b = kreg(); b < LgS; ++b) u |= ((lane >> (perm_pos(L::P, L::LG, b) - L::R)) & 1) << (b - kreg());
+    return u;
+  }
+  // The lane of the same canonical lane at chain position t.
+  __device__ __forceinline__ static int chain_lane(int lane, int t) {
+#pragma unroll
+    for (int b = kreg(); b < LgS; ++b) {
+      const int j = perm_pos(L::P, L::LG, b) - L::R;
+      lane = (lane & ~(1 << j)) | (((t >> (b - kreg())) & 1) << j);
+    }
+    return lane;
+  }
+};
+
+// Combine canonical bit `Bit` (processing from the top bit down to LgS). `Done` marks partial
+// indices already folded (only partials k with (k & Done) == 0 are live).
+template <class L, int LgS, int Bit, int Done, int NP>
+__device__ __forceinline__ float combine(float (&p)[NP], int lane) {
+  using I = Info<L, LgS>;
+  if constexpr (Bit < LgS) {
+    return p[0];
+  } else {
+    constexpr int pos = perm_pos(L::P, L::LG, Bit);
+    if constexpr (pos < L::R) {
+      constexpr int c = I::cindex_of_pos(pos);
+#pragma unroll
+      for (int k = 0; k < NP; ++k)
+        if ((k & Done) == 0 && ((k >> c) & 1) == 0) p[k] = __fadd_rn(p[k], p[k | (1 << c)]);
+      return combine<L, LgS, Bit - 1, Done | (1 << c), NP>(p, lane);
+    } else {
+#pragma unroll
+      for (int k = 0; k < NP; ++k)
+        if ((k & Done) == 0) p[k] = __fadd_rn(p[k], __shfl_xor_sync(kFullMask, p[k], 1 << (pos - L::R)));
+      return combine<L, LgS, Bit - 1, Done, NP>(p, lane);
+    }
+  }
+}
+}  // namespace sumsq
+
+// Sum of v^2 over the group in the canonical lane-tree order for group size 2^L::LG. Every
+// lane of the group gets the same value. When the low bits of a canonical lane's elements are
+// in registers but its high bits in lanes (layouts left by a transform of G >= 512), the
+// canonical lane's left-to-right sum runs as a chain through those lanes.
+template <class L>
+__device__ __forceinline__ float group_sum_squares(const float (&v)[L::kRegs], int lane) {
+  constexpr int LgC = L::LG < 5 ? L::LG : 5;  // log2 of the canonical lane count
+  constexpr int LgS = L::LG - LgC;
+  using I = sumsq::Info<L, LgS>;
+  constexpr int K = I::kreg();                // low element bits held in registers
+  static_assert(I::chain_ok(), "a canonical lane's low element bits must be in registers");
+  constexpr int NP = 1 << I::nc();
+  float p[NP];
+#pragma unroll
+  for (int k = 0; k < NP; ++k) {
+    // p = sq[first]; p = p + sq[next] ... (hadamard.hpp lane_tree_sum over v[i] * v[i])
+    float acc = __fmul_rn(v[I::reg_index(0, k)], v[I::reg_index(0, k)]);
+#pragma unroll
+    for (int s = 1; s < (1 << K); ++s) {
+      const float x = v[I::reg_index(s, k)];
+      acc = __fadd_rn(acc, __fmul_rn(x, x));
+    }
+    if constexpr (K < LgS) {
+      // The run continues in the lane holding the next 2^K elements (u = its position).
+      const int u = I::chain_index(lane);
+      constexpr int U = 1 << (LgS - K);
+#pragma unroll
+      for (int t = 1; t < U; ++t) {
+        const float in = __shfl_sync(kFullMask, acc, I::chain_lane(lane, t - 1));
+        if (u == t) {
+          acc = in;
+#pragma unroll
+          for (int s = 0; s < (1 << K); ++s) {
+            const float x = v[I::reg_index(s, k)];
+            acc = __fadd_rn(acc, __fmul_rn(x, x));
+          }
+        }
+      }
+      acc = __shfl_sync(kFullMask, acc, I::chain_lane(lane, U - 1));
+    }
+    p[k] = acc;
+  }
+  return sumsq::combine<L, LgS, L::LG - 1, 0, NP>(p, lane);
+}
+
+// ---- Walsh-Hadamard transform -------------------------------------------------------------
+// Butterflies (a, b) -> (a + b, a - b) over element strides 1, 2, ..., G/2 in that order (the
+// CPU reference's order; floating-point results depend on it). A stage whose bit sits in the
+// registers is done in registers. A stage whose bit sits in the lanes first swaps that lane bit
+// with a register bit already processed (half the registers cross lanes: 2^(R-1) shuffles),
+// then runs in registers; only if no processed register bit exists does it shuffle everything.
+// The transform leaves the group in the layout FwhtOut<L>, not L.
+namespace fwht_detail {
+constexpr int swap_pos(uint64_t P, int R, int B) {
+  int best = -1, bestbit = -1;
+  for (int i = 0; i < R; ++i) {
+    const int b = perm_bit(P, i);
+    if (b < B && b > bestbit) {
+      bestbit = b;
+      best = i;
+    }
+  }
+  return best;
+}
+constexpr uint64_t step(uint64_t P, int R, int LG, int B) {
+  const int pos = perm_pos(P, LG, B);
+  if (pos < R) return P;
+  const int k = swap_pos(P, R, B);
+  return k < 0 ? P : perm_swap(P, pos, k);
+}
+constexpr uint64_t final_perm(uint64_t P, int R, int LG) {
+  for (int b = 0; b < LG; ++b) P = step(P, R, LG, b);
+  return P;
+}
+
+template <int R, int Pos>
+__device__ __forceinline__ void reg_butterfly(float (&v)[1 << R]) {
+#pragma unroll
+  for (int r = 0; r < (1 << R); ++r)
+    if (((r >> Pos) & 1) == 0) {
+      const float a = v[r], b = v[r | (1 << Pos)];
+      v[r] = __fadd_rn(a, b);
+      v[r | (1 << Pos)] = __fsub_rn(a, b);
+    }
+}
+
+// Lane bit J trades places with register position K (see the file comment for the layout).
+template <int R, int J, int K>
+__device__ __forceinline__ void swap_lane_reg(float (&v)[1 << R], int lane) {
+  const bool t = (lane >> J) & 1;
+#pragma unroll
+  for (int r0 = 0; r0 < (1 << R); ++r0)
+    if (((r0 >> K) & 1) == 0) {
+      const int r1 = r0 | (1 << K);
+      const float send = t ? v[r0] : v[r1];
+      const float recv = __shfl_xor_sync(kFullMask, send, 1 << J);
+      if (t) v[r0] = recv; else v[r1] = recv;
+    }
+}
+
+template <int R, int J>
+__device__ __forceinline__ void lane_butterfly(float (&v)[1 << R], int lane) {
+  const bool t = (lane >> J) & 1;
+#pragma unroll
+  for (int r = 0; r < (1 << R); ++r) {
+    const float o = __shfl_xor_sync(kFullMask, v[r], 1 << J);
+    v[r] = t ? __fsub_rn(o, v[r]) : __fadd_rn(v[r], o);  // upper lane holds b: a - b
+  }
+}
+
+template <int R, int LB, uint64_t P, int B>
+__device__ __forceinline__ void run(float (&v)[1 << R], int lane) {
+  constexpr int LG = R + LB;
+  if constexpr (B < LG) {
+    constexpr int pos = perm_pos(P, LG, B);
+    if constexpr (pos < R) {
+      reg_butterfly<R, pos>(v);
+      run<R, LB, P, B + 1>(v, lane);
+    } else {
+      constexpr int k = swap_pos(P, R, B);
+      if constexpr (k >= 0) {
+        swap_lane_reg<R, pos - R, k>(v, lane);
+        reg_butterfly<R, k>(v);
+        run<R, LB, perm_swap(P, pos, k), B + 1>(v, lane);
+      } else {
+        lane_butterfly<R, pos - R>(v, lane);
+        run<R, LB, P, B + 1>(v, lane);
+      }
+    }
+  }
+}
+}  // namespace fwht_detail
+
+template <class L>
+using FwhtOut = Layout<L::R, L::LB, fwht_detail::final_perm(L::P, L::R, L::LG)>;
+
+// Unnormalised transform H_G v (the caller multiplies by float(1/sqrt(G)) afterwards).
+template <class L>
+__device__ __forceinline__ void fwht(float (&v)[L::kRegs], int lane) {
+  fwht_detail::run<L::R, L::LB, L::P, 0>(v, lane);
+}
+
+}  // namespace taco::gpu::detail

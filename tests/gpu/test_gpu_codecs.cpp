@@ -1,0 +1,507 @@
+// GPU codecs against the CPU reference: wire buffers (codes and scales) must be byte-identical,
+// decodes bit-identical, decode-reduce equal to the CPU sum of CPU decodes in the same order.
+// Seeds are fixed and printed in failure messages (CAPTURE).
+#include "catch.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codecs/codec.hpp"
+#include "codecs/quant_codec.hpp"
+#include "core/dtype.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/device.hpp"
+#include "cuda/gpu_codec.hpp"
+#include "cuda/gpu_quant.hpp"
+#include "cuda/unfused_taco.hpp"
+#include "formats/fp8.hpp"
+#include "formats/minifloat.hpp"
+#include "formats/e8m0.hpp"
+#include "gpu/format_kernels.hpp"
+#include "io/tensor_source.hpp"
+
+using namespace taco;
+using taco::gpu::DataType;
+using taco::gpu::DeviceBuffer;
+
+namespace {
+
+// ---- inputs ------------------------------------------------------------------------------------
+enum class Dist { Normal, Laplace, Tiny, Huge, Subnormal, Zeros, NonFinite, Outliers, Mixed };
+const char* dist_name(Dist d) {
+  switch (d) {
+    case Dist::Normal: return "normal";
+    case Dist::Laplace: return "laplace";
+    case Dist::Tiny: return "tiny(1e-30)";
+    case Dist::Huge: return "huge(1e30)";
+    case Dist::Subnormal: return "subnormal";
+    case Dist::Zeros: return "zeros";
+    case Dist::NonFinite: return "nan/inf";
+    case Dist::Outliers: return "outlier-channels";
+    case Dist::Mixed: return "mixed-scales";
+  }
+  return "?";
+}
+const Dist kDists[] = {Dist::Normal, Dist::Laplace, Dist::Tiny, Dist::Huge, Dist::Subnormal,
+                       Dist::Zeros, Dist::NonFinite, Dist::Outliers, Dist::Mixed};
+
+// Values of a [rows, cols] tensor; bf16 = round to bf16 (so a bf16 device copy is exact).
+std::vector<float> make_input(Dist d, int64_t rows, int64_t cols, uint64_t seed, bool bf16) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::exponential_distribution<float> ed(1.0f);
+  std::uniform_real_distribution<float> ud(0.0f, 1.0f);
+  const int64_t n = rows * cols;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    float v = 0;
+    switch (d) {
+      case Dist::Normal: v = nd(rng); break;
+      case Dist::Laplace: v = (ud(rng) < 0.5f ? -1.0f : 1.0f) * ed(rng) * 0.01f; break;
+      case Dist::Tiny: v = nd(rng) * 1e-30f; break;
+      case Dist::Huge: v = nd(rng) * 1e30f; break;
+      case Dist::Subnormal: v = nd(rng) * 1e-39f; break;
+      case Dist::Zeros: v = (i % 7 == 3) ? -0.0f : 0.0f; break;
+      case Dist::NonFinite: {
+        const float u = ud(rng);
+        v = u < 0.02f ? std::numeric_limits<float>::quiet_NaN()
+            : u < 0.04f ? std::numeric_limits<float>::infinity()
+            : u < 0.06f ? -std::numeric_limits<float>::infinity()
+                        : nd(rng);
+        break;
+      }
+      case Dist::Outliers: v = nd(rng) * 1e-3f * ((i % cols) % 97 == 5 ? 1e4f : 1.0f); break;
+      case Dist::Mixed: v = nd(rng) * std::ldexp(1.0f, int(ud(rng) * 80.0f) - 40); break;
+    }
+    if (bf16) v = bf16_to_float(float_to_bf16(v));
+    x[size_t(i)] = v;
+  }
+  // A whole NaN group and an all-Inf group in the non-finite case (TACO's NaN-max rule).
+  if (d == Dist::NonFinite && n >= 256) {
+    for (int i = 0; i < 128; ++i) x[size_t(i)] = std::numeric_limits<float>::quiet_NaN();
+    for (int i = 128; i < 256; ++i) x[size_t(i)] = (i % 2) ? INFINITY : -INFINITY;
+  }
+  return x;
+}
+
+std::vector<uint16_t> to_bf16_bits(const std::vector<float>& x) {
+  std::vector<uint16_t> h(x.size());
+  for (size_t i = 0; i < x.size(); ++i) h[i] = float_to_bf16(x[i]);
+  return h;
+}
+
+// ---- comparisons -------------------------------------------------------------------------------
+std::string describe_offset(const gpu::ChunkGeometry& g, int64_t off) {
+  const int64_t c = off / g.total, o = off % g.total;
+  std::string where = o < g.scale_off ? "code " + std::to_string(o)
+                      : o < g.aux_off ? "scale byte " + std::to_string(o - g.scale_off)
+                                      : "aux byte " + std::to_string(o - g.aux_off);
+  return "chunk " + std::to_string(c) + ", " + where;
+}
+
+// Index of the first differing byte, -1 if equal.
+int64_t first_diff(const uint8_t* a, const uint8_t* b, size_t n) {
+  if (std::memcmp(a, b, n) == 0) return -1;
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return int64_t(i);
+  return -1;
+}
+
+// Floats equal bit for bit, NaNs (any payload) equal to each other.
+int64_t first_float_diff(const float* a, const float* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (float_bits(a[i]) != float_bits(b[i])) return int64_t(i);
+  }
+  return -1;
+}
+
+template <typename T>
+void upload(DeviceBuffer& d, const std::vector<T>& h) {
+  TACO_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <typename T>
+std::vector<T> download(const DeviceBuffer& d, size_t n) {
+  std::vector<T> h(n);
+  TACO_CUDA_CHECK(cudaMemcpy(h.data(), d.get(), n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// Variants every test runs: every GPU preset plus grammar forms that exercise other paths.
+std::vector<std::string> test_variants() {
+  std::vector<std::string> v = gpu::gpu_presets();
+  for (const char* s : {"e4m3:g128:had:sbf16", "e5m2:g64:se8m0", "e4m3:g256:sf16:sround=rne", "int8:row",
+                        "e5m2:tensor:nosat", "e4m3:g128:had:nosat:dual", "e4m3:g32:rht:seed=7",
+                        "int8:g16:had", "e4m3:g1024:had:dual", "e4m3:g512:dual", "e5m2:row:sbf16",
+                        "e4m3:g128:se8m0:sround=rne", "e4m3:g64:dual:T=300", "int8:tensor"})
+    v.emplace_back(s);
+  return v;
+}
+
+struct Shape {
+  int64_t rows, cols;
+};
+const Shape kShapes[] = {{4, 1024}, {3, 1000}, {1, 37}, {7, 513}, {2, 16}, {1, 1}, {33, 4096}};
+
+}  // namespace
+
+TEST_CASE("device fp8 conversions equal the CPU encoder over float bit patterns", "[gpu][formats]") {
+  // Every float whose magnitude is in [2^-40, 2^20], both signs, plus all NaN/Inf patterns at
+  // the ends; the hardware SATFINITE path and the non-saturating software path.
+  constexpr uint32_t kChunk = 1u << 24;
+  DeviceBuffer d_out(kChunk, "test buffer");
+  std::vector<uint8_t> h(kChunk);
+  struct Range {
+    uint32_t first, last;  // inclusive bit patterns
+  };
+  const uint32_t lo = float_bits(std::ldexp(1.0f, -40)), hi = float_bits(std::ldexp(1.0f, 20));
+  const Range ranges[] = {{0u, 0x00100000u},           {lo, hi},
+                          {0x7f000000u, 0x7fffffffu},  {0x80000000u, 0x80100000u},
+                          {lo | 0x80000000u, hi | 0x80000000u}, {0xff000000u, 0xffffffffu}};
+  for (int format = 0; format < 2; ++format) {
+    for (int hw = 0; hw < 2; ++hw) {
+      int64_t checked = 0;
+      for (const Range& r : ranges) {
+        for (uint64_t first = r.first; first <= r.last; first += kChunk) {
+          const uint32_t n = uint32_t(std::min<uint64_t>(kChunk, uint64_t(r.last) - first + 1));
+          gpu::test::fp8_encode_range_gpu(uint32_t(first), n, format, hw != 0, d_out.as<uint8_t>());
+          TACO_CUDA_CHECK(cudaMemcpy(h.data(), d_out.get(), n, cudaMemcpyDeviceToHost));
+          int64_t bad = -1;
+#pragma omp parallel for reduction(max : bad)
+          for (int64_t i = 0; i < int64_t(n); ++i) {
+            const float x = bits_float(uint32_t(first + uint64_t(i)));
+            const uint8_t want = format == 0 ? float_to_fp8_e4m3(x, hw != 0) : float_to_fp8_e5m2(x, hw != 0);
+            if (h[size_t(i)] != want) bad = std::max(bad, i);
+          }
+          CAPTURE(format, hw, first);
+          if (bad >= 0) {
+            const uint32_t bits = uint32_t(first + uint64_t(bad));
+            const float x = bits_float(bits);
+            const uint8_t want = format == 0 ? float_to_fp8_e4m3(x, hw != 0) : float_to_fp8_e5m2(x, hw != 0);
+            CAPTURE(bits, x, int(h[size_t(bad)]), int(want));
+            FAIL("device FP8 code differs from the CPU encoder");
+          }
+          checked += n;
+        }
+      }
+      CHECK(checked > (int64_t(1) << 28));
+    }
+  }
+  // The packed pair conversion keeps a in the low byte.
+  DeviceBuffer d_word(4, "test word");
+  CHECK(gpu::test::fp8_pair_gpu(1.0f, -2.0f, 0, d_word.as<uint32_t>()) ==
+        (uint32_t(float_to_fp8_e4m3(1.0f)) | (uint32_t(float_to_fp8_e4m3(-2.0f)) << 8)));
+  // Decoding all 256 codes.
+  DeviceBuffer d_dec(256 * 4, "test decode");
+  for (int format = 0; format < 2; ++format) {
+    gpu::test::fp8_decode_all_gpu(format, d_dec.as<float>());
+    const auto dec = download<float>(d_dec, 256);
+    for (int c = 0; c < 256; ++c) {
+      const float want = format == 0 ? fp8_e4m3_to_float(uint8_t(c)) : fp8_e5m2_to_float(uint8_t(c));
+      CAPTURE(format, c, dec[size_t(c)], want);
+      CHECK((float_bits(dec[size_t(c)]) == float_bits(want) || (std::isnan(want) && std::isnan(dec[size_t(c)]))));
+    }
+  }
+}
+
+TEST_CASE("device e8m0 rounding equals the CPU over positive floats", "[gpu][formats]") {
+  constexpr uint32_t kChunk = 1u << 24;
+  DeviceBuffer d_c(kChunk, "test"), d_n(kChunk, "test");
+  std::vector<uint8_t> hc(kChunk), hn(kChunk);
+  for (uint64_t first = 1; first < 0x7f800000u; first += uint64_t(kChunk) * 7) {  // a sparse sweep
+    const uint32_t n = uint32_t(std::min<uint64_t>(kChunk, 0x7f800000u - first));
+    gpu::test::e8m0_range_gpu(uint32_t(first), n, d_c.as<uint8_t>(), d_n.as<uint8_t>());
+    TACO_CUDA_CHECK(cudaMemcpy(hc.data(), d_c.get(), n, cudaMemcpyDeviceToHost));
+    TACO_CUDA_CHECK(cudaMemcpy(hn.data(), d_n.get(), n, cudaMemcpyDeviceToHost));
+    int64_t bad = -1;
+#pragma omp parallel for reduction(max : bad)
+    for (int64_t i = 0; i < int64_t(n); ++i) {
+      const float x = bits_float(uint32_t(first + uint64_t(i)));
+      if (hc[size_t(i)] != e8m0_ceil(x) || hn[size_t(i)] != float_to_e8m0(x, true)) bad = std::max(bad, i);
+    }
+    CAPTURE(first, bad);
+    REQUIRE(bad < 0);
+  }
+}
+
+TEST_CASE("GPU codecs reproduce the CPU wire bytes and decodes (host float API)", "[gpu][codec]") {
+  uint64_t seed = 1234;
+  int compared = 0;
+  for (const std::string& variant : test_variants()) {
+    const auto cpu = make_codec(variant);
+    const auto gpu_codec = gpu::make_gpu_codec(variant);
+    REQUIRE(gpu_codec->name() == cpu->name());
+    for (const Shape& s : kShapes) {
+      for (Dist d : kDists) {
+        ++seed;
+        const auto x = make_input(d, s.rows, s.cols, seed, false);
+        CAPTURE(variant, s.rows, s.cols, dist_name(d), seed);
+        EncodeStats cs, gs;
+        const auto want = cpu->encode(x.data(), s.rows, s.cols, &cs);
+        const auto got = gpu_codec->encode(x.data(), s.rows, s.cols, &gs);
+        REQUIRE(got.size() == want.size());
+        const int64_t bad = first_diff(got.data(), want.data(), want.size());
+        if (bad >= 0) {
+          const gpu::GpuQuant q(variant);
+          const std::string where = describe_offset(q.geometry(s.rows, s.cols), bad);
+          CAPTURE(bad, where, int(got[size_t(bad)]), int(want[size_t(bad)]));
+          FAIL("GPU wire differs from the CPU wire");
+        }
+        CHECK(gs.saturated == cs.saturated);
+        CHECK(gs.nonfinite == cs.nonfinite);
+        std::vector<float> dw(x.size()), dg(x.size());
+        cpu->decode(want.data(), want.size(), s.rows, s.cols, dw.data());
+        gpu_codec->decode(want.data(), want.size(), s.rows, s.cols, dg.data());
+        const int64_t bd = first_float_diff(dg.data(), dw.data(), dw.size());
+        if (bd >= 0) {
+          CAPTURE(bd, dg[size_t(bd)], dw[size_t(bd)]);
+          FAIL("GPU decode differs from the CPU decode");
+        }
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 500);
+}
+
+TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode", "[gpu][codec]") {
+  uint64_t seed = 777;
+  gpu::CudaStream stream;
+  for (const std::string& variant : test_variants()) {
+    const auto cpu = make_codec(variant);
+    for (int tuning = 0; tuning < 3; ++tuning) {
+      gpu::GroupTuning t;
+      t.encode_unroll = tuning == 1 ? 2 : 1;
+      t.decode_unroll = tuning == 2 ? 1 : 2;
+      const gpu::GpuQuant q(variant, t);
+      for (const Shape& s : {Shape{5, 256}, Shape{3, 1000}, Shape{1, 4224}, Shape{2, 130}}) {
+        const int64_t chunks = 3, nsrc = 3;
+        const int64_t n = s.rows * s.cols;
+        const gpu::ChunkGeometry g = q.geometry(s.rows, s.cols);
+        CAPTURE(variant, tuning, s.rows, s.cols);
+        // nsrc inputs of `chunks` chunks each, bf16-valued
+        std::vector<std::vector<float>> xs;
+        std::vector<std::vector<uint8_t>> cpu_wires;  // per source: chunks concatenated
+        DeviceBuffer d_in(size_t(chunks * n) * 2, "test input");
+        std::vector<DeviceBuffer> d_wires;
+        for (int64_t src = 0; src < nsrc; ++src) {
+          ++seed;
+          const Dist d = kDists[seed % 9];
+          CAPTURE(seed, dist_name(d));
+          const auto x = make_input(d, chunks * s.rows, s.cols, seed, true);
+          std::vector<uint8_t> wire;
+          for (int64_t c = 0; c < chunks; ++c) {
+            const auto w = cpu->encode(x.data() + c * n, s.rows, s.cols);
+            wire.insert(wire.end(), w.begin(), w.end());
+          }
+          upload(d_in, to_bf16_bits(x));
+          d_wires.emplace_back(wire.size(), "test wire");
+          q.encode(d_in.get(), DataType::BF16, chunks, s.rows, s.cols, d_wires.back().as<uint8_t>(), stream.get());
+          stream.synchronize();
+          const auto got = download<uint8_t>(d_wires.back(), wire.size());
+          const int64_t bad = first_diff(got.data(), wire.data(), wire.size());
+          if (bad >= 0) {
+            const std::string where = describe_offset(g, bad);
+            CAPTURE(bad, where, int(got[size_t(bad)]), int(wire[size_t(bad)]));
+            FAIL("bf16-input multi-chunk GPU wire differs from the CPU wires");
+          }
+          xs.push_back(x);
+          cpu_wires.push_back(wire);
+        }
+        // CPU: decode every chunk of every source, sum in source order.
+        std::vector<float> sum(size_t(chunks * n));
+        std::vector<float> dec(static_cast<size_t>(n));
+        for (int64_t src = 0; src < nsrc; ++src)
+          for (int64_t c = 0; c < chunks; ++c) {
+            cpu->decode(cpu_wires[size_t(src)].data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data());
+            for (int64_t i = 0; i < n; ++i) {
+              float& a = sum[size_t(c * n + i)];
+              a = src == 0 ? dec[size_t(i)] : a + dec[size_t(i)];
+            }
+          }
+        std::vector<const uint8_t*> srcs;
+        for (auto& w : d_wires) srcs.push_back(w.as<uint8_t>());
+        // decode-reduce, f32 and bf16 out
+        DeviceBuffer d_out(size_t(chunks * n) * 4, "test out");
+        q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::F32, stream.get());
+        stream.synchronize();
+        auto got = download<float>(d_out, size_t(chunks * n));
+        int64_t bd = first_float_diff(got.data(), sum.data(), sum.size());
+        if (bd >= 0) {
+          CAPTURE(bd, got[size_t(bd)], sum[size_t(bd)]);
+          FAIL("GPU decode-reduce (f32) differs from the CPU sum of CPU decodes");
+        }
+        q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
+        stream.synchronize();
+        const auto got16 = download<uint16_t>(d_out, size_t(chunks * n));
+        for (size_t i = 0; i < sum.size(); ++i) {
+          if (got16[i] != float_to_bf16(sum[i]) && !std::isnan(sum[i])) {
+            CAPTURE(i, got16[i], float_to_bf16(sum[i]));
+            FAIL("GPU decode-reduce (bf16) differs from the rounded CPU sum");
+          }
+        }
+        // single-source decode, bf16 out
+        q.decode(srcs[0], chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
+        stream.synchronize();
+        const auto g16 = download<uint16_t>(d_out, size_t(chunks * n));
+        for (int64_t c = 0; c < chunks; ++c) {
+          cpu->decode(cpu_wires[0].data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data());
+          for (int64_t i = 0; i < n; ++i)
+            if (g16[size_t(c * n + i)] != float_to_bf16(dec[size_t(i)]) && !std::isnan(dec[size_t(i)])) {
+              CAPTURE(c, i);
+              FAIL("GPU decode (bf16 out) differs from the rounded CPU decode");
+            }
+        }
+        // decode-reduce-encode: the CPU encode of the sums (as fp32, and rounded to bf16)
+        for (int rb = 0; rb < 2; ++rb) {
+          std::vector<uint8_t> want;
+          for (int64_t c = 0; c < chunks; ++c) {
+            std::vector<float> part(sum.begin() + c * n, sum.begin() + (c + 1) * n);
+            if (rb)
+              for (float& v : part) v = bf16_to_float(float_to_bf16(v));
+            const auto w = cpu->encode(part.data(), s.rows, s.cols);
+            want.insert(want.end(), w.begin(), w.end());
+          }
+          DeviceBuffer d_re(want.size(), "test re-encode");
+          q.decode_reduce_encode(srcs, chunks, s.rows, s.cols, d_re.as<uint8_t>(), rb != 0, stream.get());
+          stream.synchronize();
+          const auto gw = download<uint8_t>(d_re, want.size());
+          const int64_t bad = first_diff(gw.data(), want.data(), want.size());
+          if (bad >= 0) {
+            const std::string where = describe_offset(g, bad);
+            CAPTURE(rb, bad, where, int(gw[size_t(bad)]), int(want[size_t(bad)]));
+            FAIL("GPU decode-reduce-encode differs from the CPU encode of the CPU sums");
+          }
+        }
+      }
+      if (!q.fused()) break;  // tuning only affects the fused kernels
+    }
+  }
+}
+
+TEST_CASE("GPU codecs: unaligned device pointers take the scalar paths and stay exact", "[gpu][codec]") {
+  gpu::CudaStream stream;
+  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "fp8-row"}) {
+    const gpu::GpuQuant q(variant);
+    const auto cpu = make_codec(variant);
+    const int64_t rows = 4, cols = 512, n = rows * cols;
+    const auto x = make_input(Dist::Normal, rows, cols, 99, true);
+    const auto want = cpu->encode(x.data(), rows, cols);
+    DeviceBuffer d_in(size_t(n) * 2 + 64, "test"), d_w(want.size() + 64, "test"), d_o(size_t(n) * 4 + 64, "test");
+    const auto h = to_bf16_bits(x);
+    TACO_CUDA_CHECK(cudaMemcpy(d_in.as<uint8_t>() + 2, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    q.encode(d_in.as<uint8_t>() + 2, DataType::BF16, 1, rows, cols, d_w.as<uint8_t>() + 1, stream.get());
+    stream.synchronize();
+    std::vector<uint8_t> got(want.size());
+    TACO_CUDA_CHECK(cudaMemcpy(got.data(), d_w.as<uint8_t>() + 1, got.size(), cudaMemcpyDeviceToHost));
+    CAPTURE(variant);
+    CHECK(first_diff(got.data(), want.data(), want.size()) < 0);
+    q.decode(d_w.as<uint8_t>() + 1, 1, rows, cols, d_o.as<uint8_t>() + 4, DataType::F32, stream.get());
+    stream.synchronize();
+    std::vector<float> dg(static_cast<size_t>(n)), dw(static_cast<size_t>(n));
+    TACO_CUDA_CHECK(cudaMemcpy(dg.data(), d_o.as<uint8_t>() + 4, size_t(n) * 4, cudaMemcpyDeviceToHost));
+    cpu->decode(want.data(), want.size(), rows, cols, dw.data());
+    CHECK(first_float_diff(dg.data(), dw.data(), dw.size()) < 0);
+  }
+}
+
+TEST_CASE("the unfused TACO pipeline reproduces the CPU bytes too", "[gpu][codec][unfused]") {
+  gpu::CudaStream stream;
+  uint64_t seed = 4242;
+  for (const char* variant : {"taco", "taco-noh", "taco-e5m2", "taco-g32", "taco-g512", "e4m3:g1024:had:dual"}) {
+    const auto cpu = make_codec(variant);
+    const gpu::UnfusedTaco u(variant);
+    const gpu::GpuQuant q(variant);
+    for (const Shape& s : {Shape{5, 256}, Shape{3, 1000}}) {
+      const int64_t chunks = 2, n = s.rows * s.cols;
+      const gpu::ChunkGeometry g = q.geometry(s.rows, s.cols);
+      CAPTURE(variant, s.rows, s.cols, seed);
+      const auto x = make_input(Dist::Mixed, chunks * s.rows, s.cols, ++seed, true);
+      std::vector<uint8_t> want;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const auto w = cpu->encode(x.data() + c * n, s.rows, s.cols);
+        want.insert(want.end(), w.begin(), w.end());
+      }
+      DeviceBuffer d_in(size_t(chunks * n) * 2, "test"), d_w(want.size(), "test"), d_o(size_t(chunks * n) * 4, "test");
+      upload(d_in, to_bf16_bits(x));
+      u.encode(d_in.get(), DataType::BF16, chunks, s.rows, s.cols, d_w.as<uint8_t>(), stream.get());
+      stream.synchronize();
+      const auto got = download<uint8_t>(d_w, want.size());
+      const int64_t bad = first_diff(got.data(), want.data(), want.size());
+      if (bad >= 0) {
+        const std::string where = describe_offset(g, bad);
+        CAPTURE(bad, where, int(got[size_t(bad)]), int(want[size_t(bad)]));
+        FAIL("unfused encode differs from the CPU wire");
+      }
+      // decode-reduce of the two chunks as two sources of one chunk each
+      const std::vector<const uint8_t*> srcs = {d_w.as<uint8_t>(), d_w.as<uint8_t>() + g.total};
+      u.decode_reduce(srcs, 1, s.rows, s.cols, d_o.get(), DataType::F32, stream.get());
+      stream.synchronize();
+      const auto sum = download<float>(d_o, size_t(n));
+      std::vector<float> d0(static_cast<size_t>(n)), d1(static_cast<size_t>(n));
+      cpu->decode(want.data(), size_t(g.total), s.rows, s.cols, d0.data());
+      cpu->decode(want.data() + g.total, size_t(g.total), s.rows, s.cols, d1.data());
+      for (int64_t i = 0; i < n; ++i) d0[size_t(i)] = d0[size_t(i)] + d1[size_t(i)];
+      const int64_t bd = first_float_diff(sum.data(), d0.data(), d0.size());
+      if (bd >= 0) {
+        CAPTURE(bd, sum[size_t(bd)], d0[size_t(bd)]);
+        FAIL("unfused decode-reduce differs from the CPU sum");
+      }
+    }
+  }
+}
+
+TEST_CASE("GPU codecs on the sample traces", "[gpu][codec][traces]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(TACO_SOURCE_DIR) / "traces";
+  int tensors = 0;
+  if (fs::is_directory(dir)) {
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      const std::string ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".h5" && ext != ".safetensors" && ext != ".npy" && ext != ".npz")) continue;
+      auto src = open_tensor_file(e.path().string());
+      for (size_t i = 0; i < src->size() && i < 8; ++i) {
+        const Tensor t = src->read(i);
+        if (t.numel() == 0 || t.numel() > (int64_t(1) << 24)) continue;
+        for (const char* variant : {"taco", "taco-noh", "fp8-g128", "mxfp8", "int8-g128-had", "fp8-row", "fp8-tensor"}) {
+          const auto cpu = make_codec(variant);
+          const auto gc = gpu::make_gpu_codec(variant);
+          CAPTURE(e.path().string(), t.name, variant);
+          const auto want = cpu->encode(t.values.data(), t.rows(), t.cols());
+          const auto got = gc->encode(t.values.data(), t.rows(), t.cols());
+          REQUIRE(got.size() == want.size());
+          CHECK(first_diff(got.data(), want.data(), want.size()) < 0);
+          std::vector<float> dw(t.values.size()), dg(t.values.size());
+          cpu->decode(want.data(), want.size(), t.rows(), t.cols(), dw.data());
+          gc->decode(want.data(), want.size(), t.rows(), t.cols(), dg.data());
+          CHECK(first_float_diff(dg.data(), dw.data(), dw.size()) < 0);
+        }
+        ++tensors;
+      }
+    }
+  }
+  if (tensors == 0) WARN("no sample traces under " << dir.string() << " (nothing compared)");
+  SUCCEED();
+}
+
+TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][codec]") {
+  for (const char* v : {"nvfp4", "mxfp4", "int8-g128-asym", "fp8-col", "fp8-tile128", "bf16", "tahquant"}) {
+    CAPTURE(v);
+    try {
+      (void)gpu::make_gpu_codec(v);
+      FAIL("expected InputError");
+    } catch (const InputError& e) {
+      CHECK(std::string(e.what()).find(v) != std::string::npos);
+      CHECK(std::string(e.what()).find("taco") != std::string::npos);  // the supported list
+    }
+  }
+  CHECK(gpu::gpu_available());
+}
