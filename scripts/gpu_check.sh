@@ -33,9 +33,9 @@ say "nvcc: $(nvcc --version 2>&1 | tail -1)"
 TORCH_PID=""
 if [ "$MODE" != tests ]; then
   (
-    python3 bench/torch_taco.py --log2n 28 --out "$OUT/torch_taco.json" > /dev/null 2> /tmp/torch_taco.err
+    timeout 150 python3 bench/torch_taco.py --log2n 28 --out "$OUT/torch_taco.json" > /dev/null 2> /tmp/torch_taco.err
     if [ -f .anchors/torch_anchors.py ]; then
-      python3 .anchors/torch_anchors.py > "$OUT/torch_anchors.json" 2> /tmp/torch_anchors.err
+      timeout 150 python3 .anchors/torch_anchors.py > "$OUT/torch_anchors.json" 2> /tmp/torch_anchors.err
     fi
   ) &
   TORCH_PID=$!
@@ -66,7 +66,7 @@ fi
 TEST_RC=0
 if [ "$MODE" != bench ]; then
   say "taco_gpu_tests"
-  timeout 300 "$BUILD/bin/taco_gpu_tests" --durations yes > "$OUT/gpu_tests.log" 2>&1
+  timeout ${TEST_TIMEOUT:-150} "$BUILD/bin/taco_gpu_tests" --durations yes > "$OUT/gpu_tests.log" 2>&1
   TEST_RC=$?
   grep -E "passed|failed|FAILED|REQUIRE|CHECK|with expansion|:[0-9]+: |s: " "$OUT/gpu_tests.log" | head -60
   tail -4 "$OUT/gpu_tests.log"
@@ -75,12 +75,18 @@ fi
 
 # ---- benchmarks ----
 if [ "$MODE" != tests ]; then
-  SIZES=${BENCH_SIZES:-1M,4M,8M,64M,256M,512M,1G}
-  VARIANTS=${BENCH_VARIANTS:-taco,fp8-g128,taco-noh,mxfp8,int8-g128,int8-g128-had,fp8-row,fp8-tensor}
+  SIZES=${BENCH_SIZES:-1M,8M,64M,256M,512M,1G}
+  VARIANTS=${BENCH_VARIANTS:-taco,fp8-g128,mxfp8,int8-g128-had,fp8-row}
   say "taco bench ($VARIANTS; $SIZES)"
-  "$BUILD/bin/taco" bench -v "$VARIANTS" --sizes "$SIZES" --min-samples 10 --max-noise 1 --min-time 0.05 \
-    --timeout 3 --json "$OUT/bench.json" --csv "$OUT/bench.csv" "$@" > "$OUT/bench.md" 2>> "$LOG"
+  timeout ${BENCH_TIMEOUT:-200} "$BUILD/bin/taco" bench -v "$VARIANTS" --sizes "$SIZES" --min-samples 10 --max-noise 1 \
+    --min-time ${BENCH_MIN_TIME:-0.02} --timeout 2 --json "$OUT/bench.json" --csv "$OUT/bench.csv" "$@" > "$OUT/bench.md" 2>> "$LOG"
   say "taco bench exit code $? at ${SECONDS}s"
+  if [ -n "${TUNE_SIZES-256M,1G}" ]; then
+    say "fused kernel tunings (taco, fp8-g128; ${TUNE_SIZES-256M,1G})"
+    timeout 120 "$BUILD/bin/taco" bench -v taco,fp8-g128 --sizes "${TUNE_SIZES-256M,1G}" --impl fused --no-batch \
+      --no-verify --encode-unroll 1,2 --decode-unroll 1,2 --min-time 0.02 --max-noise 1 --timeout 2 -q \
+      | grep -E "^\| (taco|fp8-g128) " | tee -a "$LOG"
+  fi
   python3 bench/summarize.py "$OUT/bench.json" "$OUT/torch_taco.json" "$OUT/torch_anchors.json" \
     | tee -a "$LOG"
 fi
