@@ -13,6 +13,20 @@
 #include <cstring>
 #include <limits>
 
+// The hot loops are compiled twice, for the baseline ISA and for AVX2, from one source: the
+// kernels below are always-inline templates, and thin wrappers with a target attribute give the
+// compiler an AVX2 context to inline them into. The CPU picks the wrapper at run time. Both give
+// the same bytes: integer ops and IEEE float add/mul/div are exact or correctly rounded on either
+// ISA and nothing is contracted into FMA (-ffp-contract=off; the attribute does not enable FMA).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TACO_HAVE_AVX2_PATH 1
+#define TACO_TARGET_AVX2 __attribute__((target("avx2")))
+#else
+#define TACO_HAVE_AVX2_PATH 0
+#define TACO_TARGET_AVX2
+#endif
+#define TACO_KERNEL inline __attribute__((always_inline))
+
 namespace taco {
 
 namespace {
@@ -89,6 +103,37 @@ struct QuantCodec::Counters {
   bool want = false;  // count only when the caller asked for stats
 };
 
+namespace {
+
+struct Counts {
+  int64_t saturated = 0, nonfinite = 0;
+};
+
+bool cpu_has_avx2() {
+#if TACO_HAVE_AVX2_PATH
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
+// Runs fn(b0, b1) over [0, n) in ranges of `per_task` (in parallel when `par`), summing counts.
+// Each block is independent, so the result does not depend on the split or the thread count.
+template <class Fn>
+Counts run_ranges(int64_t n, int64_t per_task, bool par, Fn&& fn) {
+  const int64_t tasks = (n + per_task - 1) / per_task;
+  int64_t sat = 0, nonfin = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sat, nonfin) if (par && tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const Counts c = fn(t * per_task, std::min(n, (t + 1) * per_task));
+    sat += c.saturated;
+    nonfin += c.nonfinite;
+  }
+  return {sat, nonfin};
+}
+
+}  // namespace
+
 // The scale a block uses: stored code, the effective float scale, the zero point.
 struct QuantCodec::BlockScale {
   uint32_t code;
@@ -102,8 +147,8 @@ struct QuantCodec::Flat {
   bool transformed;  // g<G> with had/rht: every block carries G codes
 };
 
-QuantCodec::QuantCodec(const QuantSpec& spec, std::string name)
-    : s_(spec), name_(std::move(name)) {
+QuantCodec::QuantCodec(const QuantSpec& spec, std::string name, bool allow_simd)
+    : s_(spec), name_(std::move(name)), simd_(allow_simd && cpu_has_avx2()) {
   validate(s_, "codec " + name_);
   TACO_ASSERT(s_.target > 0, "QuantSpec target must be resolved before building a codec");
   bits_ = elem_bits(s_.elem);
@@ -241,27 +286,328 @@ QuantCodec::BlockScale QuantCodec::block_scale(float a, float b, float tensor_sc
   return bs;
 }
 
-// ---- transforms -----------------------------------------------------------------------------
+// ---- kernels --------------------------------------------------------------------------------
+// Everything that touches elements, written once; `_avx2` / `_base` wrappers instantiate it for
+// each ISA (see the top of the file). A kernel handles a range of blocks (or rows) [b0, b1).
 
-// Group of a flat codec with a transform: copy, zero non-finite values and the padding, signs,
-// Hadamard, zero any non-finite result (overflow near FLT_MAX).
-void QuantCodec::prepare_group(const float* x, int64_t m, float* buf) const {
-  const int G = s_.block;
-  for (int64_t i = 0; i < m; ++i) buf[i] = finite_or_zero(x[i]);
-  for (int64_t i = m; i < G; ++i) buf[i] = 0.0f;
-  if (!signs_.empty())
-    for (int i = 0; i < G; ++i) buf[i] = bits_float(float_bits(buf[i]) ^ signs_[size_t(i)]);
-  fwht(buf, G);
-  for (int i = 0; i < G; ++i) buf[i] = finite_or_zero(buf[i]);
-}
+struct QuantKernels {
+  using Flat = QuantCodec::Flat;
 
-// Inverse of the transform on G decoded values: butterflies, 1/sqrt(G), then the signs.
-void QuantCodec::inverse_transform(float* v) const {
-  const int G = s_.block;
-  fwht(v, G);
-  if (!signs_.empty())
-    for (int i = 0; i < G; ++i) v[i] = bits_float(float_bits(v[i]) ^ signs_[size_t(i)]);
-}
+  // Group of a flat codec with a transform: copy, zero non-finite values and the padding, signs,
+  // Hadamard, zero any non-finite result (overflow near FLT_MAX).
+  static TACO_KERNEL void prepare_group(const QuantCodec& c, const float* x, int64_t m, float* buf) {
+    const int G = c.s_.block;
+    for (int64_t i = 0; i < m; ++i) buf[i] = finite_or_zero(x[i]);
+    for (int64_t i = m; i < G; ++i) buf[i] = 0.0f;
+    if (!c.signs_.empty())
+      for (int i = 0; i < G; ++i) buf[i] = bits_float(float_bits(buf[i]) ^ c.signs_[size_t(i)]);
+    fwht(buf, G);
+    for (int i = 0; i < G; ++i) buf[i] = finite_or_zero(buf[i]);
+  }
+
+  // Inverse of the transform on G decoded values: butterflies, 1/sqrt(G), then the signs.
+  static TACO_KERNEL void inverse_transform(const QuantCodec& c, float* v) {
+    const int G = c.s_.block;
+    fwht(v, G);
+    if (!c.signs_.empty())
+      for (int i = 0; i < G; ++i) v[i] = bits_float(float_bits(v[i]) ^ c.signs_[size_t(i)]);
+  }
+
+  // Statistic of v[0, n) over finite values: amax (sym) or lo = min(min v, 0), hi = max(max v, 0).
+  static TACO_KERNEL void block_stat(const QuantCodec& c, const float* v, int64_t n, float& a, float& b) {
+    if (c.s_.asym) {
+      float lo = 0.0f, hi = 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float t = finite_or_zero(v[i]);
+        lo = t < lo ? t : lo;
+        hi = t > hi ? t : hi;
+      }
+      a = lo;
+      b = hi;
+    } else {
+      int32_t m = 0;  // magnitudes as int32 bits: integer max vectorizes, and is order-free
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t t = abs_bits_finite(v[i]);
+        m = t > m ? t : m;
+      }
+      a = bits_float(uint32_t(m));
+      b = 0;
+    }
+  }
+
+  // Two-level scales: the largest ideal block scale over [b0, b1), as float bits.
+  template <class Unused>
+  static TACO_KERNEL Counts flat_max_ideal(const QuantCodec& c, const float* x, const Flat& f, uint32_t* result,
+                                           int64_t b0, int64_t b1) {
+    uint32_t mx = 0;
+    for (int64_t b = b0; b < b1; ++b) {
+      alignas(64) float buf[kMaxGroup];
+      const int64_t off = b * f.len, m = std::min(f.len, f.numel - off);
+      const float* v = x + off;
+      int64_t n = m;
+      if (f.transformed) {
+        prepare_group(c, x + off, m, buf);
+        v = buf;
+        n = c.s_.block;
+      }
+      float a, bb;
+      block_stat(c, v, n, a, bb);
+      mx = std::max(mx, float_bits(c.block_ideal(a, bb)));
+    }
+    *result = mx;
+    return {};
+  }
+
+  // g<G> and row blocks: statistics, scale, codes (one byte per code; 4-bit ones packed later).
+  template <class Q>
+  static TACO_KERNEL Counts flat_encode(const QuantCodec& c, const Q& q, const float* x, const Flat& f,
+                                        const QuantLayout& L, uint8_t* codes, uint8_t* wire, float tensor_scale,
+                                        bool want, int64_t b0, int64_t b1) {
+    const int G = c.s_.block, sbytes = c.sbytes_;
+    Counts n_out;
+    for (int64_t b = b0; b < b1; ++b) {
+      alignas(64) float buf[kMaxGroup];
+      const int64_t off = b * f.len, m = std::min(f.len, f.numel - off);
+      if (want)
+        for (int64_t i = 0; i < m; ++i) n_out.nonfinite += is_nonfinite(x[off + i]);
+      const float* v = x + off;
+      int64_t n = m;
+      uint8_t* out = codes + off;
+      if (f.transformed) {
+        prepare_group(c, x + off, m, buf);
+        v = buf;
+        n = G;
+        out = codes + b * G;
+      }
+      float a, bb;
+      block_stat(c, v, n, a, bb);
+      const QuantCodec::BlockScale bs = c.block_scale(a, bb, tensor_scale);
+      put_le(wire + L.scale_off + b * sbytes, bs.code, sbytes);
+      if (c.s_.asym) wire[L.aux_off + b] = uint8_t(bs.z);
+      const float s = bs.s;
+      const int32_t z = bs.z;
+      for (int64_t i = 0; i < n; ++i) out[i] = uint8_t(q(finite_or_zero(v[i]) / s, z));
+      if (want)
+        for (int64_t i = 0; i < n; ++i) n_out.saturated += c.is_sat_[out[i]];
+    }
+    return n_out;
+  }
+
+  // TACO rules, one group at a time (the step list is in quant_codec.hpp).
+  template <class F>
+  static TACO_KERNEL Counts taco_encode(const QuantCodec& c, const float* x, const QuantLayout& L, uint8_t* wire,
+                                        bool want, int64_t b0, int64_t b1) {
+    const int G = c.s_.block;
+    const int64_t numel = L.numel;
+    const bool transformed = c.s_.transform != Transform::None, dual = c.s_.dual, sat_mode = c.s_.saturate;
+    const float T = c.s_.target, lambda = c.s_.lambda, Fmax = elem_max(c.s_.elem, false);
+    Counts n_out;
+    for (int64_t b = b0; b < b1; ++b) {
+      alignas(64) float v[kMaxGroup];
+      alignas(64) float sq[kMaxGroup];
+      const int64_t off = b * G, m = std::min<int64_t>(G, numel - off);
+      // 1. load, zero padding
+      for (int64_t i = 0; i < m; ++i) v[i] = x[off + i];
+      for (int64_t i = m; i < G; ++i) v[i] = 0.0f;
+      if (want)
+        for (int64_t i = 0; i < m; ++i) n_out.nonfinite += is_nonfinite(v[i]);
+      // 2. adaptive scale from the mean square of the m valid elements
+      if (dual) {
+        for (int i = 0; i < G; ++i) sq[i] = v[i] * v[i];
+        const float S = lane_tree_sum(sq, G);
+        float var = S / float(m);
+        var = var + lambda;
+        var = var < 1e-12f ? 1e-12f : var;
+        const float s_a = clampf(Fmax / std::sqrt(var), 1e-3f, 1e3f);
+        for (int i = 0; i < G; ++i) v[i] = v[i] * s_a;
+        put_f32(wire + L.aux_off + 4 * b, s_a);
+      }
+      // 3-4. signs, Hadamard
+      if (!c.signs_.empty())
+        for (int i = 0; i < G; ++i) v[i] = bits_float(float_bits(v[i]) ^ c.signs_[size_t(i)]);
+      if (transformed) fwht(v, G);
+      // 5. quantization scale from the max magnitude (NaN-ignoring)
+      int32_t mb = 0;
+      for (int i = 0; i < G; ++i) {
+        const int32_t a = int32_t(float_bits(v[i]) & 0x7fffffffu);
+        const int32_t t = a > 0x7f800000 ? 0 : a;
+        mb = t > mb ? t : mb;
+      }
+      float M = bits_float(uint32_t(mb));
+      if (mb == 0) {  // fmaxf over an all-NaN group is NaN
+        bool all_nan = true;
+        for (int i = 0; i < G; ++i) all_nan = all_nan && std::isnan(v[i]);
+        if (all_nan) M = std::numeric_limits<float>::quiet_NaN();
+      }
+      const float mv = M < 1e-12f ? 1e-12f : M;
+      const float s_q = clampf(safe_div(mv, T), 1e-12f, 1e6f);
+      put_f32(wire + L.scale_off + 4 * b, s_q);
+      // 6. codes. safe_div: s_q >= 1e-12f after its clamp, so this always divides; the check is
+      // kept for fidelity and hoisted, so the loop has no branch around the division.
+      const int64_t n = transformed ? G : m;
+      uint8_t* out = wire + (transformed ? b * G : off);
+      if (!(std::fabs(s_q) < 1e-12f)) {
+        for (int64_t i = 0; i < n; ++i) {
+          const float t = clamp_pm448(finite_or_zero(v[i]) / s_q);
+          out[i] = uint8_t(encode_minifloat<F>(t, sat_mode));
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) out[i] = uint8_t(encode_minifloat<F>(0.0f, sat_mode));
+      }
+      if (want)
+        for (int64_t i = 0; i < n; ++i) n_out.saturated += c.is_sat_[out[i]];
+    }
+    return n_out;
+  }
+
+  // tensor / col / tile: codes of rows [r0, r1) with the per-block scales already known.
+  template <class Q>
+  static TACO_KERNEL Counts strided_encode(const QuantCodec& c, const Q& q, const float* src, int64_t cols,
+                                           const float* scale, const int32_t* zero, uint8_t* codes, bool want,
+                                           int64_t r0, int64_t r1) {
+    const int64_t T = c.s_.block;
+    const int64_t tiles_per_row = c.s_.gran == Granularity::Tile ? cols / T : 0;
+    Counts n_out;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = src + r * cols;
+      uint8_t* cr = codes + r * cols;
+      if (c.s_.gran == Granularity::Tensor) {
+        const float s = scale[0];
+        const int32_t z = zero[0];
+        for (int64_t col = 0; col < cols; ++col) cr[col] = uint8_t(q(finite_or_zero(xr[col]) / s, z));
+      } else if (c.s_.gran == Granularity::Col) {
+        for (int64_t col = 0; col < cols; ++col) cr[col] = uint8_t(q(finite_or_zero(xr[col]) / scale[col], zero[col]));
+      } else {
+        for (int64_t j = 0; j < tiles_per_row; ++j) {
+          const int64_t b = (r / T) * tiles_per_row + j;
+          const float s = scale[b];
+          const int32_t z = zero[b];
+          for (int64_t col = j * T; col < (j + 1) * T; ++col) cr[col] = uint8_t(q(finite_or_zero(xr[col]) / s, z));
+        }
+      }
+      if (want)
+        for (int64_t col = 0; col < cols; ++col) n_out.saturated += c.is_sat_[cr[col]];
+    }
+    return n_out;
+  }
+
+  template <class Unused>
+  static TACO_KERNEL Counts flat_decode(const QuantCodec& c, const uint8_t* wire, const Flat& f, const QuantLayout& L,
+                                        float tensor_scale, float* out, int64_t b0, int64_t b1) {
+    const int G = c.s_.block, bits = c.bits_, sbytes = c.sbytes_;
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t off = b * f.len, m = std::min(f.len, f.numel - off);
+      const uint32_t code = get_le(wire + L.scale_off + b * sbytes, sbytes);
+      const float s = c.two_level_ ? decode_scale(code, c.s_.scale) * tensor_scale : decode_scale(code, c.s_.scale);
+      const float z = c.s_.asym ? float(wire[L.aux_off + b]) : 0.0f;
+      if (f.transformed) {
+        alignas(64) float v[kMaxGroup];
+        const int64_t c0 = b * G;
+        for (int i = 0; i < G; ++i) v[i] = (c.lut_[code_at(wire, c0 + i, bits)] - z) * s;
+        inverse_transform(c, v);
+        for (int64_t i = 0; i < m; ++i) out[off + i] = v[i];
+      } else if (bits == 8) {
+        const uint8_t* cw = wire + off;
+        for (int64_t i = 0; i < m; ++i) out[off + i] = (c.lut_[cw[i]] - z) * s;
+      } else {
+        for (int64_t i = 0; i < m; ++i) out[off + i] = (c.lut_[code_at(wire, off + i, bits)] - z) * s;
+      }
+    }
+    return {};
+  }
+
+  template <class Unused>
+  static TACO_KERNEL Counts taco_decode(const QuantCodec& c, const uint8_t* wire, const QuantLayout& L, float* out,
+                                        int64_t b0, int64_t b1) {
+    const int G = c.s_.block;
+    const bool transformed = c.s_.transform != Transform::None, dual = c.s_.dual;
+    for (int64_t b = b0; b < b1; ++b) {
+      alignas(64) float v[kMaxGroup];
+      const int64_t off = b * G, m = std::min<int64_t>(G, L.numel - off);
+      const float s_q = get_f32(wire + L.scale_off + 4 * b);
+      const int64_t n = transformed ? G : m;
+      const uint8_t* cw = wire + (transformed ? b * G : off);
+      for (int64_t i = 0; i < n; ++i) v[i] = c.lut_[cw[i]] * s_q;
+      if (transformed) inverse_transform(c, v);
+      if (dual) {
+        float a = get_f32(wire + L.aux_off + 4 * b);
+        a = a < 1e-12f ? 1e-12f : a;
+        for (int64_t i = 0; i < m; ++i) out[off + i] = finite_or_zero(v[i]) / a;
+      } else {
+        for (int64_t i = 0; i < m; ++i) out[off + i] = finite_or_zero(v[i]);
+      }
+    }
+    return {};
+  }
+
+  // tensor / col / tile: values of rows [r0, r1) (the inverse transform runs afterwards).
+  template <class Unused>
+  static TACO_KERNEL Counts strided_decode(const QuantCodec& c, const uint8_t* wire, int64_t cols, const float* scale,
+                                           const float* zero, float* out, int64_t r0, int64_t r1) {
+    const int64_t T = c.s_.block;
+    const int64_t tiles_per_row = c.s_.gran == Granularity::Tile ? cols / T : 0;
+    const int bits = c.bits_;
+    for (int64_t r = r0; r < r1; ++r) {
+      float* o = out + r * cols;
+      const int64_t i0 = r * cols;
+      if (c.s_.gran == Granularity::Col) {
+        for (int64_t col = 0; col < cols; ++col) o[col] = (c.lut_[code_at(wire, i0 + col, bits)] - zero[col]) * scale[col];
+        continue;
+      }
+      // tensor: one block; tile: runs of T columns share a block
+      const int64_t width = c.s_.gran == Granularity::Tensor ? cols : T;
+      for (int64_t j = 0; j < cols / width; ++j) {
+        const int64_t b = c.s_.gran == Granularity::Tensor ? 0 : (r / T) * tiles_per_row + j;
+        const float s = scale[b], z = zero[b];
+        for (int64_t col = j * width; col < (j + 1) * width; ++col) o[col] = (c.lut_[code_at(wire, i0 + col, bits)] - z) * s;
+      }
+    }
+    return {};
+  }
+
+  // Transform (encode side) or inverse transform (decode side) of 1 x T pieces [g0, g1).
+  template <class Unused>
+  static TACO_KERNEL Counts transform_pieces(const QuantCodec& c, const float* x, float* y, bool inverse, int64_t g0,
+                                             int64_t g1) {
+    const int64_t T = c.s_.block;
+    for (int64_t g = g0; g < g1; ++g) {
+      if (inverse) inverse_transform(c, y + g * T);
+      else prepare_group(c, x + g * T, T, y + g * T);
+    }
+    return {};
+  }
+
+#define TACO_ISA_PAIR(kernel)                                                         \
+  template <class K, class... A>                                                     \
+  TACO_TARGET_AVX2 static Counts kernel##_avx2(A&&... a) {                            \
+    return kernel<K>(std::forward<A>(a)...);                                          \
+  }                                                                                   \
+  template <class K, class... A>                                                     \
+  static Counts kernel##_base(A&&... a) {                                             \
+    return kernel<K>(std::forward<A>(a)...);                                          \
+  }
+  TACO_ISA_PAIR(flat_max_ideal)
+  TACO_ISA_PAIR(flat_encode)
+  TACO_ISA_PAIR(taco_encode)
+  TACO_ISA_PAIR(strided_encode)
+  TACO_ISA_PAIR(flat_decode)
+  TACO_ISA_PAIR(taco_decode)
+  TACO_ISA_PAIR(strided_decode)
+  TACO_ISA_PAIR(transform_pieces)
+#undef TACO_ISA_PAIR
+};
+
+// Calls the AVX2 or the baseline instance of a kernel over [0, n) in parallel ranges.
+#define TACO_RUN(kernel, K, n, per_task, par, ...)                                                    \
+  run_ranges((n), (per_task), (par), [&](int64_t lo_, int64_t hi_) {                                 \
+    return simd_ ? QuantKernels::kernel##_avx2<K>(*this, __VA_ARGS__, lo_, hi_)                      \
+                 : QuantKernels::kernel##_base<K>(*this, __VA_ARGS__, lo_, hi_);                     \
+  })
+
+namespace {
+// Blocks per parallel task: about 16K elements.
+int64_t per_task(int64_t block_len) { return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, block_len)); }
+}  // namespace
 
 // ---- encode ---------------------------------------------------------------------------------
 
@@ -333,86 +679,28 @@ void QuantCodec::encode_dispatch(const Q& q, const float* x, int64_t rows, int64
 template <class Q>
 void QuantCodec::encode_flat(const Q& q, const float* x, const Flat& f, const QuantLayout& L,
                              uint8_t* codes, uint8_t* wire, Counters& c) const {
-  const int G = s_.block;
-  const bool want = c.want;
-  const int64_t nb = f.blocks;
   const bool par = f.numel >= kParallelMin;
-
-  // Statistic of a block's values v[0, n): amax (sym) or min and max (asym), finite values only.
-  auto block_stat = [&](const float* v, int64_t n, float& a, float& b) {
-    if (s_.asym) {
-      float lo = 0.0f, hi = 0.0f;  // the range always includes 0
-      for (int64_t i = 0; i < n; ++i) {
-        const float t = finite_or_zero(v[i]);
-        lo = t < lo ? t : lo;
-        hi = t > hi ? t : hi;
-      }
-      a = lo;
-      b = hi;
-    } else {
-      int32_t m = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const int32_t t = abs_bits_finite(v[i]);
-        m = t > m ? t : m;
-      }
-      a = bits_float(uint32_t(m));
-      b = 0;
-    }
-  };
-
+  const int64_t pt = per_task(f.len);
   // Two-level scales need the tensor scale first: one pass of block statistics.
   float tensor_scale = 1.0f;
   if (two_level_) {
-    uint32_t max_ideal = 0;
-#pragma omp parallel for schedule(static) reduction(max : max_ideal) if (par)
-    for (int64_t b = 0; b < nb; ++b) {
-      alignas(64) float buf[kMaxGroup];
-      const int64_t off = b * f.len, m = std::min(f.len, f.numel - off);
-      const float* v = x + off;
-      int64_t n = m;
-      if (f.transformed) {
-        prepare_group(x + off, m, buf);
-        v = buf;
-        n = G;
-      }
-      float a, bb;
-      block_stat(v, n, a, bb);
-      max_ideal = std::max(max_ideal, float_bits(block_ideal(a, bb)));
-    }
-    tensor_scale = bits_float(max_ideal) / kTwoLevelMax;
+    // One maximum per task (max is order-free, so the split does not matter).
+    const int64_t tasks = (f.blocks + pt - 1) / pt;
+    std::vector<uint32_t> task_max(static_cast<size_t>(tasks), 0);
+    run_ranges(f.blocks, pt, par, [&](int64_t lo, int64_t hi) {
+      uint32_t* slot = &task_max[size_t(lo / pt)];
+      return simd_ ? QuantKernels::flat_max_ideal_avx2<void>(*this, x, f, slot, lo, hi)
+                   : QuantKernels::flat_max_ideal_base<void>(*this, x, f, slot, lo, hi);
+    });
+    uint32_t mx = 0;
+    for (uint32_t v : task_max) mx = std::max(mx, v);
+    tensor_scale = bits_float(mx) / kTwoLevelMax;
     tensor_scale = tensor_scale < FLT_MIN ? FLT_MIN : tensor_scale;
     put_f32(wire + L.tensor_off, tensor_scale);
   }
-
-  int64_t sat = 0, nonfin = 0;
-#pragma omp parallel for schedule(static) reduction(+ : sat, nonfin) if (par)
-  for (int64_t b = 0; b < nb; ++b) {
-    alignas(64) float buf[kMaxGroup];
-    const int64_t off = b * f.len, m = std::min(f.len, f.numel - off);
-    if (want)
-      for (int64_t i = 0; i < m; ++i) nonfin += is_nonfinite(x[off + i]);
-    const float* v = x + off;
-    int64_t n = m;
-    uint8_t* out = codes + off;
-    if (f.transformed) {
-      prepare_group(x + off, m, buf);
-      v = buf;
-      n = G;
-      out = codes + b * G;
-    }
-    float a, bb;
-    block_stat(v, n, a, bb);
-    const BlockScale bs = block_scale(a, bb, tensor_scale);
-    put_le(wire + L.scale_off + b * sbytes_, bs.code, sbytes_);
-    if (s_.asym) wire[L.aux_off + b] = uint8_t(bs.z);
-    const float s = bs.s;
-    const int32_t z = bs.z;
-    for (int64_t i = 0; i < n; ++i) out[i] = uint8_t(q(finite_or_zero(v[i]) / s, z));
-    if (want)
-      for (int64_t i = 0; i < n; ++i) sat += is_sat_[out[i]];
-  }
-  c.saturated += sat;
-  c.nonfinite += nonfin;
+  const Counts r = TACO_RUN(flat_encode, Q, f.blocks, pt, par, q, x, f, L, codes, wire, tensor_scale, c.want);
+  c.saturated += r.saturated;
+  c.nonfinite += r.nonfinite;
 }
 
 template <class Q>
@@ -427,9 +715,7 @@ void QuantCodec::encode_strided(const Q& q, const float* x, int64_t rows, int64_
   const float* src = x;
   if (s_.transform != Transform::None) {
     y.resize(size_t(n));
-    const int64_t segs = n / T;
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t g = 0; g < segs; ++g) prepare_group(x + g * T, T, y.data() + g * T);
+    TACO_RUN(transform_pieces, void, n / T, per_task(T), par, x, y.data(), false);
     src = y.data();
   }
   if (c.want) {
@@ -439,7 +725,7 @@ void QuantCodec::encode_strided(const Q& q, const float* x, int64_t rows, int64_
     c.nonfinite += nonfin;
   }
 
-  // Per-block statistics as bit patterns: amax bits (sym), or min and max (asym) kept as floats.
+  // Per-block statistics: amax (sym), or min and max (asym).
   std::vector<float> sa(size_t(nb), 0.0f), sb(size_t(nb), 0.0f);
   if (s_.gran == Granularity::Tensor) {
     float lo = 0.0f, hi = 0.0f;
@@ -463,27 +749,53 @@ void QuantCodec::encode_strided(const Q& q, const float* x, int64_t rows, int64_
     }
   } else {
     // Col: a thread owns a range of columns; Tile: a thread owns a row of tiles. Either way no
-    // two threads touch the same block, and max/min are order-free.
+    // two threads touch the same block, and max/min are order-free. Magnitudes are compared as
+    // int32 bits (vectorizes); asym keeps float min/max.
     const bool by_cols = s_.gran == Granularity::Col;
-    const int64_t units = by_cols ? cols : rows / T;
+    const int64_t width = by_cols ? 1 : T;                  // columns per block in a row
+    const int64_t chunk = by_cols ? 256 : cols;             // columns a task owns
+    const int64_t col_tasks = (cols + chunk - 1) / chunk;
+    const int64_t row_tasks = by_cols ? 1 : rows / T;       // tile rows
+    std::vector<int32_t> mbits(size_t(nb), 0);
 #pragma omp parallel for schedule(static) if (par)
-    for (int64_t u = 0; u < units; ++u) {
-      const int64_t r0 = by_cols ? 0 : u * T, r1 = by_cols ? rows : (u + 1) * T;
-      const int64_t c0 = by_cols ? u : 0, c1 = by_cols ? u + 1 : cols;
+    for (int64_t u = 0; u < col_tasks * row_tasks; ++u) {
+      const int64_t tr = u / col_tasks, c0 = (u % col_tasks) * chunk, c1 = std::min(cols, c0 + chunk);
+      const int64_t r0 = by_cols ? 0 : tr * T, r1 = by_cols ? rows : (tr + 1) * T;
+      const int64_t base = by_cols ? 0 : tr * tiles_per_row;  // block of column 0 in this row band
       for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t col = c0; col < c1; ++col) {
-          const int64_t b = by_cols ? col : (r / T) * tiles_per_row + col / T;
-          const float t = finite_or_zero(src[r * cols + col]);
+        const float* xr = src + r * cols;
+        if (by_cols && !s_.asym) {  // one block per column: update the row of maxima at once
+          int32_t* mb = mbits.data();
+          for (int64_t col = c0; col < c1; ++col) {
+            const int32_t t = abs_bits_finite(xr[col]);
+            mb[col] = t > mb[col] ? t : mb[col];
+          }
+          continue;
+        }
+        for (int64_t b0 = c0; b0 < c1; b0 += width) {  // the columns of one block
+          const size_t b = size_t(base + b0 / width);
           if (s_.asym) {
-            sa[size_t(b)] = t < sa[size_t(b)] ? t : sa[size_t(b)];
-            sb[size_t(b)] = t > sb[size_t(b)] ? t : sb[size_t(b)];
+            float lo = sa[b], hi = sb[b];
+            for (int64_t col = b0; col < b0 + width; ++col) {
+              const float t = finite_or_zero(xr[col]);
+              lo = t < lo ? t : lo;
+              hi = t > hi ? t : hi;
+            }
+            sa[b] = lo;
+            sb[b] = hi;
           } else {
-            const float at = std::fabs(t);
-            sa[size_t(b)] = at > sa[size_t(b)] ? at : sa[size_t(b)];
+            int32_t m = mbits[b];
+            for (int64_t col = b0; col < b0 + width; ++col) {
+              const int32_t t = abs_bits_finite(xr[col]);
+              m = t > m ? t : m;
+            }
+            mbits[b] = m;
           }
         }
       }
     }
+    if (!s_.asym)
+      for (int64_t b = 0; b < nb; ++b) sa[size_t(b)] = bits_float(uint32_t(mbits[size_t(b)]));
   }
 
   float tensor_scale = 1.0f;
@@ -503,101 +815,16 @@ void QuantCodec::encode_strided(const Q& q, const float* x, int64_t rows, int64_
     scale[size_t(b)] = bs.s;
     zero[size_t(b)] = bs.z;
   }
-
-  int64_t sat = 0;
-  const bool want = c.want;
-#pragma omp parallel for schedule(static) reduction(+ : sat) if (par)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = src + r * cols;
-    uint8_t* cr = codes + r * cols;
-    if (s_.gran == Granularity::Tensor) {
-      const float s = scale[0];
-      const int32_t z = zero[0];
-      for (int64_t col = 0; col < cols; ++col) cr[col] = uint8_t(q(finite_or_zero(xr[col]) / s, z));
-    } else if (s_.gran == Granularity::Col) {
-      for (int64_t col = 0; col < cols; ++col)
-        cr[col] = uint8_t(q(finite_or_zero(xr[col]) / scale[size_t(col)], zero[size_t(col)]));
-    } else {
-      const int64_t b0 = (r / T) * tiles_per_row;
-      for (int64_t col = 0; col < cols; ++col) {
-        const size_t b = size_t(b0 + col / T);
-        cr[col] = uint8_t(q(finite_or_zero(xr[col]) / scale[b], zero[b]));
-      }
-    }
-    if (want)
-      for (int64_t col = 0; col < cols; ++col) sat += is_sat_[cr[col]];
-  }
-  c.saturated += sat;
+  const Counts r = TACO_RUN(strided_encode, Q, rows, per_task(cols), par, q, src, cols, scale.data(), zero.data(),
+                            codes, c.want);
+  c.saturated += r.saturated;
 }
 
 template <class F>
 void QuantCodec::encode_taco(const float* x, const QuantLayout& L, uint8_t* wire, Counters& c) const {
-  const int G = s_.block;
-  const int64_t nb = L.blocks, numel = L.numel;
-  const bool transformed = s_.transform != Transform::None;
-  const float T = s_.target, lambda = s_.lambda, Fmax = elem_max(s_.elem, false);
-  const bool sat_mode = s_.saturate, want = c.want, dual = s_.dual;
-  int64_t sat = 0, nonfin = 0;
-#pragma omp parallel for schedule(static) reduction(+ : sat, nonfin) if (numel >= kParallelMin)
-  for (int64_t b = 0; b < nb; ++b) {
-    alignas(64) float v[kMaxGroup];
-    alignas(64) float sq[kMaxGroup];
-    const int64_t off = b * G, m = std::min<int64_t>(G, numel - off);
-    // 1. load, zero padding
-    for (int64_t i = 0; i < m; ++i) v[i] = x[off + i];
-    for (int64_t i = m; i < G; ++i) v[i] = 0.0f;
-    if (want)
-      for (int64_t i = 0; i < m; ++i) nonfin += is_nonfinite(v[i]);
-    // 2. adaptive scale from the mean square of the m valid elements
-    float s_a = 1.0f;
-    if (dual) {
-      for (int i = 0; i < G; ++i) sq[i] = v[i] * v[i];
-      const float S = lane_tree_sum(sq, G);
-      float var = S / float(m);
-      var = var + lambda;
-      var = var < 1e-12f ? 1e-12f : var;
-      s_a = clampf(Fmax / std::sqrt(var), 1e-3f, 1e3f);
-      for (int i = 0; i < G; ++i) v[i] = v[i] * s_a;
-      put_f32(wire + L.aux_off + 4 * b, s_a);
-    }
-    // 3-4. signs, Hadamard
-    if (!signs_.empty())
-      for (int i = 0; i < G; ++i) v[i] = bits_float(float_bits(v[i]) ^ signs_[size_t(i)]);
-    if (transformed) fwht(v, G);
-    // 5. quantization scale from the max magnitude (NaN-ignoring)
-    int32_t mb = 0;  // magnitudes as int32 bits (< 2^31): integer max vectorizes, order-free
-    for (int i = 0; i < G; ++i) {
-      const int32_t a = int32_t(float_bits(v[i]) & 0x7fffffffu);
-      const int32_t t = a > 0x7f800000 ? 0 : a;
-      mb = t > mb ? t : mb;
-    }
-    float M = bits_float(uint32_t(mb));
-    if (mb == 0) {  // fmaxf over an all-NaN group is NaN
-      bool all_nan = true;
-      for (int i = 0; i < G; ++i) all_nan = all_nan && std::isnan(v[i]);
-      if (all_nan) M = std::numeric_limits<float>::quiet_NaN();
-    }
-    const float mv = M < 1e-12f ? 1e-12f : M;
-    const float s_q = clampf(safe_div(mv, T), 1e-12f, 1e6f);
-    put_f32(wire + L.scale_off + 4 * b, s_q);
-    // 6. codes
-    const int64_t n = transformed ? G : m;
-    uint8_t* out = wire + (transformed ? b * G : off);
-    // safe_div: s_q >= 1e-12f after its clamp, so this always divides; kept for fidelity (and
-    // hoisted, so the loop has no branch around the division and vectorizes).
-    if (!(std::fabs(s_q) < 1e-12f)) {
-      for (int64_t i = 0; i < n; ++i) {
-        const float t = clamp_pm448(finite_or_zero(v[i]) / s_q);
-        out[i] = uint8_t(encode_minifloat<F>(t, sat_mode));
-      }
-    } else {
-      for (int64_t i = 0; i < n; ++i) out[i] = uint8_t(encode_minifloat<F>(0.0f, sat_mode));
-    }
-    if (want)
-      for (int64_t i = 0; i < n; ++i) sat += is_sat_[out[i]];
-  }
-  c.saturated += sat;
-  c.nonfinite += nonfin;
+  const Counts r = TACO_RUN(taco_encode, F, L.blocks, per_task(s_.block), L.numel >= kParallelMin, x, L, wire, c.want);
+  c.saturated += r.saturated;
+  c.nonfinite += r.nonfinite;
 }
 
 // ---- decode ---------------------------------------------------------------------------------
@@ -616,35 +843,14 @@ void QuantCodec::decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_
 }
 
 void QuantCodec::decode_flat(const uint8_t* wire, const Flat& f, const QuantLayout& L, float* out) const {
-  const int G = s_.block;
-  const int bits = bits_;
   const float tensor_scale = two_level_ ? get_f32(wire + L.tensor_off) : 1.0f;
-#pragma omp parallel for schedule(static) if (f.numel >= kParallelMin)
-  for (int64_t b = 0; b < f.blocks; ++b) {
-    const int64_t off = b * f.len, m = std::min(f.len, f.numel - off);
-    const uint32_t code = get_le(wire + L.scale_off + b * sbytes_, sbytes_);
-    const float s = two_level_ ? decode_scale(code, s_.scale) * tensor_scale : decode_scale(code, s_.scale);
-    const float z = s_.asym ? float(wire[L.aux_off + b]) : 0.0f;
-    if (f.transformed) {
-      alignas(64) float v[kMaxGroup];
-      const int64_t c0 = b * G;
-      for (int i = 0; i < G; ++i) v[i] = (lut_[code_at(wire, c0 + i, bits)] - z) * s;
-      inverse_transform(v);
-      for (int64_t i = 0; i < m; ++i) out[off + i] = v[i];
-    } else if (bits == 8) {
-      const uint8_t* cw = wire + off;
-      for (int64_t i = 0; i < m; ++i) out[off + i] = (lut_[cw[i]] - z) * s;
-    } else {
-      for (int64_t i = 0; i < m; ++i) out[off + i] = (lut_[code_at(wire, off + i, bits)] - z) * s;
-    }
-  }
+  TACO_RUN(flat_decode, void, f.blocks, per_task(f.len), f.numel >= kParallelMin, wire, f, L, tensor_scale, out);
 }
 
 void QuantCodec::decode_strided(const uint8_t* wire, int64_t rows, int64_t cols, const QuantLayout& L,
                                 float* out) const {
   const int64_t nb = L.blocks, T = s_.block, n = L.numel;
   const bool par = n >= kParallelMin;
-  const int bits = bits_;
   const float tensor_scale = two_level_ ? get_f32(wire + L.tensor_off) : 1.0f;
   std::vector<float> scale(static_cast<size_t>(nb)), zero(size_t(nb), 0.0f);
   for (int64_t b = 0; b < nb; ++b) {
@@ -652,45 +858,15 @@ void QuantCodec::decode_strided(const uint8_t* wire, int64_t rows, int64_t cols,
     scale[size_t(b)] = two_level_ ? decode_scale(code, s_.scale) * tensor_scale : decode_scale(code, s_.scale);
     if (s_.asym) zero[size_t(b)] = float(wire[L.aux_off + b]);
   }
-  const int64_t tiles_per_row = s_.gran == Granularity::Tile ? cols / T : 0;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* o = out + r * cols;
-    for (int64_t col = 0; col < cols; ++col) {
-      const size_t b = s_.gran == Granularity::Tensor ? 0
-                       : s_.gran == Granularity::Col  ? size_t(col)
-                                                      : size_t((r / T) * tiles_per_row + col / T);
-      o[col] = (lut_[code_at(wire, r * cols + col, bits)] - zero[b]) * scale[b];
-    }
-  }
-  if (s_.transform != Transform::None) {
-    const int64_t segs = n / T;
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t g = 0; g < segs; ++g) inverse_transform(out + g * T);
-  }
+  TACO_RUN(strided_decode, void, rows, per_task(cols), par, wire, cols, scale.data(), zero.data(), out);
+  if (s_.transform != Transform::None)
+    TACO_RUN(transform_pieces, void, n / T, per_task(T), par, nullptr, out, true);
 }
 
 void QuantCodec::decode_taco(const uint8_t* wire, const QuantLayout& L, float* out) const {
-  const int G = s_.block;
-  const int64_t nb = L.blocks, numel = L.numel;
-  const bool transformed = s_.transform != Transform::None, dual = s_.dual;
-#pragma omp parallel for schedule(static) if (numel >= kParallelMin)
-  for (int64_t b = 0; b < nb; ++b) {
-    alignas(64) float v[kMaxGroup];
-    const int64_t off = b * G, m = std::min<int64_t>(G, numel - off);
-    const float s_q = get_f32(wire + L.scale_off + 4 * b);
-    const int64_t n = transformed ? G : m;
-    const uint8_t* cw = wire + (transformed ? b * G : off);
-    for (int64_t i = 0; i < n; ++i) v[i] = lut_[cw[i]] * s_q;
-    if (transformed) inverse_transform(v);
-    if (dual) {
-      float a = get_f32(wire + L.aux_off + 4 * b);
-      a = a < 1e-12f ? 1e-12f : a;
-      for (int64_t i = 0; i < m; ++i) out[off + i] = finite_or_zero(v[i]) / a;
-    } else {
-      for (int64_t i = 0; i < m; ++i) out[off + i] = finite_or_zero(v[i]);
-    }
-  }
+  TACO_RUN(taco_decode, void, L.blocks, per_task(s_.block), L.numel >= kParallelMin, wire, L, out);
 }
+
+#undef TACO_RUN
 
 }  // namespace taco

@@ -81,7 +81,9 @@ struct QuantLayout {
 
 class QuantCodec final : public Codec {
  public:
-  QuantCodec(const QuantSpec& spec, std::string name);
+  // allow_simd = false forces the baseline-ISA kernels (the AVX2 ones give the same bytes; tests
+  // compare the two).
+  QuantCodec(const QuantSpec& spec, std::string name, bool allow_simd = true);
 
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override;
@@ -116,8 +118,7 @@ class QuantCodec final : public Codec {
 
   BlockScale block_scale(float a, float b, float tensor_scale) const;
   float block_ideal(float a, float b) const;
-  void prepare_group(const float* x, int64_t m, float* buf) const;
-  void inverse_transform(float* v) const;
+  friend struct QuantKernels;  // the element loops (quant_codec.cpp)
 
   QuantSpec s_;
   std::string name_;
@@ -128,6 +129,7 @@ class QuantCodec final : public Codec {
   std::vector<uint32_t> signs_;       // RHT sign masks (empty otherwise)
   std::array<float, 256> lut_{};      // code -> element value (ints: the integer)
   std::array<uint8_t, 256> is_sat_{}; // code at the largest magnitude the codec emits
+  bool simd_ = false;                 // run the AVX2 instances of the kernels
 };
 
 }  // namespace taco
