@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace taco::study {
@@ -82,6 +83,7 @@ Selection select_variants(const StudyResult& r, const SelectOptions& opts) {
   Selection s;
   s.budget = opts.budget;
   s.candidates = opts.candidates;
+  s.tie_tolerance = opts.tie_tolerance;
   std::vector<size_t> cand;
   for (const std::string& c : opts.candidates) {
     size_t idx = r.variants.size();
@@ -95,21 +97,20 @@ Selection select_variants(const StudyResult& r, const SelectOptions& opts) {
   for (const Aggregate& a : agg)
     if (sites.empty() || sites.back() != SiteKey{a.site, a.direction}) sites.emplace_back(a.site, a.direction);
   for (const SiteKey& site : sites) {
-    const Aggregate* best = nullptr;
-    size_t best_rank = 0;
+    // The lowest median among the candidates that fit, then the cheapest within the tolerance.
+    double lowest = std::numeric_limits<double>::infinity();
+    std::vector<std::pair<size_t, const Aggregate*>> fit;  // (candidate rank, aggregate)
     for (size_t k = 0; k < cand.size(); ++k) {
       const Aggregate* a = find_agg(agg, site.first, site.second, cand[k]);
       // Small slack: bytes/elem is a ratio of integers, and budgets are typed in decimal.
       if (!a || a->mean_bytes_per_elem > opts.budget * (1 + 1e-12)) continue;
-      const bool better =
-          !best || a->median_rel_l2 < best->median_rel_l2 ||
-          (a->median_rel_l2 == best->median_rel_l2 &&
-           (a->mean_bytes_per_elem < best->mean_bytes_per_elem ||
-            (a->mean_bytes_per_elem == best->mean_bytes_per_elem && k < best_rank)));
-      if (better) {
-        best = a;
-        best_rank = k;
-      }
+      fit.emplace_back(k, a);
+      lowest = std::min(lowest, a->median_rel_l2);
+    }
+    const Aggregate* best = nullptr;
+    for (const auto& [k, a] : fit) {
+      if (a->median_rel_l2 > lowest * (1 + opts.tie_tolerance)) continue;
+      if (!best || a->mean_bytes_per_elem < best->mean_bytes_per_elem) best = a;  // first wins ties
     }
     if (!best) {
       s.unmet.push_back(site);
@@ -154,20 +155,22 @@ nlohmann::json selection_json(const Selection& s, const StudyResult& r) {
   for (const SiteKey& k : s.unmet) unmet.push_back({{"site", k.first}, {"direction", k.second}});
   return {{"budget_bytes_per_elem", s.budget},
           {"statistic", "median rel_l2 over the site's tensors"},
+          {"tie_tolerance", s.tie_tolerance},
           {"candidates", s.candidates},
           {"choices", choices},
           {"unmet", unmet}};
 }
 
-std::string format_selection(const Selection& s) {
+std::string format_selection(const Selection& s, const StudyResult& r) {
   std::ostringstream os;
   os << fmt::format("\nselection (budget {} bytes/elem, lowest median rel_l2 per site)\n", s.budget);
   for (const Choice& c : s.choices) {
     os << fmt::format("  {:<12} {:<4} -> {:<20} rel_l2 {:.4e} at {:.5g} bytes/elem", c.site,
                       c.direction, c.variant, c.rel_l2, c.bytes_per_elem);
     if (c.hadamard)
-      os << fmt::format("; Hadamard {} ({:.3f}x rel_l2 of the no-transform twin)",
-                        c.hadamard->ratio() <= 1 ? "helps" : "hurts", c.hadamard->ratio());
+      os << fmt::format("; Hadamard {} by {:.2f}% ({} vs {})", c.hadamard->ratio() <= 1 ? "helps" : "hurts",
+                        std::fabs(1 - c.hadamard->ratio()) * 100, r.variants[c.hadamard->with].name,
+                        r.variants[c.hadamard->without].name);
     os << "\n";
   }
   for (const SiteKey& k : s.unmet)

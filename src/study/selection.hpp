@@ -1,8 +1,9 @@
 #pragma once
 // --select: the toolkit's reading of TACO's "data-driven reshaping" (methods.md §1.4, [open]).
 // Per (site, direction), among candidate variants whose measured mean bytes/elem fits a budget,
-// pick the one with the lowest median rel_l2 over that site's tensors (ties: fewer bytes, then
-// candidate order). The choice is written to selection.json, which `taco study --config`
+// pick the one with the lowest median rel_l2 over that site's tensors. Medians within a relative
+// tie_tolerance of the lowest count as equal (e.g. TACO with and without its adaptive scale,
+// which differ only by fp32 rounding): among those the fewest bytes win, then candidate order. The choice is written to selection.json, which `taco study --config`
 // applies. Each choice also says whether the Hadamard transform helps there: the rel_l2 ratio
 // of the transform variant to its no-transform twin (e.g. taco vs taco-noh).
 #include "study/study.hpp"
@@ -36,6 +37,7 @@ std::vector<HadamardEffect> hadamard_effects(const StudyResult& r, const std::ve
 struct SelectOptions {
   double budget = 1.0625;               // bytes/elem, inclusive
   std::vector<std::string> candidates;  // variant names (must be among the study's variants)
+  double tie_tolerance = 1e-3;          // relative: medians this close to the best tie
 };
 
 struct Choice {
@@ -46,7 +48,7 @@ struct Choice {
 };
 
 struct Selection {
-  double budget = 0;
+  double budget = 0, tie_tolerance = 0;
   std::vector<std::string> candidates;
   std::vector<Choice> choices;
   std::vector<SiteKey> unmet;  // sites where no candidate fits the budget
@@ -54,7 +56,7 @@ struct Selection {
 
 Selection select_variants(const StudyResult& r, const SelectOptions& opts);
 nlohmann::json selection_json(const Selection& s, const StudyResult& r);
-std::string format_selection(const Selection& s);
+std::string format_selection(const Selection& s, const StudyResult& r);
 
 // Reads a selection.json written by --select: (site, direction) -> variant.
 // InputError naming the file on any problem.

@@ -1,6 +1,7 @@
 #include "study/study.hpp"
 
 #include "core/error.hpp"
+#include "study/scratch.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -101,20 +102,28 @@ bool algorithm_fits(sim::Algorithm a, const std::string& collective) {
   throw_error("algorithm_fits: unknown algorithm {}", int(a));
 }
 
+// Adds the time from construction to destruction to `acc`.
+struct AddElapsed {
+  double& acc;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  ~AddElapsed() { acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+};
+
 struct Measured {
   ErrorSums sums;
   int64_t saturated = 0, wire_bytes = 0;
 };
 
-// Encode, decode and measure one tensor with one codec. xhat is scratch (numel floats).
+// Encode, decode and measure one tensor with one codec. xhat and wire are scratch buffers,
+// reused from tensor to tensor (no allocation or page faults once they are large enough).
 Measured measure(const Codec& codec, const Tensor& t, double tau, bool skip_nonfinite, int threads,
-                 std::vector<float>& xhat) {
+                 ScratchBuffer<float>& xhat_buf, std::vector<uint8_t>& wire) {
   Measured m;
   EncodeStats st;
-  const std::vector<uint8_t> wire = codec.encode(t.values.data(), t.rows(), t.cols(), &st);
-  xhat.resize(t.values.size());
-  codec.decode(wire.data(), wire.size(), t.rows(), t.cols(), xhat.data());
-  m.sums = error_sums(t.values.data(), xhat.data(), t.numel(), tau, skip_nonfinite, threads);
+  codec.encode_into(t.values.data(), t.rows(), t.cols(), wire, &st);
+  float* xhat = xhat_buf.reserve(t.values.size());
+  codec.decode(wire.data(), wire.size(), t.rows(), t.cols(), xhat);
+  m.sums = error_sums(t.values.data(), xhat, t.numel(), tau, skip_nonfinite, threads);
   m.saturated = st.saturated;
   m.wire_bytes = int64_t(wire.size());
   return m;
@@ -248,7 +257,9 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
     });
   }
 
-  std::vector<float> xhat;
+  std::vector<float> xhat;        // error-feedback variants
+  ScratchBuffer<float> xhat_buf;  // all others
+  std::vector<uint8_t> wire;
   int64_t done = 0;
   for (const Unit& unit : units) {
     std::vector<Tensor> tensors;
@@ -303,7 +314,7 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
             fr.avg_err = m.step.avg_err;
             res.feedback_rows.push_back(std::move(fr));
           } else {
-            const Measured m = measure(*codecs[v], t, tau, !scan.all_finite(), threads, xhat);
+            const Measured m = measure(*codecs[v], t, tau, !scan.all_finite(), threads, xhat_buf, wire);
             row.metrics = finish_metrics(m.sums);
             row.saturated = m.saturated;
             row.wire_bytes = m.wire_bytes;
@@ -323,11 +334,13 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
         p.total = int64_t(refs.size());
         p.tensor = t.name;
         p.elements = res.elements;
-        p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
+                    res.collective_seconds;
         opts.progress(p);
       }
     }
     if (!simulate) continue;
+    const AddElapsed collective_timing{res.collective_seconds};
 
     // ---- simulated collectives over the ranks of this group ----
     const Tensor& first = tensors.front();

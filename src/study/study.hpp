@@ -51,7 +51,7 @@ struct Progress {
   int64_t done = 0, total = 0;   // tensors
   std::string tensor;            // the one just finished
   int64_t elements = 0;          // numel x variants processed so far
-  double seconds = 0;            // since the start
+  double seconds = 0;            // since the start, without the collective simulation
 };
 
 struct StudyOptions {
@@ -119,7 +119,8 @@ struct StudyResult {
   // ef:/aqsgd: variants, one row per measured step in processing order (error_feedback.hpp).
   std::vector<FeedbackRow> feedback_rows;
   int64_t tensors = 0, elements = 0;          // elements: numel x variants measured
-  double seconds = 0;
+  double seconds = 0;                         // the whole run
+  double collective_seconds = 0;              // of which simulating collectives
 };
 
 // sources[i] is read in order; their paths name the files in the results.

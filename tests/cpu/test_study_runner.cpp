@@ -261,10 +261,10 @@ TEST_CASE("selection picks the best candidate within the budget, per site", "[st
   for (const Choice& c : s.choices) {
     CAPTURE(c.site, c.direction, c.variant);
     REQUIRE(c.bytes_per_elem <= 1.05);
-    // The choice is the lowest median among the fitting candidates.
+    // The choice is the lowest median among the fitting candidates (to the tie tolerance).
     for (const Aggregate& a : agg)
       if (a.site == c.site && a.direction == c.direction && a.mean_bytes_per_elem <= 1.05)
-        REQUIRE(c.rel_l2 <= a.median_rel_l2);
+        REQUIRE(c.rel_l2 <= a.median_rel_l2 * (1 + so.tie_tolerance));
     // With sparse 50x outliers, spreading them with a Hadamard transform helps int8.
     REQUIRE(c.variant == "int8-g128-h");
     REQUIRE(c.hadamard);
@@ -291,6 +291,29 @@ TEST_CASE("selection picks the best candidate within the budget, per site", "[st
   s = select_variants(r, so);
   REQUIRE(s.choices.empty());
   REQUIRE(s.unmet.size() == 2);
+}
+
+TEST_CASE("selection prefers fewer bytes among medians within the tie tolerance", "[study][select]") {
+  // bf16 and identity are both exact on bf16 data (rel_l2 0): the 2-byte one wins.
+  MemorySource src = make_trace();
+  const StudyResult r = run_study({&src}, base_options({"identity", "bf16", "int8-g128"}));
+  SelectOptions so;
+  so.candidates = {"identity", "bf16", "int8-g128"};
+  so.budget = 4;
+  Selection s = select_variants(r, so);
+  REQUIRE(s.choices.size() == 2);
+  for (const Choice& c : s.choices) REQUIRE(c.variant == "bf16");
+  // G=32 has the lower error; with a tolerance wide enough to cover the gap, G=128 (fewer
+  // bytes) wins, and without one G=32 does.
+  MemorySource src2 = make_trace();
+  const StudyResult r2 = run_study({&src2}, base_options({"int8-g32", "int8-g128"}));
+  so.candidates = {"int8-g32", "int8-g128"};
+  so.tie_tolerance = 0;
+  s = select_variants(r2, so);
+  for (const Choice& c : s.choices) REQUIRE(c.variant == "int8-g32");
+  so.tie_tolerance = 10;
+  s = select_variants(r2, so);
+  for (const Choice& c : s.choices) REQUIRE(c.variant == "int8-g128");
 }
 
 TEST_CASE("selection.json round-trips into --config", "[study][select]") {
