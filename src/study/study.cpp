@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -261,11 +262,23 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
   ScratchBuffer<float> xhat_buf;  // all others
   std::vector<uint8_t> wire;
   int64_t done = 0;
-  for (const Unit& unit : units) {
-    std::vector<Tensor> tensors;
-    for (const TensorRef& r : unit.members) {
-      tensors.push_back(sources[r.file]->read(r.index));
-      const Tensor& t = tensors.back();
+  // While one unit is processed, the next one is read on another thread (reading is mostly
+  // waiting on I/O and page faults): at most two units are in memory. Reads stay sequential,
+  // one at a time, so sources need not be thread-safe.
+  auto read_unit = [&sources, &units](size_t u) {
+    std::vector<Tensor> out;
+    for (const TensorRef& r : units[u].members) out.push_back(sources[r.file]->read(r.index));
+    return out;
+  };
+  std::future<std::vector<Tensor>> next;
+  if (!units.empty()) next = std::async(std::launch::async, read_unit, size_t(0));
+  for (size_t u = 0; u < units.size(); ++u) {
+    const Unit& unit = units[u];
+    const std::vector<Tensor> tensors = next.get();
+    if (u + 1 < units.size()) next = std::async(std::launch::async, read_unit, u + 1);
+    for (size_t mi = 0; mi < unit.members.size(); ++mi) {
+      const TensorRef& r = unit.members[mi];
+      const Tensor& t = tensors[mi];
       TACO_ASSERT(int64_t(t.values.size()) == t.numel(), "{}: {} values for shape {}", t.name,
                   t.values.size(), shape_string(t.shape));
       const InputScan scan = scan_input(t.values.data(), t.numel(), threads);

@@ -3,7 +3,8 @@
 // (codec), encode, decode and measure (metrics.hpp); optionally simulate compressed
 // collectives over the TP ranks of each (step, layer, site, direction) (sim_collectives.hpp).
 // Tensors are read one at a time (or one TP group at a time when collectives are asked for),
-// so memory stays bounded by the largest tensor (group), not the file.
+// the next one while the current one is measured, so memory stays bounded by two tensors
+// (groups) plus scratch, not by the file.
 //
 // Results are deterministic: they do not depend on the thread count (metrics combine fixed
 // blocks in a fixed order; rows are sorted by input order).
