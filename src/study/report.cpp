@@ -243,8 +243,18 @@ void write_study_outputs(const StudyResult& r, const Provenance& p, const std::s
   make_directories(dir);
   const std::filesystem::path d(dir);
   write_file_atomically((d / "results.csv").string(), csv);
-  if (!hist.empty()) write_file_atomically((d / "histograms.csv").string(), hist);
-  if (!coll.empty()) write_file_atomically((d / "collectives.csv").string(), coll);
+  // A file this run does not produce is removed if an earlier run left it, so that the
+  // directory never mixes results of two runs.
+  auto write_or_remove = [&d](const char* name, const std::string& text) {
+    if (!text.empty()) {
+      write_file_atomically((d / name).string(), text);
+    } else {
+      std::error_code ec;
+      std::filesystem::remove(d / name, ec);
+    }
+  };
+  write_or_remove("histograms.csv", hist);
+  write_or_remove("collectives.csv", coll);
   // results.json last: its presence marks a complete study directory.
   write_file_atomically((d / "results.json").string(), json);
 }

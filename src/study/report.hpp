@@ -35,7 +35,9 @@ std::string histograms_csv(const StudyResult& r);
 nlohmann::json results_json(const StudyResult& r, const Provenance& p);
 
 // Writes DIR/results.csv, results.json, histograms.csv (when the study made histograms) and
-// collectives.csv (when it simulated collectives). Every file is written whole or not at all.
+// collectives.csv (when it simulated collectives); a histograms.csv or collectives.csv left by
+// an earlier run that this one does not replace is removed. Every file is written whole or not
+// at all, results.json last.
 void write_study_outputs(const StudyResult& r, const Provenance& p, const std::string& dir);
 
 // The ranked table printed at the end of a study: per (site, direction), variants by median

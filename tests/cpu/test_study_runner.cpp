@@ -390,6 +390,15 @@ TEST_CASE("study files follow docs/results-schema.md", "[study]") {
   // No temporary files left behind.
   for (const auto& e : std::filesystem::directory_iterator(dir))
     REQUIRE(e.path().filename().string().find(".tmp-") == std::string::npos);
+  // A later run without collectives or histograms into the same directory does not leave the
+  // earlier run's files next to its own.
+  MemorySource src2 = make_trace();
+  StudyOptions o2 = base_options({"identity"});
+  o2.histograms = false;
+  write_study_outputs(run_study({&src2}, o2), p, dir.string());
+  REQUIRE(std::filesystem::exists(dir / "results.csv"));
+  REQUIRE_FALSE(std::filesystem::exists(dir / "collectives.csv"));
+  REQUIRE_FALSE(std::filesystem::exists(dir / "histograms.csv"));
   std::filesystem::remove_all(dir);
 
   const std::string summary = format_summary(r);
