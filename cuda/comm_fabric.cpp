@@ -1,0 +1,449 @@
+// NCCL and loopback fabrics for taco comm (see comm_fabric.hpp).
+#include "cuda/comm_fabric.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "core/error.hpp"
+#include "cuda/comm_kernels.hpp"
+#include "cuda/cuda_check.hpp"
+
+#if defined(TACO_HAVE_NCCL)
+#include <nccl.h>
+#endif
+
+namespace taco::gpu {
+
+std::string rank_prefix(const RankTag& t) { return fmt::format("rank {} (host {}, GPU {})", t.rank, t.host, t.device); }
+
+// ---- NCCL ------------------------------------------------------------------------------------
+#if defined(TACO_HAVE_NCCL)
+
+namespace {
+
+std::string version_string(int code) {
+  // 2.x codes: major * 10000 + minor * 100 + patch (NCCL >= 2.9); older: major * 1000 + minor * 100 + patch
+  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
+  return fmt::format("{}.{}.{}", code / 1000, (code % 1000) / 100, code % 100);
+}
+
+int runtime_code() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return 0;
+  return v;
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::F32: return ncclFloat32;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+    case DType::F8E4M3: return ncclFloat8e4m3;
+    case DType::F8E5M2: return ncclFloat8e5m2;
+#endif
+    default: break;
+  }
+  throw_input_error("NCCL {} has no reduction type for {}", version_string(NCCL_VERSION_CODE), dtype_name(t));
+}
+
+class NcclFabric final : public Fabric {
+ public:
+  explicit NcclFabric(const NcclSetup& s);
+  ~NcclFabric() override;
+  std::string kind() const override { return "nccl"; }
+
+  void group_start() override { check(ncclGroupStart(), "ncclGroupStart()", -1, __FILE__, __LINE__); }
+  void group_end() override {
+    check(ncclGroupEnd(), "ncclGroupEnd()", -1, __FILE__, __LINE__);
+    if (!blocking_) settle("ncclGroupEnd()");
+  }
+  void send(int l, const void* buf, size_t bytes, int peer, cudaStream_t s) override {
+    check(ncclSend(buf, bytes, ncclUint8, peer, comm(l), s), "ncclSend", l, __FILE__, __LINE__);
+  }
+  void recv(int l, void* buf, size_t bytes, int peer, cudaStream_t s) override {
+    check(ncclRecv(buf, bytes, ncclUint8, peer, comm(l), s), "ncclRecv", l, __FILE__, __LINE__);
+  }
+  void all_gather_bytes(int l, const void* src, void* dst, size_t bytes, cudaStream_t s) override {
+    check(ncclAllGather(src, dst, bytes, ncclUint8, comm(l), s), "ncclAllGather(bytes)", l, __FILE__, __LINE__);
+  }
+  void all_reduce(int l, const void* in, void* out, size_t count, DType t, cudaStream_t s) override {
+    check(ncclAllReduce(in, out, count, nccl_type(t), ncclSum, comm(l), s), "ncclAllReduce", l, __FILE__, __LINE__);
+  }
+  void reduce_scatter(int l, const void* in, void* out, size_t recvcount, DType t, cudaStream_t s) override {
+    check(ncclReduceScatter(in, out, recvcount, nccl_type(t), ncclSum, comm(l), s), "ncclReduceScatter", l, __FILE__,
+          __LINE__);
+  }
+  void all_gather(int l, const void* in, void* out, size_t count, DType t, cudaStream_t s) override {
+    check(ncclAllGather(in, out, count, nccl_type(t), comm(l), s), "ncclAllGather", l, __FILE__, __LINE__);
+  }
+
+  void check_async() override {
+    for (int l = 0; l < nlocal(); ++l) {
+      ncclResult_t st = ncclSuccess;
+      check(ncclCommGetAsyncError(comm(l), &st), "ncclCommGetAsyncError", l, __FILE__, __LINE__);
+      if (st != ncclSuccess && st != ncclInProgress) fail(l, "asynchronous NCCL error", st);
+    }
+  }
+
+  void abort() noexcept override {
+    if (aborted_) return;
+    aborted_ = true;
+    for (auto& c : comms_)
+      if (c) {
+        (void)ncclCommAbort(c);
+        c = nullptr;
+      }
+  }
+
+ private:
+  ncclComm_t comm(int l) const {
+    if (aborted_) throw Error("NCCL communicators were aborted after an earlier failure");
+    return comms_[size_t(l)];
+  }
+  std::string where(int l) const {
+    return l >= 0 ? rank_prefix(tag(l)) : fmt::format("ranks {}..{} (host {})", tag(0).rank, tag(nlocal() - 1).rank,
+                                                      tag(0).host);
+  }
+  [[noreturn]] void fail(int l, const std::string& what, ncclResult_t r) {
+    const char* last = (l >= 0 && !aborted_ && comms_[size_t(l)]) ? ncclGetLastError(comms_[size_t(l)]) : ncclGetLastError(nullptr);
+    const std::string msg = fmt::format("{}: {}: {} ({}){}", where(l), what, ncclGetErrorString(r), int(r),
+                                        last && *last ? fmt::format("; NCCL says: {}", last) : std::string());
+    abort();
+    throw Error(msg);
+  }
+  void check(ncclResult_t r, const char* call, int l, const char* file, int line) {
+    if (r == ncclSuccess || (r == ncclInProgress && !blocking_)) return;
+    fail(l, fmt::format("{} failed at {}:{}", call, file, line), r);
+  }
+  // Non-blocking communicators: wait until no call is in progress on any of them.
+  void settle(const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (long spins = 0;; ++spins) {
+      bool busy = false;
+      for (int l = 0; l < nlocal(); ++l) {
+        ncclResult_t st = ncclSuccess;
+        check(ncclCommGetAsyncError(comms_[size_t(l)], &st), "ncclCommGetAsyncError", l, __FILE__, __LINE__);
+        if (st == ncclInProgress) busy = true;
+        else if (st != ncclSuccess) fail(l, fmt::format("{} failed asynchronously", what), st);
+      }
+      if (!busy) return;
+      if (timeout_s_ > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s_) {
+        abort();
+        throw Error(fmt::format("{}: {} still in progress after {} s (--timeout): a peer stalled or died; "
+                                "communicators aborted", where(-1), what, timeout_s_));
+      }
+      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  std::vector<ncclComm_t> comms_;
+  std::vector<ncclConfig_t> configs_;
+  bool blocking_ = true, aborted_ = false;
+  double timeout_s_ = 0;
+};
+
+NcclFabric::NcclFabric(const NcclSetup& s) : blocking_(s.timeout_s <= 0), timeout_s_(s.timeout_s) {
+  TACO_ASSERT(s.ranks.size() == s.devices.size() && !s.ranks.empty(), "NCCL setup with {} ranks, {} devices",
+              s.ranks.size(), s.devices.size());
+  TACO_ASSERT(s.unique_id.size() == sizeof(ncclUniqueId), "NCCL unique id of {} bytes", s.unique_id.size());
+  nranks_ = s.nranks;
+  for (size_t i = 0; i < s.ranks.size(); ++i) tags_.push_back(RankTag{s.ranks[i], s.devices[i], s.host});
+  ncclUniqueId id;
+  std::memcpy(&id, s.unique_id.data(), sizeof id);
+  comms_.assign(s.ranks.size(), nullptr);
+  configs_.assign(s.ranks.size(), ncclConfig_t(NCCL_CONFIG_INITIALIZER));
+  for (auto& c : configs_) c.blocking = blocking_ ? 1 : 0;
+  group_start();
+  for (int l = 0; l < nlocal(); ++l) {
+    const cudaError_t e = cudaSetDevice(tag(l).device);
+    if (e != cudaSuccess) {
+      (void)ncclGroupEnd();
+      throw Error(fmt::format("{}: cudaSetDevice({}) failed: {}", rank_prefix(tag(l)), tag(l).device,
+                              cudaGetErrorString(e)));
+    }
+    check(ncclCommInitRankConfig(&comms_[size_t(l)], nranks_, id, tag(l).rank, &configs_[size_t(l)]),
+          "ncclCommInitRankConfig", l, __FILE__, __LINE__);
+  }
+  check(ncclGroupEnd(), "ncclGroupEnd() after ncclCommInitRankConfig", -1, __FILE__, __LINE__);
+  if (!blocking_) settle("ncclCommInitRankConfig");
+}
+
+NcclFabric::~NcclFabric() {
+  if (aborted_) return;
+  try {
+    if (!blocking_) {
+      for (auto& c : comms_) (void)ncclCommFinalize(c);
+      settle("ncclCommFinalize");
+    }
+    for (auto& c : comms_) (void)ncclCommDestroy(c);
+  } catch (...) {
+    abort();
+  }
+}
+
+}  // namespace
+
+bool nccl_supports(DType t) {
+  switch (t) {
+    case DType::BF16:
+    case DType::F16:
+    case DType::F32: return true;
+    case DType::F8E4M3:
+    case DType::F8E5M2: return NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0) && runtime_code() >= 22400;
+    default: return false;
+  }
+}
+std::string nccl_runtime_version() { return version_string(runtime_code()); }
+std::string nccl_header_version() { return version_string(NCCL_VERSION_CODE); }
+
+std::vector<char> make_nccl_id() {
+  ncclUniqueId id;
+  const ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess)
+    throw Error(fmt::format("rank 0: ncclGetUniqueId failed: {}", ncclGetErrorString(r)));
+  std::vector<char> out(sizeof id);
+  std::memcpy(out.data(), &id, sizeof id);
+  return out;
+}
+
+std::unique_ptr<Fabric> make_nccl_fabric(const NcclSetup& setup) { return std::make_unique<NcclFabric>(setup); }
+size_t nccl_id_bytes() { return sizeof(ncclUniqueId); }
+
+#else  // built without NCCL
+
+bool nccl_supports(DType) { return false; }
+std::string nccl_runtime_version() { return ""; }
+std::string nccl_header_version() { return ""; }
+std::vector<char> make_nccl_id() { throw_input_error("taco was built without NCCL (no nccl.h found)"); }
+size_t nccl_id_bytes() { return 128; }
+std::unique_ptr<Fabric> make_nccl_fabric(const NcclSetup&) {
+  throw_input_error("taco was built without NCCL (no nccl.h found): only --loopback runs");
+}
+
+#endif
+
+// ---- loopback --------------------------------------------------------------------------------
+namespace {
+
+class LoopbackFabric final : public Fabric {
+ public:
+  LoopbackFabric(int n, int device, const std::string& host) : device_(device) {
+    TACO_REQUIRE_INPUT(n >= 1 && n <= kMaxSumSources, "--loopback: 1..{} virtual ranks, got {}", kMaxSumSources, n);
+    nranks_ = n;
+    for (int r = 0; r < n; ++r) tags_.push_back(RankTag{r, device, host});
+    TACO_CUDA_CHECK(cudaSetDevice(device));
+    ready_.assign(size_t(n), nullptr);
+    done_.assign(size_t(n), nullptr);
+    for (int r = 0; r < n; ++r) {
+      TACO_CUDA_CHECK(cudaEventCreateWithFlags(&ready_[size_t(r)], cudaEventDisableTiming));
+      TACO_CUDA_CHECK(cudaEventCreateWithFlags(&done_[size_t(r)], cudaEventDisableTiming));
+    }
+  }
+  ~LoopbackFabric() override {
+    for (auto e : ready_)
+      if (e) (void)cudaEventDestroy(e);
+    for (auto e : done_)
+      if (e) (void)cudaEventDestroy(e);
+  }
+  std::string kind() const override { return "loopback"; }
+
+  void group_start() override { ++depth_; }
+  void group_end() override {
+    TACO_ASSERT(depth_ > 0, "loopback: group_end without group_start");
+    if (--depth_ == 0) run();
+  }
+  void send(int l, const void* buf, size_t bytes, int peer, cudaStream_t s) override {
+    post({Kind::Send, l, buf, nullptr, bytes, peer, DType::BF16, s});
+  }
+  void recv(int l, void* buf, size_t bytes, int peer, cudaStream_t s) override {
+    post({Kind::Recv, l, nullptr, buf, bytes, peer, DType::BF16, s});
+  }
+  void all_gather_bytes(int l, const void* src, void* dst, size_t bytes, cudaStream_t s) override {
+    post({Kind::AllGather, l, src, dst, bytes, -1, DType::BF16, s});
+  }
+  void all_reduce(int l, const void* in, void* out, size_t count, DType t, cudaStream_t s) override {
+    post({Kind::AllReduce, l, in, out, count, -1, t, s});
+  }
+  void reduce_scatter(int l, const void* in, void* out, size_t recvcount, DType t, cudaStream_t s) override {
+    post({Kind::ReduceScatter, l, in, out, recvcount, -1, t, s});
+  }
+  void all_gather(int l, const void* in, void* out, size_t count, DType t, cudaStream_t s) override {
+    post({Kind::AllGather, l, in, out, count * comm_dtype_bytes(t), -1, t, s});
+  }
+  void check_async() override {}
+  void abort() noexcept override { ops_.clear(); depth_ = 0; }
+
+ private:
+  enum class Kind { Send, Recv, AllGather, AllReduce, ReduceScatter };
+  struct Pending {
+    Kind k;
+    int l;
+    const void* src;
+    void* dst;
+    size_t n;  // bytes (send/recv/all-gather) or elements (reductions)
+    int peer;
+    DType t;
+    cudaStream_t s;
+  };
+  void post(const Pending& p) {
+    TACO_ASSERT(p.l >= 0 && p.l < nranks_, "loopback: rank {} of {}", p.l, nranks_);
+    TACO_ASSERT(p.k == Kind::Send || p.k == Kind::Recv || p.peer < 0, "loopback: peer on a collective");
+    TACO_ASSERT(p.peer < nranks_, "loopback: peer {} of {}", p.peer, nranks_);
+    if (depth_ == 0) {  // outside a group: a group of one call (only valid for one rank)
+      ops_.push_back(p);
+      run();
+      return;
+    }
+    ops_.push_back(p);
+  }
+  [[noreturn]] void fail(const std::string& msg) {
+    ops_.clear();
+    throw Error("loopback fabric: " + msg);
+  }
+
+  // Executes a group: every participant waits for all participants' prior work, the receiving side
+  // of every call runs on the receiver's stream, then every participant waits for all of it.
+  void run() {
+    std::vector<Pending> ops;
+    ops.swap(ops_);
+    if (ops.empty()) return;
+    TACO_CUDA_CHECK(cudaSetDevice(device_));
+    std::vector<cudaStream_t> stream(size_t(nranks_), nullptr);
+    for (const auto& o : ops) {
+      if (stream[size_t(o.l)] && stream[size_t(o.l)] != o.s) fail("one rank used two streams in one group");
+      stream[size_t(o.l)] = o.s;
+    }
+    // The collectives of a group must be posted by every rank, in the same order.
+    std::vector<std::vector<const Pending*>> colls(static_cast<size_t>(nranks_));
+    std::map<std::pair<int, int>, std::vector<const Pending*>> sends, recvs;
+    for (const auto& o : ops) {
+      if (o.k == Kind::Send) sends[{o.l, o.peer}].push_back(&o);
+      else if (o.k == Kind::Recv) recvs[{o.peer, o.l}].push_back(&o);
+      else colls[size_t(o.l)].push_back(&o);
+    }
+    for (int r = 1; r < nranks_; ++r)
+      if (colls[size_t(r)].size() != colls[0].size())
+        fail(fmt::format("rank {} posts {} collectives in a group, rank 0 posts {}", r, colls[size_t(r)].size(),
+                         colls[0].size()));
+    for (const auto& [pair, ss] : sends) {
+      const auto it = recvs.find(pair);
+      const size_t nr = it == recvs.end() ? 0 : it->second.size();
+      if (nr != ss.size())
+        fail(fmt::format("rank {} sends {} messages to rank {}, which posts {} receives", pair.first, ss.size(),
+                         pair.second, nr));
+    }
+    for (const auto& [pair, rs] : recvs)
+      if (!sends.count(pair))
+        fail(fmt::format("rank {} receives {} messages from rank {}, which sends none", pair.second, rs.size(),
+                         pair.first));
+    std::vector<int> part;
+    for (int r = 0; r < nranks_; ++r)
+      if (stream[size_t(r)]) part.push_back(r);
+    for (int r : part) TACO_CUDA_CHECK(cudaEventRecord(ready_[size_t(r)], stream[size_t(r)]));
+    for (int r : part)
+      for (int q : part) TACO_CUDA_CHECK(cudaStreamWaitEvent(stream[size_t(r)], ready_[size_t(q)], 0));
+    // point to point
+    for (const auto& [pair, ss] : sends) {
+      const auto& rs = recvs[pair];
+      for (size_t i = 0; i < ss.size(); ++i) {
+        if (ss[i]->n != rs[i]->n)
+          fail(fmt::format("rank {} sends {} B to rank {}, which expects {} B", pair.first, ss[i]->n, pair.second,
+                           rs[i]->n));
+        if (ss[i]->n)
+          TACO_CUDA_CHECK(cudaMemcpyAsync(rs[i]->dst, ss[i]->src, ss[i]->n, cudaMemcpyDeviceToDevice, rs[i]->s));
+      }
+    }
+    // collectives, k-th of every rank together
+    for (size_t k = 0; k < colls[0].size(); ++k) {
+      const Pending& a = *colls[0][k];
+      for (int r = 1; r < nranks_; ++r) {
+        const Pending& b = *colls[size_t(r)][k];
+        if (b.k != a.k || b.n != a.n || b.t != a.t)
+          fail(fmt::format("rank {} posts a different collective than rank 0 (call {} of the group)", r, k));
+      }
+      for (int r = 0; r < nranks_; ++r) {
+        const Pending& me = *colls[size_t(r)][k];
+        switch (a.k) {
+          case Kind::AllGather:
+            for (int q = 0; q < nranks_; ++q)
+              if (a.n)
+                TACO_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(me.dst) + size_t(q) * a.n, colls[size_t(q)][k]->src,
+                                                a.n, cudaMemcpyDeviceToDevice, me.s));
+            break;
+          case Kind::AllReduce:
+          case Kind::ReduceScatter: {
+            SumSources src{};
+            src.n = nranks_;
+            const size_t off = a.k == Kind::ReduceScatter ? size_t(r) * a.n * comm_dtype_bytes(a.t) : 0;
+            for (int q = 0; q < nranks_; ++q) src.src[q] = static_cast<const uint8_t*>(colls[size_t(q)][k]->src) + off;
+            sum_buffers(src, a.t, int64_t(a.n), me.dst, me.s);
+            break;
+          }
+          default: fail("internal: unexpected call kind");
+        }
+      }
+    }
+    for (int r : part) TACO_CUDA_CHECK(cudaEventRecord(done_[size_t(r)], stream[size_t(r)]));
+    for (int r : part)
+      for (int q : part) TACO_CUDA_CHECK(cudaStreamWaitEvent(stream[size_t(r)], done_[size_t(q)], 0));
+  }
+
+  int device_;
+  int depth_ = 0;
+  std::vector<Pending> ops_;
+  std::vector<cudaEvent_t> ready_, done_;
+};
+
+}  // namespace
+
+std::unique_ptr<Fabric> make_loopback_fabric(int nranks, int device, const std::string& host) {
+  return std::make_unique<LoopbackFabric>(nranks, device, host);
+}
+
+void wait_streams(Fabric& f, const std::vector<std::vector<cudaStream_t>>& streams, double timeout_s, const char* what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_poll = t0;
+  for (long spins = 0;; ++spins) {
+    std::vector<int> busy;
+    for (size_t l = 0; l < streams.size(); ++l) {
+      for (cudaStream_t s : streams[l]) {
+        const cudaError_t e = cudaStreamQuery(s);
+        if (e == cudaErrorNotReady) {
+          busy.push_back(int(l));
+          break;
+        }
+        if (e != cudaSuccess) {
+          const std::string msg = fmt::format("{}: {} failed on the GPU: cudaStreamQuery: {} ({})",
+                                              rank_prefix(f.tag(int(l))), what, cudaGetErrorString(e), cudaGetErrorName(e));
+          f.abort();
+          throw Error(msg);
+        }
+      }
+    }
+    if (busy.empty()) {
+      f.check_async();
+      return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_poll > std::chrono::milliseconds(5)) {
+      f.check_async();
+      last_poll = now;
+    }
+    if (timeout_s > 0 && std::chrono::duration<double>(now - t0).count() > timeout_s) {
+      std::string who;
+      for (int l : busy) who += (who.empty() ? "" : ", ") + rank_prefix(f.tag(l));
+      f.abort();
+      throw Error(fmt::format("{}: {} did not finish within {} s (--timeout): a peer stalled, died or disagrees on "
+                              "the sequence of collectives; communicators aborted", who, what, timeout_s));
+    }
+    if (spins > 20000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+}  // namespace taco::gpu

@@ -1,0 +1,321 @@
+// Device helpers of the collective benchmark: structured inputs, output checks, the fused ring
+// hop (decode + add own + encode) and element-wise sums. See comm_kernels.hpp.
+#include "cuda/comm_kernels.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "cuda/codec_group.cuh"
+#include "cuda/codec_kernels.hpp"
+#include "cuda/cuda_check.hpp"
+
+namespace taco::gpu {
+
+int64_t exact_integer_limit(DType t) {
+  switch (t) {
+    case DType::BF16: return 256;
+    case DType::F16: return 2048;
+    case DType::F32: return int64_t(1) << 24;
+    case DType::F8E4M3: return 16;
+    case DType::F8E5M2: return 8;
+    default: break;
+  }
+  throw_input_error("collectives: dtype {} is not one of bf16, f16, f32, f8e4m3, f8e5m2", dtype_name(t));
+}
+
+int data_k(DType t, int nranks) {
+  const int64_t k = exact_integer_limit(t) / std::max(1, nranks);
+  return int(std::max<int64_t>(1, std::min<int64_t>(1024, k)));
+}
+
+size_t comm_dtype_bytes(DType t) {
+  (void)exact_integer_limit(t);  // rejects the others
+  return dtype_size(t);
+}
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int grid_for(int64_t n, int per_thread = 4) {
+  const int64_t blocks = (n + int64_t(kThreads) * per_thread - 1) / (int64_t(kThreads) * per_thread);
+  return int(std::max<int64_t>(1, std::min<int64_t>(blocks, 65536)));
+}
+
+__host__ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// The exponent of element i (the same for every rank, so sums stay exact).
+__device__ __forceinline__ int gen_exp(const DataGen& g, int64_t i) {
+  return int(mix64(g.seed * 0x2545f4914f6cdd1dull + uint64_t(i >> 10)) % 7u) - 3;
+}
+
+__device__ __forceinline__ float gen_value(const DataGen& g, int rank, int64_t i) {
+  const uint64_t h = mix64(mix64(g.seed ^ (uint64_t(rank + 1) << 40)) + uint64_t(i));
+  const int k = int(h % uint64_t(2 * g.k + 1)) - g.k;
+  return ldexpf(float(k), gen_exp(g, i));
+}
+
+__device__ __forceinline__ float load_as_float(const void* p, int64_t i, DType t) {
+  switch (t) {
+    case DType::BF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
+    case DType::F16: return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::F8E4M3: {
+      const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<const __nv_fp8_storage_t*>(p)[i], __NV_E4M3);
+      return __half2float(__half(h));
+    }
+    case DType::F8E5M2: {
+      const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<const __nv_fp8_storage_t*>(p)[i], __NV_E5M2);
+      return __half2float(__half(h));
+    }
+    default: return __uint_as_float(0x7fc00000u);
+  }
+}
+
+// Round to nearest even into t (values here are exact, or sums that round like NCCL's).
+__device__ __forceinline__ void store_from_float(void* p, int64_t i, DType t, float x) {
+  switch (t) {
+    case DType::BF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x); break;
+    case DType::F16: static_cast<__half*>(p)[i] = __float2half_rn(x); break;
+    case DType::F32: static_cast<float*>(p)[i] = x; break;
+    case DType::F8E4M3:
+      static_cast<__nv_fp8_storage_t*>(p)[i] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+      break;
+    case DType::F8E5M2:
+      static_cast<__nv_fp8_storage_t*>(p)[i] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
+      break;
+    default: break;
+  }
+}
+
+__global__ void fill_kernel(void* out, DType t, int64_t count, int rank, DataGen g) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    store_from_float(out, i, t, gen_value(g, rank, i));
+}
+
+__global__ void check_kernel(const void* out, CheckSpec sp, CheckStats* st) {
+  unsigned long long wrong = 0, nonfin = 0;
+  double esq = 0, rsq = 0;
+  float emax = 0.0f;
+  const int N = sp.nranks;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < sp.out_count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float ref = 0.0f;
+    int64_t src = i;  // the source element index (sets the exponent)
+    int terms = 1;
+    switch (sp.kind) {
+      case CheckKind::AllReduce:
+      case CheckKind::ReduceScatter: {
+        src = sp.kind == CheckKind::AllReduce ? i : sp.out_offset + i;
+        for (int q = 0; q < N; ++q) ref = __fadd_rn(ref, gen_value(sp.gen, q, src));  // exact: |partial| <= N K 2^e
+        terms = N;
+        break;
+      }
+      case CheckKind::AllGather: {
+        const int q = int(i / sp.count);
+        src = i - int64_t(q) * sp.count;
+        ref = gen_value(sp.gen, q, src);
+        break;
+      }
+      case CheckKind::AllToAll: {
+        const int q = int(i / sp.block);
+        src = int64_t(sp.rank) * sp.block + (i - int64_t(q) * sp.block);
+        ref = gen_value(sp.gen, q, src);
+        break;
+      }
+      case CheckKind::SendRecv: ref = gen_value(sp.gen, (sp.rank + N - 1) % N, i); break;
+    }
+    const float x = load_as_float(out, i, sp.dtype);
+    const bool fin = isfinite(x);
+    nonfin += fin ? 0u : 1u;
+    const float e = fabsf(x - ref);
+    bool bad;
+    if (sp.compressed) {
+      const float tol = ldexpf(0.5f * float(terms) * float(sp.gen.k), gen_exp(sp.gen, src));
+      bad = !fin || e > tol;
+    } else {
+      bad = !(x == ref);  // NaN compares unequal
+    }
+    wrong += bad ? 1u : 0u;
+    if (fin) {
+      esq += double(e) * double(e);
+      emax = fmaxf(emax, e);
+    }
+    rsq += double(ref) * double(ref);
+  }
+  // warp reduction, one set of atomics per warp
+  for (int o = 16; o > 0; o >>= 1) {
+    wrong += __shfl_xor_sync(0xffffffffu, wrong, o);
+    nonfin += __shfl_xor_sync(0xffffffffu, nonfin, o);
+    esq += __shfl_xor_sync(0xffffffffu, esq, o);
+    rsq += __shfl_xor_sync(0xffffffffu, rsq, o);
+    emax = fmaxf(emax, __shfl_xor_sync(0xffffffffu, emax, o));
+  }
+  if ((threadIdx.x & 31) == 0) {
+    if (wrong) atomicAdd(&st->nwrong, wrong);
+    if (nonfin) atomicAdd(&st->nonfinite, nonfin);
+    atomicAdd(&st->err_sq, esq);
+    atomicAdd(&st->ref_sq, rsq);
+    atomicMax(&st->max_abs_bits, __float_as_uint(emax));  // non-negative floats order like their bits
+  }
+}
+
+__global__ void sum_kernel(SumSources s, DType t, int64_t count, void* out) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    float acc = load_as_float(s.src[0], i, t);
+    for (int k = 1; k < s.n; ++k) acc = __fadd_rn(acc, load_as_float(s.src[k], i, t));
+    store_from_float(out, i, t, acc);
+  }
+}
+
+__global__ void add_own_kernel(float* acc, const void* own, DataType t, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float o = t == DataType::BF16 ? __uint_as_float(uint32_t(static_cast<const uint16_t*>(own)[i]) << 16)
+                                        : static_cast<const float*>(own)[i];
+    acc[i] = __fadd_rn(acc[i], o);
+  }
+}
+
+}  // namespace
+
+// ---- the fused ring hop ------------------------------------------------------------------------
+namespace detail {
+
+// As group_decode_reduce_encode_kernel (codec_kernels.cu) with one source, plus the rank's own raw
+// chunk added to the decoded value before the re-encode: acc = decode(src) + own (fp32).
+template <class Cfg>
+__global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(const __grid_constant__ KernelParams p) {
+  using Dec = typename Cfg::Decoded;
+  const int lane = int(threadIdx.x & 31);
+  const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
+  const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
+  const int64_t total = p.chunks * p.geo.nblocks;
+  const int gsub = lane >> Cfg::LB;
+  unsigned long long sat = 0;
+  for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
+    const Item it = make_item<Cfg>(p, base + gsub);
+    RawCodes<Cfg> raw;
+    load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, raw);
+    float acc[Cfg::EPL];
+    decode_codes<Cfg>(p, raw, lane, acc);
+    const int64_t first = it.c * p.in_stride + it.b * Cfg::G;
+#pragma unroll
+    for (int r = 0; r < Cfg::EPL; ++r) {
+      const int i = elem_index<Dec>(r, lane);
+      const bool live = it.valid && i < it.m;
+      float own = 0.0f;
+      if (live)
+        own = p.in_type == DataType::BF16 ? bf16_bits_to_float(static_cast<const uint16_t*>(p.in)[first + i])
+                                          : static_cast<const float*>(p.in)[first + i];
+      // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
+      acc[r] = live ? __fadd_rn(acc[r], own) : 0.0f;
+    }
+    encode_group<Cfg, Dec>(p, it, lane, acc, sat);
+  }
+}
+
+template <int LG, bool Had>
+KernelFn dae_kernel() {
+  constexpr int R = LG <= 9 ? 4 : 5;  // as codec_kernels.cu's group_kernels()
+  return group_decode_add_encode_kernel<GroupCfg<LG, R, Had>>;
+}
+
+KernelFn select_dae_kernel(int group, bool had) {
+  switch (group) {
+    case 16: return had ? dae_kernel<4, true>() : dae_kernel<4, false>();
+    case 32: return had ? dae_kernel<5, true>() : dae_kernel<5, false>();
+    case 64: return had ? dae_kernel<6, true>() : dae_kernel<6, false>();
+    case 128: return had ? dae_kernel<7, true>() : dae_kernel<7, false>();
+    case 256: return had ? dae_kernel<8, true>() : dae_kernel<8, false>();
+    case 512: return had ? dae_kernel<9, true>() : dae_kernel<9, false>();
+    case 1024: return had ? dae_kernel<10, true>() : dae_kernel<10, false>();
+    default: break;
+  }
+  throw_input_error("GPU ring hop: no kernel for group size {} (16..1024, powers of two)", group);
+}
+
+}  // namespace detail
+
+namespace {
+bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+}  // namespace
+
+void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows,
+                       int64_t cols, uint8_t* wire_out, float* scratch, cudaStream_t s) {
+  const int64_t n = rows * cols;
+  if (!q.fused()) {
+    TACO_ASSERT(scratch != nullptr, "decode_add_encode: codec {} needs an fp32 scratch buffer", q.name());
+    q.decode(wire_in, 1, rows, cols, scratch, DataType::F32, s);
+    add_own_kernel<<<grid_for(n), kThreads, 0, s>>>(scratch, own, own_type, n);
+    TACO_CUDA_CHECK_LAUNCH("add_own_kernel", s);
+    q.encode(scratch, DataType::F32, 1, rows, cols, wire_out, s);
+    return;
+  }
+  const QuantRules& rules = q.rules();
+  const KernelFn fn = detail::select_dae_kernel(rules.group, rules.transform != 0);
+  KernelParams p;
+  std::memset(&p, 0, sizeof p);
+  p.rules = rules;
+  p.geo = q.geometry(rows, cols);
+  p.chunks = 1;
+  p.in = own;
+  p.in_type = own_type;
+  p.in_stride = p.geo.numel;
+  p.wire_out = wire_out;
+  p.wire_out_stride = p.geo.total;
+  p.src[0] = wire_in;
+  p.nsrc = 1;
+  p.wire_in_stride = p.geo.total;
+  p.out_stride = p.geo.numel;
+  // Vector access only where GpuQuant would allow it for the same buffers.
+  p.code_vec = aligned(wire_in, 16) && aligned(wire_out, 16);
+  p.scale_vec4 = aligned(wire_in + p.geo.scale_off, 4) && aligned(wire_out + p.geo.scale_off, 4) &&
+                 p.geo.aux_off % 4 == 0;
+  int dev = 0, sms = 0, occ = 0;
+  TACO_CUDA_CHECK(cudaGetDevice(&dev));
+  TACO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  TACO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(fn), kGroupThreads, 0));
+  const int gpw = std::max(1, q.group_kernels().groups_per_warp);
+  const int64_t groups = p.geo.nblocks;
+  const int64_t warps = (groups + gpw - 1) / gpw;
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>((warps + 3) / 4, int64_t(sms) * std::max(occ, 1)));
+  void* args[] = {&p};
+  const cudaError_t err =
+      cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(unsigned(blocks)), dim3(kGroupThreads), args, 0, s);
+  if (err != cudaSuccess) throw_cuda_error(err, "cudaLaunchKernel(group_decode_add_encode_kernel)", __FILE__, __LINE__);
+  TACO_CUDA_CHECK_LAUNCH("group_decode_add_encode_kernel", s);
+}
+
+void fill_structured(void* out, DType t, int64_t count, int rank, const DataGen& g, cudaStream_t s) {
+  (void)comm_dtype_bytes(t);
+  if (count <= 0) return;
+  fill_kernel<<<grid_for(count), kThreads, 0, s>>>(out, t, count, rank, g);
+  TACO_CUDA_CHECK_LAUNCH("fill_kernel", s);
+}
+
+void check_output(const void* out, const CheckSpec& spec, CheckStats* d_stats, cudaStream_t s) {
+  (void)comm_dtype_bytes(spec.dtype);
+  if (spec.out_count <= 0) return;
+  check_kernel<<<grid_for(spec.out_count), kThreads, 0, s>>>(out, spec, d_stats);
+  TACO_CUDA_CHECK_LAUNCH("check_kernel", s);
+}
+
+void sum_buffers(const SumSources& srcs, DType t, int64_t count, void* out, cudaStream_t s) {
+  (void)comm_dtype_bytes(t);
+  TACO_ASSERT(srcs.n >= 1 && srcs.n <= kMaxSumSources, "sum_buffers: {} sources", srcs.n);
+  if (count <= 0) return;
+  sum_kernel<<<grid_for(count), kThreads, 0, s>>>(srcs, t, count, out);
+  TACO_CUDA_CHECK_LAUNCH("sum_kernel", s);
+}
+
+}  // namespace taco::gpu
