@@ -45,7 +45,12 @@ __device__ __forceinline__ Item make_item(const KernelParams& p, int64_t gg) {
   const int64_t nb = p.geo.nblocks;
   it.valid = gg < p.chunks * nb;
   const int64_t g = it.valid ? gg : 0;
-  it.c = g / nb;
+  if (p.idx32) {
+    const uint32_t g32 = uint32_t(g);
+    it.c = int64_t((uint64_t(__umulhi(g32, p.nb_magic)) + g32) >> p.nb_shift);
+  } else {
+    it.c = g / nb;
+  }
   it.b = g - it.c * nb;
   const int64_t rem = p.geo.numel - it.b * Cfg::G;
   it.m = int(rem < Cfg::G ? rem : Cfg::G);
@@ -196,27 +201,44 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
       for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], q.hconst);
     }
-    const float M = group_absmax_nan<Lc>(v);
+    // M: the max of |v| as integer bits (NaN > Inf > finite) doubles as the non-finite test; a
+    // warp with a non-finite value anywhere takes the general path (NaN-ignoring max, zeroing).
+    uint32_t mb = 0;
+#pragma unroll
+    for (int r = 0; r < EPL; ++r) mb = max(mb, fbits(v[r]) & 0x7fffffffu);
+#pragma unroll
+    for (int j = 0; j < Lc::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
+    const bool general = __any_sync(kFullMask, mb >= 0x7f800000u) || !q.fast_div;
+    const float M = general ? group_absmax_nan<Lc>(v) : bitsf(mb);
     const float mv = M < 1e-12f ? 1e-12f : M;
     const float s_q = clampf(safe_div(mv, q.target), 1e-12f, 1e6f);
     const bool div_ok = !(fabsf(s_q) < 1e-12f);
     constexpr float kClamp = 448.0f;
+    // E4M3 SATFINITE already maps every |t| > 448 to 448: the clamp changes no code there.
+    const bool clamp = !(q.elem == ElemKind::E4M3 && q.saturate);
+    float t[EPL];
+    if (!general) {
+      const ScaleDivisor d = scale_divisor(s_q);  // s_q in [1e-12, 1e6]: always code_divisor_ok
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) t[r] = div_by_scale(v[r], d);
+    } else {
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) t[r] = div_ok ? __fdiv_rn(finite_or_zero(v[r]), s_q) : 0.0f;
+    }
+    if (clamp) {
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) t[r] = t[r] > kClamp ? kClamp : (t[r] < -kClamp ? -kClamp : t[r]);
+    }
 #pragma unroll
     for (int r = 0; r < EPL; r += 2) {
-      float t[2];
-#pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        float x = div_ok ? __fdiv_rn(finite_or_zero(v[r + k]), s_q) : 0.0f;
-        t[k] = x > kClamp ? kClamp : (x < -kClamp ? -kClamp : x);
-      }
       if (q.saturate) {
-        const uint32_t c2 = fp8x2_sat(t[0], t[1], q.elem);
+        const uint32_t c2 = fp8x2_sat(t[r], t[r + 1], q.elem);
         code[r] = c2 & 0xffu;
         code[r + 1] = c2 >> 8;
       } else {
 #pragma unroll
         for (int k = 0; k < 2; ++k)
-          code[r + k] = q.elem == ElemKind::E4M3 ? e4m3_sw(t[k], false) : e5m2_sw(t[k], false);
+          code[r + k] = q.elem == ElemKind::E4M3 ? e4m3_sw(t[r + k], false) : e5m2_sw(t[r + k], false);
       }
     }
     if (it.valid) {
@@ -236,11 +258,27 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
       for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(__fmul_rn(v[r], q.hconst));
     }
-    const ScaleOut so = block_scale(bitsf(group_amax_bits_finite<Lc>(v)), q);
+    // The max of |v| bits doubles as the non-finite test (as in the TACO path).
+    uint32_t mb = 0;
+#pragma unroll
+    for (int r = 0; r < EPL; ++r) mb = max(mb, fbits(v[r]) & 0x7fffffffu);
+#pragma unroll
+    for (int j = 0; j < Lc::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
+    const bool nonfinite_warp = __any_sync(kFullMask, mb >= 0x7f800000u);
+    const uint32_t amax_bits = nonfinite_warp ? group_amax_bits_finite<Lc>(v) : mb;
+    const ScaleOut so = block_scale(bitsf(amax_bits), q);
+    float t[EPL];
+    if (!nonfinite_warp && q.fast_div && code_divisor_ok(so.s)) {
+      const ScaleDivisor d = scale_divisor(so.s);
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) t[r] = div_by_scale(v[r], d);
+    } else {
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) t[r] = __fdiv_rn(finite_or_zero(v[r]), so.s);
+    }
 #pragma unroll
     for (int r = 0; r < EPL; r += 2) {
-      const uint32_t c2 = element_code2(__fdiv_rn(finite_or_zero(v[r]), so.s),
-                                        __fdiv_rn(finite_or_zero(v[r + 1]), so.s), q);
+      const uint32_t c2 = element_code2(t[r], t[r + 1], q);
       code[r] = c2 & 0xffu;
       code[r + 1] = (c2 >> 8) & 0xffu;
     }
@@ -267,6 +305,7 @@ template <class Cfg>
 struct RawCodes {
   uint32_t w[Cfg::EPL / 4];
   float s, s_a;
+  bool finite;  // no NaN/Inf code in the whole group (only set for TACO codecs)
 };
 
 template <class Cfg>
@@ -292,6 +331,18 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
 #pragma unroll
     for (int r = 0; r < EPL; ++r)
       if (it.valid && lig * EPL + r < n) raw.w[r / 4] |= uint32_t(cp[r]) << (8 * (r % 4));
+  }
+  // A NaN/Inf code anywhere in the group spreads through the transform: one group-wide flag.
+  if (q.taco) {
+    const uint32_t bad_from = q.elem == ElemKind::E4M3 ? 0x7f7f7f7fu : 0x7c7c7c7cu;
+    uint32_t bad = 0;
+#pragma unroll
+    for (int k = 0; k < EPL / 4; ++k) bad |= __vcmpgeu4(raw.w[k] & 0x7f7f7f7fu, bad_from);
+#pragma unroll
+    for (int j = 0; j < Cfg::LB; ++j) bad |= __shfl_xor_sync(kFullMask, bad, 1 << j);
+    raw.finite = bad == 0;
+  } else {
+    raw.finite = false;
   }
   raw.s = 1.0f;
   raw.s_a = 1.0f;
@@ -338,8 +389,20 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     if (q.rht) apply_rht_signs<Dec>(v, lane, q);
   }
   if (q.taco) {
-    if (q.dual) {
-      const float a = raw.s_a < 1e-12f ? 1e-12f : raw.s_a;
+    // Valid wires: finite codes and s_q in [2^-55, 2^60] make every value finite, and every
+    // nonzero |value| at least s_q * 2^-41 (a multiple of the smallest code's float quantum,
+    // times 1/sqrt(G)) and at most s_q * 2^24, so the fast division is exact (its conditions:
+    // |a| in [2^-100, 2^100] or 0, divisor in [2^-20, 2^20]). Anything else takes the IEEE path.
+    const float a = raw.s_a < 1e-12f ? 1e-12f : raw.s_a;
+    const bool fast = raw.finite && raw.s >= 2.77555756e-17f /* 2^-55 */ && raw.s <= 1.15292150e+18f /* 2^60 */ &&
+                      (!q.dual || value_divisor_ok(a));
+    if (fast) {
+      if (q.dual) {
+        const ScaleDivisor d = scale_divisor(a);
+#pragma unroll
+        for (int r = 0; r < EPL; ++r) v[r] = div_by_scale(v[r], d);
+      }
+    } else if (q.dual) {
 #pragma unroll
       for (int r = 0; r < EPL; ++r) v[r] = __fdiv_rn(finite_or_zero(v[r]), a);
     } else {
@@ -352,7 +415,7 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
 // Writes the first m values of a group held in layout L to out (element type out_type).
 template <class L>
 __device__ __forceinline__ void store_values(const KernelParams& p, int64_t first, const float (&v)[L::kRegs],
-                                             int lane, int m) {
+                                             int lane, int m, bool no_nan = false) {
   constexpr int K = 1 << L::run_log2();
   constexpr int kRuns = L::kRegs / K;
   const int lo = L::lane_offset(lane);
@@ -365,7 +428,8 @@ __device__ __forceinline__ void store_values(const KernelParams& p, int64_t firs
         uint32_t w[K / 2];
 #pragma unroll
         for (int t = 0; t < K / 2; ++t)
-          w[t] = float_to_bf16_bits(v[j * K + 2 * t]) | (float_to_bf16_bits(v[j * K + 2 * t + 1]) << 16);
+          w[t] = no_nan ? bf16x2_bits_hw(v[j * K + 2 * t], v[j * K + 2 * t + 1])
+                        : float_to_bf16_bits(v[j * K + 2 * t]) | (float_to_bf16_bits(v[j * K + 2 * t + 1]) << 16);
         uint16_t* d = out + (L::reg_offset(j * K) | lo);
         if constexpr (K == 4) {
           *reinterpret_cast<uint2*>(d) = make_uint2(w[0], w[1]);

@@ -88,10 +88,12 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
     for (int u = 0; u < U; ++u) it[u] = make_item<Cfg>(p, base + u * Cfg::GPW + gsub);
     float acc[U][Cfg::EPL];
     decode_sum<Cfg, U>(p, it, lane, acc);
+    // TACO decodes are never NaN (non-finite values are zeroed before the division by s_a > 0).
 #pragma unroll
     for (int u = 0; u < U; ++u)
       if (it[u].valid)
-        store_values<typename Cfg::Decoded>(p, it[u].c * p.out_stride + it[u].b * Cfg::G, acc[u], lane, it[u].m);
+        store_values<typename Cfg::Decoded>(p, it[u].c * p.out_stride + it[u].b * Cfg::G, acc[u], lane, it[u].m,
+                                            p.rules.taco != 0);
   }
 }
 

@@ -37,6 +37,9 @@ struct QuantRules {
   float fmax;              // F in s_a (448 / 57344)
   float hconst;            // float(1 / sqrt(G))
   float qmax;              // INT8: 127
+  int32_t fast_div;        // 1: per-group scale divisions may use the reciprocal + FMA correction
+                           // (exact for every quotient that matters, see codec_formats.cuh); 0
+                           // when the target range is so large that quotients could overflow
   uint32_t rht_neg[kMaxGroupSize / 32];  // bit i of word i/32: element i is negated
   uint32_t sat_code[8];                  // bit c: code c counts as saturated (EncodeStats)
 };
@@ -54,6 +57,11 @@ struct KernelParams {
   QuantRules rules;
   ChunkGeometry geo;
   int64_t chunks;
+  // (chunk, block) of a flat group index g < chunks * nblocks without a 64-bit division, when
+  // idx32 (g fits in 31 bits): c = (umulhi(g, nb_magic) + g) >> nb_shift (Granlund-Montgomery).
+  int32_t idx32;
+  uint32_t nb_magic;
+  int32_t nb_shift;
 
   // encode input (also the re-encode target of decode-reduce-encode: wire_out)
   const void* in;          // [chunks][in_stride] elements of in_type

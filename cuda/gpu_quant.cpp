@@ -67,6 +67,19 @@ bool saturated_code(const QuantSpec& s, int c) {
   }
 }
 
+// Division of n < 2^31 by d >= 1 as (umulhi(n, magic) + n) >> shift (round-up method of
+// Granlund and Montgomery, 1994): shift = ceil(log2 d), magic = floor(2^32 (2^shift - d) / d) + 1.
+struct DivMagic {
+  uint32_t magic;
+  int32_t shift;
+};
+DivMagic div_magic(uint32_t d) {
+  int32_t l = 0;
+  while ((uint64_t(1) << l) < d) ++l;
+  const uint64_t m = ((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1;
+  return {uint32_t(m), l};
+}
+
 int occupancy(KernelFn fn, int threads) {
   int n = 0;
   TACO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, reinterpret_cast<const void*>(fn), threads, 0));
@@ -135,6 +148,8 @@ GpuQuant::GpuQuant(const std::string& variant, GroupTuning tuning) {
   q.fmax = elem_max(s.elem, false);
   q.hconst = q.transform ? hadamard_scale(s.block) : 1.0f;
   q.qmax = s.elem == ElemFormat::INT8 ? elem_max(s.elem, false) : 0.0f;
+  // Quotients stay below ~2 T (TACO: below T or v / 1e6), far from overflow, for T <= 1e20.
+  q.fast_div = s.target <= 1e20f ? 1 : 0;
   if (q.rht) {
     const std::vector<uint32_t> m = rht_sign_masks(s.block, s.seed);
     for (int i = 0; i < s.block; ++i)
@@ -192,6 +207,13 @@ KernelParams GpuQuant::base_params(int64_t chunks, int64_t rows, int64_t cols) c
   p.wire_out_stride = p.geo.total;
   p.wire_in_stride = p.geo.total;
   p.nsrc = 0;
+  const int64_t groups = chunks * p.geo.nblocks;
+  if (groups < (int64_t(1) << 31)) {
+    const DivMagic dm = div_magic(uint32_t(p.geo.nblocks));
+    p.idx32 = 1;
+    p.nb_magic = dm.magic;
+    p.nb_shift = dm.shift;
+  }
   return p;
 }
 
