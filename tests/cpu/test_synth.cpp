@@ -161,7 +161,7 @@ TEST_CASE("student-t sampler: variance, kurtosis and CDF for several nu", "[synt
   REQUIRE(std::fabs(frac_below(t, 1.0) - 0.75) < 5 * std::sqrt(0.25 / n));
 }
 
-TEST_CASE("--dist parsing: defaults, canonical form and errors", "[synth][dist]") {
+TEST_CASE("dist option parsing: defaults, canonical form and errors", "[synth][dist]") {
   const DistSpec d = parse_dist("laplace:b=0.25");
   REQUIRE(d.canonical() == "laplace:b=0.25");
   REQUIRE(parse_dist("gradient").canonical() == "gradient:rms=1e-07,nu=4");
