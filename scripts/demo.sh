@@ -29,7 +29,26 @@ stage "taco info: tensors and statistics"
 produced "$out/info.txt" "the table above"
 produced "$out/info.json" "the same per tensor, as JSON (docs/synth.md)"
 
-# ---- next stages (study, report) append here --------------------------------------------------
+# ---- 3. error study: TACO against its baselines on the synthetic trace and the real samples ---
+# (ranked summary on stdout; results.csv/json, histograms.csv, collectives.csv)
+stage "taco study: codecs on the synthetic trace and on real captured TP tensors"
+samples=traces/samples/gpt6l512-tp2-step000571.h5
+"$taco" study "$out/trace.h5" "$samples" \
+  --variants taco,taco-noh,fp8-tensor,fp8-g128,mxfp8,int8-g128-had,nvfp4,bf16 \
+  --collectives one_shot,two_shot,ring --tp 2 --out "$out/study" -q
+produced "$out/study/results.csv" "error metrics per tensor and variant (docs/results-schema.md)"
+produced "$out/study/collectives.csv" "error after simulated compressed all-reduce (one-shot, two-shot, ring)"
+
+# ---- 3b. data-driven selection: the best variant per site within TACO's 1.0625 bytes/element --
+stage "taco study --select: best variant per site and direction, and whether Hadamard helps"
+"$taco" study "$out/trace.h5" "$samples" --select --budget 1.0625 --no-histograms \
+  --out "$out/select" -q | sed -n '/^selection/,$p'
+produced "$out/select/selection.json" "per-site choice, reusable with taco study --config"
+
+# ---- 4. figures: paper-style PNG/PDF and an index.html with provenance -----------------------
+stage "taco report: figures for the study"
+"$taco" report "$out/study"
+produced "$out/study/report/index.html" "the report: figures, captions, provenance"
 
 stage "done: outputs in $out/"
 for o in "${outputs[@]}"; do echo "  $o"; done
