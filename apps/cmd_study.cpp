@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -234,10 +235,15 @@ void run_study_command(const StudyArgs& a) {
     write_file_atomically((std::filesystem::path(a.out) / "selection.json").string(), selection_file);
   const std::vector<ParetoPoint> front = pareto_points(result);
   write_file_atomically((std::filesystem::path(a.out) / "pareto.csv").string(), pareto_csv(front));
-  if (!result.feedback_rows.empty())
-    write_file_atomically((std::filesystem::path(a.out) / "feedback.csv").string(), feedback_csv(result.feedback_rows));
-  if (structure.active())
-    write_file_atomically((std::filesystem::path(a.out) / "structure.csv").string(), structure.csv());
+  // Optional files: written when this run has them, else an earlier run's copy is removed.
+  auto write_or_remove = [&a](const char* name, bool have, const std::function<std::string()>& text) {
+    const std::filesystem::path p = std::filesystem::path(a.out) / name;
+    std::error_code ec;
+    if (have) write_file_atomically(p.string(), text());
+    else std::filesystem::remove(p, ec);
+  };
+  write_or_remove("feedback.csv", !result.feedback_rows.empty(), [&] { return feedback_csv(result.feedback_rows); });
+  write_or_remove("structure.csv", structure.active(), [&] { return structure.csv(); });
 
   std::fputs(format_summary(result).c_str(), stdout);
   std::fputs(selection_text.c_str(), stdout);
@@ -263,11 +269,12 @@ void add_study(CLI::App& root) {
                   "taco-noh,taco)");
   sub->add_option("--out", args->out, "Output directory (results.csv, results.json, ...)")->required();
   sub->add_flag("--select", args->select,
-                "Pick the lowest-error candidate per (site, direction) within --budget; writes "
-                "selection.json");
+                "Pick the lowest-error candidate per (site, direction) within --budget (medians within "
+                "0.1% tie: fewest bytes win); writes selection.json");
   sub->add_option("--budget", args->budget, "Bytes per element allowed by --select (default 1.0625)");
   sub->add_option("--candidates", args->candidates,
-                  "Variants --select chooses from (default: taco-g32..g512, taco-noh, fp8-g32..g256, mxfp8)");
+                  "Variants --select chooses from (default: taco-g32..g512, their no-Hadamard twins "
+                  "e4m3:gG:dual, fp8-g32, fp8-g128, fp8-g128-had, mxfp8)");
   sub->add_option("--config", args->config,
                   "A selection.json from --select: adds each site's chosen variant");
   sub->add_option("--collectives", args->collectives,
