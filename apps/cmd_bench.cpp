@@ -44,7 +44,7 @@ struct BenchArgs {
   double max_noise = 0.5, min_time = 0.5, timeout = 15.0;
   bool no_cold = false, no_batch = false;
   std::string batch_max = "64M";
-  std::string encode_unroll = "1", decode_unroll = "2";
+  std::string encode_unroll = "1", decode_unroll = "1";
   bool no_verify = false;
   uint64_t seed = 1;
   int device = 0;

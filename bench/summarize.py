@@ -38,7 +38,7 @@ def main(argv):
     def pick(variant, op, impl, size, cold_only=True):
         for r in rows:
             if (r["variant"] == variant and r["op"] == op and r["impl"] == impl and r["size_bytes"] == size
-                    and r.get("cold", True) == cold_only and r.get("config", "") in ("", "eu1-du2", m.get("default_config", "eu1-du2"))):
+                    and r.get("cold", True) == cold_only):
                 return r
         return None
 

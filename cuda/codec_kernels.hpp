@@ -24,7 +24,7 @@ struct GroupKernels {
 // Launch tuning of the fused kernels: how many items a warp loads before computing.
 struct GroupTuning {
   int encode_unroll = 1;  // 1 or 2
-  int decode_unroll = 2;  // 1 or 2
+  int decode_unroll = 1;  // 1 or 2 (1 measured faster on H200: bench/records v2)
 };
 
 GroupKernels select_group_kernels(int group_size, bool transform, DataType in, int encode_unroll,
