@@ -22,8 +22,14 @@ class Bf16Codec final : public Codec {
             {"granularity", "none"}, {"group_size", nullptr}, {"transform", "none"}};
   }
   std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats* stats) const override {
+    std::vector<uint8_t> wire;
+    encode_into(x, rows, cols, wire, stats);
+    return wire;
+  }
+  void encode_into(const float* x, int64_t rows, int64_t cols, std::vector<uint8_t>& wire,
+                   EncodeStats* stats) const override {
     const int64_t n = checked_numel(rows, cols);
-    std::vector<uint8_t> wire(size_t(2 * n));
+    wire.resize(size_t(2 * n));  // every byte is written below
     int64_t nonfin = 0;
 #pragma omp parallel for schedule(static) reduction(+ : nonfin) if (n >= (1 << 15))
     for (int64_t i = 0; i < n; ++i) {
@@ -33,7 +39,6 @@ class Bf16Codec final : public Codec {
       nonfin += (float_bits(x[i]) & 0x7f800000u) == 0x7f800000u;
     }
     if (stats) stats->nonfinite += nonfin;
-    return wire;
   }
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const override {
     const int64_t n = checked_numel(rows, cols);
