@@ -223,6 +223,10 @@ def test_error_feedback_over_steps(taco, tmp_path):
     res_json = json.load(open(out / "results.json"))
     reasons = [s["reason"] for s in res_json["skipped"] if s["variant"] == "aqsgd:int4-g32"]
     assert len(reasons) == steps and all("no repeated samples" in s for s in reasons)
+    # A later run into the same directory without ef:/subspace variants leaves no stale files.
+    assert run(taco, "study", tmp_path / "t.h5", "--variants", "int4-g32", "--out", out, "-q").returncode == 0
+    assert not (out / "feedback.csv").exists() and not (out / "structure.csv").exists()
+    assert (out / "pareto.csv").exists()
 
 
 def test_aqsgd_on_repeated_samples(taco, tmp_path):

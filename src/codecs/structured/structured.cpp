@@ -50,9 +50,6 @@ struct Tokens {
       start = p + 1;
     }
   }
-  bool has(const std::string& key) const {
-    return std::any_of(kv.begin(), kv.end(), [&](const auto& p) { return p.first == key; });
-  }
   // The value of key=value (used: marks it consumed); nullptr if absent.
   const std::string* value(const std::string& key) {
     for (size_t i = 0; i < kv.size(); ++i)
