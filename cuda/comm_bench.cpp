@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "codecs/variant.hpp"
 #include "core/error.hpp"
@@ -507,6 +508,19 @@ CommReport Harness::run() {
   setup();
   plan_runs();
   allocate();
+  // Fault injection for tests of the failure paths (docs/comm.md): the process driving rank
+  // TACO_COMM_STALL_RANK stops answering for TACO_COMM_STALL_S seconds (default 3600) before the
+  // first collective, as a hung peer would.
+  if (const char* st = std::getenv("TACO_COMM_STALL_RANK")) {
+    const int who = std::atoi(st);
+    for (int l = 0; l < ctx_->nlocal(); ++l)
+      if (ctx_->local(l).tag.rank == who) {
+        const char* secs = std::getenv("TACO_COMM_STALL_S");
+        const double s = secs ? std::atof(secs) : 3600.0;
+        std::fprintf(stderr, "taco comm: TACO_COMM_STALL_RANK=%d: %s stalls for %g s\n", who, mpi_.who().c_str(), s);
+        std::this_thread::sleep_for(std::chrono::duration<double>(s));
+      }
+  }
   int64_t filled = -1;
   int filled_type = -1;
   for (Run& r : runs_) {

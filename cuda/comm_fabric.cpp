@@ -3,7 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -52,6 +57,16 @@ ncclDataType_t nccl_type(DType t) {
   throw_input_error("NCCL {} has no reduction type for {}", version_string(NCCL_VERSION_CODE), dtype_name(t));
 }
 
+// Communicators: with a timeout (> 0) they are created non-blocking (ncclCommInitRankConfig with
+// blocking = 0, polled with ncclCommGetAsyncError against the deadline, so a peer that never
+// arrives cannot hang the start) and then split (ncclCommSplit, same ranks) into blocking twins
+// that carry every collective: NCCL runs each non-blocking group on a new thread, which costs
+// about 0.1-0.2 ms per call and would dominate small messages. Calls that can block inside NCCL
+// (ncclGroupEnd, which may connect peers lazily) are armed on a watchdog thread: past the deadline
+// it aborts every communicator (ncclCommAbort, which makes the blocked call return) and, should the
+// call still not return, ends the process with a message. Waits on streams poll the streams and
+// ncclCommGetAsyncError themselves (wait_streams). Without a timeout (-T 0) the communicators are
+// blocking from the start and nothing is watched.
 class NcclFabric final : public Fabric {
  public:
   explicit NcclFabric(const NcclSetup& s);
@@ -60,8 +75,10 @@ class NcclFabric final : public Fabric {
 
   void group_start() override { check(ncclGroupStart(), "ncclGroupStart()", -1, __FILE__, __LINE__); }
   void group_end() override {
-    check(ncclGroupEnd(), "ncclGroupEnd()", -1, __FILE__, __LINE__);
-    if (!blocking_) settle("ncclGroupEnd()");
+    arm("ncclGroupEnd()");
+    const ncclResult_t r = ncclGroupEnd();
+    disarm();
+    check(r, "ncclGroupEnd()", -1, __FILE__, __LINE__);
   }
   void send(int l, const void* buf, size_t bytes, int peer, cudaStream_t s) override {
     check(ncclSend(buf, bytes, ncclUint8, peer, comm(l), s), "ncclSend", l, __FILE__, __LINE__);
@@ -92,18 +109,18 @@ class NcclFabric final : public Fabric {
   }
 
   void abort() noexcept override {
-    if (aborted_) return;
-    aborted_ = true;
-    for (auto& c : comms_)
-      if (c) {
-        (void)ncclCommAbort(c);
-        c = nullptr;
-      }
+    if (aborted_.exchange(true)) return;
+    for (auto* v : {&comms_, &init_comms_})
+      for (auto& c : *v)
+        if (c) {
+          (void)ncclCommAbort(c);
+          c = nullptr;
+        }
   }
 
  private:
   ncclComm_t comm(int l) const {
-    if (aborted_) throw Error("NCCL communicators were aborted after an earlier failure");
+    if (aborted_) throw Error(fmt::format("{}: NCCL communicators were aborted after an earlier failure", where(l)));
     return comms_[size_t(l)];
   }
   std::string where(int l) const {
@@ -111,24 +128,27 @@ class NcclFabric final : public Fabric {
                                                       tag(0).host);
   }
   [[noreturn]] void fail(int l, const std::string& what, ncclResult_t r) {
-    const char* last = (l >= 0 && !aborted_ && comms_[size_t(l)]) ? ncclGetLastError(comms_[size_t(l)]) : ncclGetLastError(nullptr);
-    const std::string msg = fmt::format("{}: {}: {} ({}){}", where(l), what, ncclGetErrorString(r), int(r),
-                                        last && *last ? fmt::format("; NCCL says: {}", last) : std::string());
+    const char* last = nullptr;
+    if (!aborted_) last = ncclGetLastError(l >= 0 && size_t(l) < comms_.size() ? comms_[size_t(l)] : nullptr);
+    std::string msg = fmt::format("{}: {}: {} ({}){}", where(l), what, ncclGetErrorString(r), int(r),
+                                  last && *last ? fmt::format("; NCCL says: {}", last) : std::string());
+    if (fired_) msg += fmt::format("; the watchdog aborted the communicators after {} s in {} (--timeout)", timeout_s_,
+                                   fired_what_);
     abort();
     throw Error(msg);
   }
-  void check(ncclResult_t r, const char* call, int l, const char* file, int line) {
-    if (r == ncclSuccess || (r == ncclInProgress && !blocking_)) return;
+  void check(ncclResult_t r, const char* call, int l, const char* file, int line, bool in_progress_ok = false) {
+    if (r == ncclSuccess || (r == ncclInProgress && in_progress_ok)) return;
     fail(l, fmt::format("{} failed at {}:{}", call, file, line), r);
   }
-  // Non-blocking communicators: wait until no call is in progress on any of them.
-  void settle(const char* what) {
+  // Waits until no call is in progress on any of `cs` (non-blocking communicators), or the deadline.
+  void settle(const std::vector<ncclComm_t>& cs, const char* what) {
     const auto t0 = std::chrono::steady_clock::now();
     for (long spins = 0;; ++spins) {
       bool busy = false;
-      for (int l = 0; l < nlocal(); ++l) {
+      for (int l = 0; l < int(cs.size()); ++l) {
         ncclResult_t st = ncclSuccess;
-        check(ncclCommGetAsyncError(comms_[size_t(l)], &st), "ncclCommGetAsyncError", l, __FILE__, __LINE__);
+        check(ncclCommGetAsyncError(cs[size_t(l)], &st), "ncclCommGetAsyncError", l, __FILE__, __LINE__);
         if (st == ncclInProgress) busy = true;
         else if (st != ncclSuccess) fail(l, fmt::format("{} failed asynchronously", what), st);
       }
@@ -142,13 +162,49 @@ class NcclFabric final : public Fabric {
     }
   }
 
-  std::vector<ncclComm_t> comms_;
-  std::vector<ncclConfig_t> configs_;
-  bool blocking_ = true, aborted_ = false;
+  // ---- watchdog over calls that may block inside NCCL ----
+  void arm(const char* what) {
+    if (timeout_s_ <= 0) return;
+    armed_what_.store(what);
+    armed_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  void disarm() { armed_ns_.store(0); }
+  void watch() {
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!stop_) {
+      cv_.wait_for(lk, std::chrono::milliseconds(20));
+      const int64_t since = armed_ns_.load();
+      if (stop_ || since == 0) continue;
+      const double held = double(std::chrono::steady_clock::now().time_since_epoch().count() - since) * 1e-9;
+      if (held <= timeout_s_) continue;
+      fired_what_ = armed_what_.load();
+      fired_ = true;
+      abort();  // makes the blocked call return an error, which the owning thread reports
+      for (int i = 0; i < 500 && !stop_ && armed_ns_.load() == since; ++i) cv_.wait_for(lk, std::chrono::milliseconds(20));
+      if (!stop_ && armed_ns_.load() == since) {
+        std::fprintf(stderr, "taco: error: %s: %s blocked for more than %g s (--timeout) and did not return after "
+                     "ncclCommAbort; exiting\n", where(-1).c_str(), fired_what_, timeout_s_);
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+    }
+  }
+
+  std::vector<ncclComm_t> comms_;       // used for every call
+  std::vector<ncclComm_t> init_comms_;  // the non-blocking parents (timeout > 0)
+  std::vector<ncclConfig_t> configs_, child_configs_;
   double timeout_s_ = 0;
+  std::atomic<bool> aborted_{false}, fired_{false};
+  std::atomic<int64_t> armed_ns_{0};
+  std::atomic<const char*> armed_what_{""};
+  const char* fired_what_ = "";
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread watchdog_;
 };
 
-NcclFabric::NcclFabric(const NcclSetup& s) : blocking_(s.timeout_s <= 0), timeout_s_(s.timeout_s) {
+NcclFabric::NcclFabric(const NcclSetup& s) : timeout_s_(s.timeout_s) {
   TACO_ASSERT(s.ranks.size() == s.devices.size() && !s.ranks.empty(), "NCCL setup with {} ranks, {} devices",
               s.ranks.size(), s.devices.size());
   TACO_ASSERT(s.unique_id.size() == sizeof(ncclUniqueId), "NCCL unique id of {} bytes", s.unique_id.size());
@@ -156,10 +212,11 @@ NcclFabric::NcclFabric(const NcclSetup& s) : blocking_(s.timeout_s <= 0), timeou
   for (size_t i = 0; i < s.ranks.size(); ++i) tags_.push_back(RankTag{s.ranks[i], s.devices[i], s.host});
   ncclUniqueId id;
   std::memcpy(&id, s.unique_id.data(), sizeof id);
-  comms_.assign(s.ranks.size(), nullptr);
+  const bool watched = timeout_s_ > 0;
+  std::vector<ncclComm_t> first(s.ranks.size(), nullptr);
   configs_.assign(s.ranks.size(), ncclConfig_t(NCCL_CONFIG_INITIALIZER));
-  for (auto& c : configs_) c.blocking = blocking_ ? 1 : 0;
-  group_start();
+  for (auto& c : configs_) c.blocking = watched ? 0 : 1;
+  check(ncclGroupStart(), "ncclGroupStart()", -1, __FILE__, __LINE__);
   for (int l = 0; l < nlocal(); ++l) {
     const cudaError_t e = cudaSetDevice(tag(l).device);
     if (e != cudaSuccess) {
@@ -167,21 +224,49 @@ NcclFabric::NcclFabric(const NcclSetup& s) : blocking_(s.timeout_s <= 0), timeou
       throw Error(fmt::format("{}: cudaSetDevice({}) failed: {}", rank_prefix(tag(l)), tag(l).device,
                               cudaGetErrorString(e)));
     }
-    check(ncclCommInitRankConfig(&comms_[size_t(l)], nranks_, id, tag(l).rank, &configs_[size_t(l)]),
-          "ncclCommInitRankConfig", l, __FILE__, __LINE__);
+    check(ncclCommInitRankConfig(&first[size_t(l)], nranks_, id, tag(l).rank, &configs_[size_t(l)]),
+          "ncclCommInitRankConfig", l, __FILE__, __LINE__, watched);
   }
-  check(ncclGroupEnd(), "ncclGroupEnd() after ncclCommInitRankConfig", -1, __FILE__, __LINE__);
-  if (!blocking_) settle("ncclCommInitRankConfig");
+  check(ncclGroupEnd(), "ncclGroupEnd() after ncclCommInitRankConfig", -1, __FILE__, __LINE__, watched);
+  if (!watched) {
+    comms_ = first;
+    return;
+  }
+  init_comms_ = first;
+  settle(init_comms_, "ncclCommInitRankConfig");
+  // Blocking twins for the collectives.
+  comms_.assign(s.ranks.size(), nullptr);
+  child_configs_.assign(s.ranks.size(), ncclConfig_t(NCCL_CONFIG_INITIALIZER));
+  for (auto& c : child_configs_) c.blocking = 1;
+  check(ncclGroupStart(), "ncclGroupStart()", -1, __FILE__, __LINE__);
+  for (int l = 0; l < nlocal(); ++l)
+    check(ncclCommSplit(init_comms_[size_t(l)], 0, tag(l).rank, &comms_[size_t(l)], &child_configs_[size_t(l)]),
+          "ncclCommSplit", l, __FILE__, __LINE__, true);
+  check(ncclGroupEnd(), "ncclGroupEnd() after ncclCommSplit", -1, __FILE__, __LINE__, true);
+  settle(init_comms_, "ncclCommSplit");
+  settle(comms_, "ncclCommSplit (new communicators)");
+  watchdog_ = std::thread([this] { watch(); });
 }
 
 NcclFabric::~NcclFabric() {
+  if (watchdog_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    watchdog_.join();
+  }
   if (aborted_) return;
   try {
-    if (!blocking_) {
-      for (auto& c : comms_) (void)ncclCommFinalize(c);
-      settle("ncclCommFinalize");
-    }
     for (auto& c : comms_) (void)ncclCommDestroy(c);
+    comms_.clear();
+    if (!init_comms_.empty()) {
+      for (auto& c : init_comms_) (void)ncclCommFinalize(c);
+      settle(init_comms_, "ncclCommFinalize");
+      for (auto& c : init_comms_) (void)ncclCommDestroy(c);
+      init_comms_.clear();
+    }
   } catch (...) {
     abort();
   }

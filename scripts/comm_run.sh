@@ -104,14 +104,31 @@ else
   comm shm NCCL_P2P_DISABLE=1 -g "$NG" -b 1M -e "$MAXB" -f 4 -n 5 -w 2 --codec taco --pipeline 4 --transport shm
   comm socket "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1" -g "$NG" -b 1M -e "$MAXB" -f 4 -n 3 -w 1 --codec taco \
        --pipeline 4 --transport socket
-  # The algorithms and pipelining at 256 MiB over NVLink, every collective at 64 MiB.
-  comm algos - -g "$NG" -b 256M -e 256M --algo one_shot,two_shot,ring --codec taco,fp8-g128 --pipeline 1 -n 10 \
+  # The algorithms at 256 MiB over NVLink, unpipelined and pipelined.
+  comm algos - -g "$NG" -b 256M -e 256M --algo one_shot,two_shot,ring --codec taco,fp8-g128 -n 10 --transport nvlink
+  comm algos_p4 - -g "$NG" -b 256M -e 256M --algo one_shot,two_shot,ring --codec taco,fp8-g128 --pipeline 4 -n 10 \
        --transport nvlink
-  comm colls - -g "$NG" --coll all -b 64M -e 64M --codec taco --pipeline 4 -n 10 --transport nvlink
+  say "every collective at 64 MiB; blocking NCCL (-T 0) at 1..64 MiB"
+  timeout 60 "$TACO" comm -g "$NG" --coll all -b 64M -e 64M --codec taco --pipeline 4 -n 10 --transport nvlink \
+      >> "$LOG" 2>&1
+  echo "colls: exit $?" >> "$SUMMARY"
+  timeout 60 "$TACO" comm -g "$NG" -T 0 -b 1M -e 64M -f 8 --codec taco --transport nvlink >> "$LOG" 2>&1
+  echo "blocking (-T 0): exit $?" >> "$SUMMARY"
   say "mpirun -np $NG"
   timeout 90 mpirun -np "$NG" --allow-run-as-root -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH "$TACO" comm -g 1 \
       --coll all_reduce,all_gather -b 1M -e 64M -f 8 --transport nvlink --json "$OUT/mpi.json" >> "$LOG" 2>&1
   echo "mpi ($NG processes): exit $?" >> "$SUMMARY"
+  # Failure paths: ranks that disagree on the settings, and a stalled peer (fault injection).
+  say "mpirun: settings mismatch"
+  timeout 60 mpirun --allow-run-as-root -x LD_LIBRARY_PATH -np 1 "$TACO" comm -g 1 -b 1M -e 1M : \
+      -np 1 "$TACO" comm -g 1 -b 2M -e 2M >> "$LOG" 2>&1
+  echo "mismatch: exit $? (want 2)" >> "$SUMMARY"
+  say "mpirun: stalled peer (TACO_COMM_STALL_RANK=1, -T 8)"
+  t0=$SECONDS
+  timeout 90 mpirun --allow-run-as-root -x LD_LIBRARY_PATH -x TACO_COMM_STALL_RANK=1 -x TACO_COMM_STALL_S=120 \
+      -np "$NG" "$TACO" comm -g 1 -T 8 -b 1M -e 1M >> "$LOG" 2>&1
+  echo "stalled peer: exit $? after $((SECONDS - t0)) s (want non-zero, ~10 s)" >> "$SUMMARY"
+  grep -E "taco: error" "$LOG" | tail -4 | cut -c1-300 >> "$SUMMARY"
 fi
 
 # ---- short table ----
