@@ -36,11 +36,12 @@ test-asan: setup
 	  -DCMAKE_CXX_COMPILER=clang++ -DTACO_CUDA=OFF -DTACO_SANITIZE=ON -DTACO_FUZZ=ON
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  LSAN_OPTIONS=suppressions=$(abspath scripts/lsan.supp) \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE gpu
 
 # Each reader's fuzzer runs for FUZZ_SECONDS on its seed corpus.
 fuzz: test-asan
-	@bash scripts/run_fuzzers.sh $(ASAN_BUILD) $(FUZZ_SECONDS)
+	@LSAN_OPTIONS=suppressions=$(abspath scripts/lsan.supp) bash scripts/run_fuzzers.sh $(ASAN_BUILD) $(FUZZ_SECONDS)
 
 report:
 	$(BUILD)/bin/taco report $(or $(RESULTS),demo-out/study)
