@@ -218,10 +218,10 @@ void Harness::setup() {
   for (auto t : o_.dtypes) dtypes += nccl_type_name(t) + ",";
   for (const auto& c : o_.codecs) codecs += c + ",";
   rep_.settings = fmt::format(
-      "nranks={} procs={} g={} launch={} coll={} sizes={} dtypes={} codecs={} plain={} algos={} pipeline={} iters={} "
+      "nranks={} procs={} g={} launch={} coll={} sizes={} dtypes={} codecs={} plain={} algos={} pipeline={}/{} iters={} "
       "warmup={} check={} cols={} seed={} overlap={} timeout={}",
       N_, rep_.nprocs, rep_.gpus_per_proc, rep_.launch, colls, join_sizes(o_.sizes), dtypes, codecs, int(o_.plain),
-      algos.empty() ? "auto" : algos, o_.pipeline, o_.iters, o_.warmup, o_.check, o_.cols, o_.seed, int(o_.overlap),
+      algos.empty() ? "auto" : algos, o_.pipeline, o_.pipeline_min_bytes, o_.iters, o_.warmup, o_.check, o_.cols, o_.seed, int(o_.overlap),
       o_.timeout_s);
   rep_.settings_hash = fnv1a(rep_.settings);
   uint64_t lo = 0, hi = 0;
@@ -313,7 +313,12 @@ void Harness::plan_runs() {
             r.codec = codec;
             r.wm = &wire_models_.at(codec);
             r.algo = a;
-            const comm::PlanRequest rq{c, a, N_, rows, cols, r.wm, o_.pipeline};
+            // Pieces below pipeline_min_bytes cost more in launches and NCCL calls than they hide.
+            const int64_t chunk_bytes = (c == Coll::AllGather || c == Coll::SendRecv ? count : count / N_) * int64_t(es);
+            const int depth = o_.pipeline_min_bytes > 0
+                                  ? int(std::max<int64_t>(1, std::min<int64_t>(o_.pipeline, chunk_bytes / o_.pipeline_min_bytes)))
+                                  : o_.pipeline;
+            const comm::PlanRequest rq{c, a, N_, rows, cols, r.wm, depth};
             for (int l = 0; l < ctx_->nlocal(); ++l) r.plans.push_back(comm::build_plan(rq, ctx_->local(l).tag.rank));
             runs_.push_back(std::move(r));
           }

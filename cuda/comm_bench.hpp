@@ -23,6 +23,7 @@ struct CommOptions {
   bool plain = true;                     // plain rows (needed for `speedup`)
   std::vector<comm::Algo> algos;         // compressed all-reduce; empty: by size (COCCL's rule)
   int pipeline = 1;
+  int64_t pipeline_min_bytes = 4 << 20;  // pieces of a rank's chunk never smaller (0: no limit)
   int iters = 20, warmup = 5, check = 1;
   int gpus_per_proc = 0;                 // 0: all visible GPUs (single process) or 1 (MPI)
   int loopback = 0;                      // > 0: that many virtual ranks on one GPU
