@@ -271,6 +271,7 @@ nlohmann::json to_json(const CommReport& r, const CommArgs& a) {
     o["t_comm_us"] = num_or_null(w.t_comm_us, w.t_comm_us >= 0);
     o["t_codec_us"] = num_or_null(w.t_codec_us, w.t_codec_us >= 0);
     o["nonfinite"] = w.nonfinite < 0 ? json(nullptr) : json(w.nonfinite);
+    o["algo_auto"] = w.algo_auto;
     res.push_back(o);
   }
   return {{"meta", m}, {"results", res}};

@@ -103,6 +103,7 @@ struct Run {
   std::string codec;            // compressed
   const comm::WireModel* wm = nullptr;
   Algo algo = Algo::Nccl;
+  bool algo_auto = false;
   std::vector<comm::RankPlan> plans;  // local ranks
 };
 
@@ -313,6 +314,7 @@ void Harness::plan_runs() {
             r.codec = codec;
             r.wm = &wire_models_.at(codec);
             r.algo = a;
+            r.algo_auto = c == Coll::AllReduce && o_.algos.empty();
             // Pieces below pipeline_min_bytes cost more in launches and NCCL calls than they hide.
             const int64_t chunk_bytes = (c == Coll::AllGather || c == Coll::SendRecv ? count : count / N_) * int64_t(es);
             const int depth = o_.pipeline_min_bytes > 0
@@ -459,6 +461,7 @@ void Harness::measure(Run& r) {
   row.algorithm = std::string(comm::algo_name(r.algo));
   row.transport = rep_.transport;
   row.nranks = N_;
+  row.algo_auto = r.algo_auto;
 
   std::vector<const comm::RankPlan*> pp;
   for (const auto& p : r.plans) pp.push_back(&p);

@@ -49,6 +49,7 @@ struct CommRow {
   double hidden_codec_pct = -1;  // < 0: not measured
   // appended
   int pipeline = 1, quantizations = 0;
+  bool algo_auto = false;      // compressed all-reduce: algorithm chosen by size (--algo auto)
   double bytes_sent = 0;       // per rank and run, mean over ranks
   double t_comm_us = -1, t_codec_us = -1;
   int64_t nonfinite = -1;
