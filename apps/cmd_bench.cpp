@@ -3,6 +3,7 @@
 // nvbench: CUDA events, warm-up, L2-flushed cold samples, batch samples over rotating inputs,
 // median and noise, noise-based stopping. Output: a markdown table on stdout, --json / --csv
 // files as docs/results-schema.md describes.
+#include "cli_sizes.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -28,6 +29,8 @@
 #endif
 
 namespace {
+
+using taco::cli::parse_bytes;
 
 struct BenchArgs {
   std::string variants = "taco,fp8-g128";
@@ -71,22 +74,6 @@ std::vector<std::string> split_list(const std::string& s, const char* flag) {
   return out;
 }
 
-// "1M" = 1 MiB, "512K", "1G", "4096" (bytes); K/M/G are binary (as nccl-tests -b/-e).
-int64_t parse_bytes(const std::string& s, const char* flag) {
-  TACO_REQUIRE_INPUT(!s.empty(), "{}: empty size", flag);
-  size_t i = 0;
-  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-  TACO_REQUIRE_INPUT(i > 0 && i < 16, "{} '{}': expected a size like 4096, 512K, 1M or 1G", flag, s);
-  int64_t v = std::stoll(s.substr(0, i));
-  std::string suf = s.substr(i);
-  for (auto& c : suf) c = char(std::toupper(static_cast<unsigned char>(c)));
-  if (suf == "K" || suf == "KB" || suf == "KIB") v <<= 10;
-  else if (suf == "M" || suf == "MB" || suf == "MIB") v <<= 20;
-  else if (suf == "G" || suf == "GB" || suf == "GIB") v <<= 30;
-  else TACO_REQUIRE_INPUT(suf.empty() || suf == "B", "{} '{}': unknown unit '{}' (K, M, G)", flag, s, suf);
-  TACO_REQUIRE_INPUT(v > 0, "{} '{}': must be positive", flag, s);
-  return v;
-}
 
 std::vector<int> parse_ints(const std::string& s, const char* flag) {
   std::vector<int> out;

@@ -3,6 +3,7 @@
 // the same flags (-b -e -f -i -n -w -c -d -o -g), one table row per size with size, count, type,
 // redop, time, algbw, busbw, #wrong, then taco's columns. --json FILE per docs/results-schema.md.
 // Harness: cuda/comm_bench.hpp; plans: cuda/comm_plans.hpp; docs/comm.md has the details.
+#include "cli_sizes.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -27,6 +28,8 @@
 #endif
 
 namespace {
+
+using taco::cli::parse_bytes;
 
 struct CommArgs {
   std::string colls = "all_reduce";
@@ -66,21 +69,6 @@ std::vector<std::string> split_list(const std::string& s, const char* flag) {
   return out;
 }
 
-// nccl-tests sizes: 4096, 512K, 32M, 1G (K/M/G binary).
-int64_t parse_bytes(const std::string& s, const char* flag) {
-  size_t i = 0;
-  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-  TACO_REQUIRE_INPUT(i > 0 && i < 16, "{} '{}': expected a size like 4096, 512K, 32M or 1G", flag, s);
-  int64_t v = std::stoll(s.substr(0, i));
-  std::string suf = s.substr(i);
-  for (auto& c : suf) c = char(std::toupper(static_cast<unsigned char>(c)));
-  if (suf == "K" || suf == "KB" || suf == "KIB") v <<= 10;
-  else if (suf == "M" || suf == "MB" || suf == "MIB") v <<= 20;
-  else if (suf == "G" || suf == "GB" || suf == "GIB") v <<= 30;
-  else TACO_REQUIRE_INPUT(suf.empty() || suf == "B", "{} '{}': unknown unit '{}' (K, M, G)", flag, s, suf);
-  TACO_REQUIRE_INPUT(v > 0, "{} '{}': must be positive", flag, s);
-  return v;
-}
 
 // The command line as the kernel saw it (argv[0] included), for the JSON provenance.
 std::vector<std::string> self_argv() {

@@ -1,0 +1,28 @@
+#pragma once
+// Byte sizes on the command line, as nccl-tests writes them: 4096, 512K, 32M, 1G (K/M/G are
+// binary; KB/KiB and B accepted). Shared by `taco bench` and `taco comm`.
+#include "core/error.hpp"
+
+#include <cctype>
+#include <cstdint>
+#include <string>
+
+namespace taco::cli {
+
+inline int64_t parse_bytes(const std::string& s, const char* flag) {
+  TACO_REQUIRE_INPUT(!s.empty(), "{}: empty size", flag);
+  size_t i = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  TACO_REQUIRE_INPUT(i > 0 && i < 16, "{} '{}': expected a size like 4096, 512K, 32M or 1G", flag, s);
+  int64_t v = std::stoll(s.substr(0, i));
+  std::string suf = s.substr(i);
+  for (auto& c : suf) c = char(std::toupper(static_cast<unsigned char>(c)));
+  if (suf == "K" || suf == "KB" || suf == "KIB") v <<= 10;
+  else if (suf == "M" || suf == "MB" || suf == "MIB") v <<= 20;
+  else if (suf == "G" || suf == "GB" || suf == "GIB") v <<= 30;
+  else TACO_REQUIRE_INPUT(suf.empty() || suf == "B", "{} '{}': unknown unit '{}' (K, M, G)", flag, s, suf);
+  TACO_REQUIRE_INPUT(v > 0, "{} '{}': must be positive", flag, s);
+  return v;
+}
+
+}  // namespace taco::cli
