@@ -189,6 +189,8 @@ void run_study_command(const StudyArgs& a) {
   }
   if (a.gpu) {
 #if defined(TACO_STUDY_HAS_GPU)
+    // Asking for the GPU where none is visible is a usage problem: say so before any work.
+    TACO_REQUIRE_INPUT(taco::gpu::gpu_available(), "--gpu: no CUDA device is available on this machine");
     opts.codec_factory = [](const std::string& v) { return taco::gpu::make_gpu_codec(v); };
 #else
     throw_input_error("--gpu: this taco was built without the GPU backend (rebuild with CUDA: "
