@@ -43,7 +43,8 @@ std::vector<ParetoPoint> pareto_points(const StudyResult& r) {
     groups[{a.site, a.direction}].emplace_back(p, a.variant_index);
   }
   std::vector<ParetoPoint> out;
-  for (auto& [key, g] : groups) {
+  for (auto& group : groups) {
+    auto& g = group.second;  // a named reference: clang 14 cannot capture structured bindings
     std::vector<ParetoPoint> pts;
     for (const auto& pv : g) pts.push_back(pv.first);
     mark_front(pts);
