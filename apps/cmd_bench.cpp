@@ -3,7 +3,7 @@
 // nvbench: CUDA events, warm-up, L2-flushed cold samples, batch samples over rotating inputs,
 // median and noise, noise-based stopping. Output: a markdown table on stdout, --json / --csv
 // files as docs/results-schema.md describes.
-#include "cli_sizes.hpp"
+#include "cli_parse.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -31,6 +31,7 @@
 namespace {
 
 using taco::cli::parse_bytes;
+using taco::cli::split_list;
 
 struct BenchArgs {
   std::string variants = "taco,fp8-g128";
@@ -55,24 +56,6 @@ struct BenchArgs {
   bool quiet = false;
 };
 
-std::vector<std::string> split_list(const std::string& s, const char* flag) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s + ",") {
-    if (c == ',') {
-      while (!cur.empty() && std::isspace(static_cast<unsigned char>(cur.back()))) cur.pop_back();
-      size_t b = 0;
-      while (b < cur.size() && std::isspace(static_cast<unsigned char>(cur[b]))) ++b;
-      cur = cur.substr(b);
-      TACO_REQUIRE_INPUT(!cur.empty(), "{} '{}': empty list entry", flag, s);
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return out;
-}
 
 
 std::vector<int> parse_ints(const std::string& s, const char* flag) {

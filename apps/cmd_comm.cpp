@@ -3,7 +3,7 @@
 // the same flags (-b -e -f -i -n -w -c -d -o -g), one table row per size with size, count, type,
 // redop, time, algbw, busbw, #wrong, then taco's columns. --json FILE per docs/results-schema.md.
 // Harness: cuda/comm_bench.hpp; plans: cuda/comm_plans.hpp; docs/comm.md has the details.
-#include "cli_sizes.hpp"
+#include "cli_parse.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -30,6 +30,7 @@
 namespace {
 
 using taco::cli::parse_bytes;
+using taco::cli::split_list;
 
 struct CommArgs {
   std::string colls = "all_reduce";
@@ -53,22 +54,6 @@ struct CommArgs {
   std::string json;
   std::vector<std::string> argv;
 };
-
-std::vector<std::string> split_list(const std::string& s, const char* flag) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s + ",") {
-    if (c == ',') {
-      TACO_REQUIRE_INPUT(!cur.empty(), "{} '{}': empty list entry", flag, s);
-      out.push_back(cur);
-      cur.clear();
-    } else if (!std::isspace(static_cast<unsigned char>(c))) {
-      cur += c;
-    }
-  }
-  return out;
-}
-
 
 // The command line as the kernel saw it (argv[0] included), for the JSON provenance.
 std::vector<std::string> self_argv() {

@@ -1,13 +1,34 @@
 #pragma once
-// Byte sizes on the command line, as nccl-tests writes them: 4096, 512K, 32M, 1G (K/M/G are
-// binary; KB/KiB and B accepted). Shared by `taco bench` and `taco comm`.
+// Flag values shared by `taco bench` and `taco comm`: comma-separated lists, and byte sizes as
+// nccl-tests writes them (4096, 512K, 32M, 1G; K/M/G are binary; KB/KiB and B accepted).
 #include "core/error.hpp"
 
 #include <cctype>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace taco::cli {
+
+// "a, b,c" -> {"a", "b", "c"}: entries trimmed; an empty entry is an InputError naming the flag.
+inline std::vector<std::string> split_list(const std::string& s, const char* flag) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s + ",") {
+    if (c != ',') {
+      cur += c;
+      continue;
+    }
+    while (!cur.empty() && std::isspace(static_cast<unsigned char>(cur.back()))) cur.pop_back();
+    size_t b = 0;
+    while (b < cur.size() && std::isspace(static_cast<unsigned char>(cur[b]))) ++b;
+    cur = cur.substr(b);
+    TACO_REQUIRE_INPUT(!cur.empty(), "{} '{}': empty list entry", flag, s);
+    out.push_back(cur);
+    cur.clear();
+  }
+  return out;
+}
 
 inline int64_t parse_bytes(const std::string& s, const char* flag) {
   TACO_REQUIRE_INPUT(!s.empty(), "{}: empty size", flag);
