@@ -48,24 +48,12 @@ struct BenchArgs {
   double max_noise = 0.5, min_time = 0.5, timeout = 15.0;
   bool no_cold = false, no_batch = false;
   std::string batch_max = "64M";
-  std::string encode_unroll = "1", decode_unroll = "1";
   bool no_verify = false;
   uint64_t seed = 1;
   int device = 0;
   std::string json, csv;
   bool quiet = false;
 };
-
-
-
-std::vector<int> parse_ints(const std::string& s, const char* flag) {
-  std::vector<int> out;
-  for (const auto& t : split_list(s, flag)) {
-    TACO_REQUIRE_INPUT(t.size() < 4 && std::isdigit(static_cast<unsigned char>(t[0])), "{} '{}': expected integers", flag, s);
-    out.push_back(std::stoi(t));
-  }
-  return out;
-}
 
 std::string human_bytes(int64_t b) {
   if (b >= (int64_t(1) << 30) && b % (int64_t(1) << 30) == 0) return fmt::format("{} GiB", b >> 30);
@@ -225,15 +213,6 @@ void run_bench_command(const BenchArgs& a) {
   o.timing.max_noise_pct = a.max_noise;
   o.timing.min_time_s = a.min_time;
   o.timing.timeout_s = a.timeout;
-  o.tunings.clear();
-  for (int eu : parse_ints(a.encode_unroll, "--encode-unroll"))
-    for (int du : parse_ints(a.decode_unroll, "--decode-unroll")) {
-      TACO_REQUIRE_INPUT((eu == 1 || eu == 2) && (du == 1 || du == 2), "--encode-unroll/--decode-unroll: 1 or 2");
-      taco::gpu::GroupTuning t;
-      t.encode_unroll = eu;
-      t.decode_unroll = du;
-      o.tunings.push_back(t);
-    }
   o.verify = !a.no_verify;
   o.seed = a.seed;
   o.device = a.device;
@@ -271,9 +250,6 @@ void add_bench(CLI::App& root) {
   cmd->add_flag("--no-cold", a->no_cold, "Skip the L2-flushed (cold) measurements");
   cmd->add_flag("--no-batch", a->no_batch, "Skip the batch (back-to-back, rotating inputs) measurements");
   cmd->add_option("--batch-max", a->batch_max, "Largest size with batch measurements")->capture_default_str();
-  cmd->add_option("--encode-unroll", a->encode_unroll, "Fused encode: items a warp loads before computing (list: 1,2)")
-      ->capture_default_str();
-  cmd->add_option("--decode-unroll", a->decode_unroll, "Fused decode: the same (list: 1,2)")->capture_default_str();
   cmd->add_flag("--no-verify", a->no_verify, "Skip the GPU-vs-CPU and fused-vs-unfused byte checks (sizes <= 16 MiB)");
   cmd->add_option("--seed", a->seed, "Input data seed")->capture_default_str();
   cmd->add_option("--device", a->device, "CUDA device index")->capture_default_str();
@@ -285,7 +261,6 @@ void add_bench(CLI::App& root) {
       "  taco bench                                   # taco and fp8-g128, 1 MiB..1 GiB (x4), fused + unfused\n"
       "  taco bench -v taco,fp8-g128,mxfp8 --sizes 8M,256M --json bench.json --csv bench.csv\n"
       "  taco bench -v taco --ops decode_reduce --sources 4 --impl fused --no-batch\n"
-      "  taco bench -v taco --encode-unroll 1,2 --decode-unroll 1,2 --sizes 256M   # compare kernel tunings\n"
       "Exit codes: 0 ok; 2 bad options or a build without CUDA; 1 CUDA errors, out of GPU memory, or a\n"
       "failed byte check.");
   cmd->callback([a] { run_bench_command(*a); });

@@ -17,8 +17,9 @@
 
 namespace taco::gpu {
 
-std::string tuning_name(const GroupTuning& t) {
-  return fmt::format("eu{}-du{}", t.encode_unroll, t.decode_unroll);
+std::string kernel_shape(const GpuQuant& q) {
+  if (!q.fused()) return "";
+  return fmt::format("e{}-d{}", q.group_kernels().encode_bf16.lane_elems, q.group_kernels().decode_reduce.lane_elems);
 }
 
 namespace {
@@ -124,10 +125,9 @@ BenchReport run_bench(const BenchOptions& o) {
     }
 
     for (const std::string& variant : o.variants) {
-      for (const GroupTuning& tuning : o.tunings) {
-        const GpuQuant q(variant, tuning);
-        const bool tuned = q.fused();
-        const std::string config = tuned ? tuning_name(tuning) : "";
+      {
+        const GpuQuant q(variant);
+        const std::string config = kernel_shape(q);
         std::unique_ptr<UnfusedTaco> unfused;
         const bool want_unfused = std::find(o.impls.begin(), o.impls.end(), "unfused") != o.impls.end();
         if (want_unfused && UnfusedTaco::supports(variant)) unfused = std::make_unique<UnfusedTaco>(variant);
@@ -274,7 +274,6 @@ BenchReport run_bench(const BenchOptions& o) {
             }
           }
         }
-        if (!tuned) break;  // other tunings give the same kernels
       }
     }
   }

@@ -24,6 +24,8 @@
 
 namespace taco::gpu {
 
+class GpuQuant;
+
 struct BenchOptions {
   std::vector<std::string> variants{"taco", "fp8-g128"};
   std::vector<std::string> ops{"encode", "decode", "decode_reduce"};
@@ -37,7 +39,6 @@ struct BenchOptions {
   bool batch = true;                 // back-to-back launches over rotating inputs
   int64_t batch_max_bytes = int64_t(64) << 20;  // batch rows only up to this size
   TimingOptions timing;
-  std::vector<GroupTuning> tunings{GroupTuning{}};  // fused kernel variants to time
   bool verify = true;                // check against the CPU codec / unfused pipeline
   int64_t verify_max_bytes = int64_t(16) << 20;
   uint64_t seed = 1;
@@ -56,7 +57,7 @@ struct BenchRow {
   int64_t size_bytes = 0;   // the size axis (bf16 bytes of the logical input)
   int sources = 1, launches = 1;
   int64_t chunks = 1;
-  std::string config;       // fused kernel tuning, e.g. "eu1-du2"
+  std::string config;       // fused kernels' elements per lane, encode and decode: "e32-d16"
   bool timed_out = false;
   double copy_gbps = 0;     // the copy it is compared with
 };
@@ -82,6 +83,6 @@ struct BenchReport {
 // BenchReport::failures.
 BenchReport run_bench(const BenchOptions& opts);
 
-std::string tuning_name(const GroupTuning& t);
+std::string kernel_shape(const GpuQuant& q);
 
 }  // namespace taco::gpu

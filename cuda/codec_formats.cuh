@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "cuda/codec_params.hpp"
+#include "formats/scale_division.hpp"
 
 namespace taco::gpu::detail {
 
@@ -34,31 +35,12 @@ __device__ __forceinline__ float safe_div(float a, float b) {
   return fabsf(b) < 1e-12f ? 0.0f : __fdiv_rn(a, b);
 }
 
-// ---- division by a per-group scale ------------------------------------------------------------
-// q = a / b correctly rounded, from y = RN(1/b) computed once per group: q0 = RN(a * y), the
-// remainder r = a - b * q0 is exact (FMA), q1 = RN(q0 + r * y) (Markstein). With b in
-// [2^-80, 2^120] and |a/b| < 2^100 this equals the IEEE quotient whenever |a / b| >= 2^-20, which
-// is every quotient an 8-bit code can tell apart (E5M2's smallest subnormal is 2^-16; smaller
-// quotients encode as a signed zero either way). With b in [2^-20, 2^20] and a == 0 or |a| in
-// [2^-100, 2^100] it equals the IEEE quotient always. The sign is copied from a (b > 0), which
-// also gets -0 / b = -0 right. Checked on the host against IEEE division for 4e8 random pairs
-// (both conditions, including subnormal and near-midpoint numerators) and by the GPU tests.
-struct ScaleDivisor {
-  float b, y;
-};
-__device__ __forceinline__ ScaleDivisor scale_divisor(float b) { return {b, __frcp_rn(b)}; }
-__device__ __forceinline__ float div_by_scale(float a, const ScaleDivisor& d) {
-  const float q0 = __fmul_rn(a, d.y);
-  const float r = __fmaf_rn(-q0, d.b, a);
-  return copysignf(__fmaf_rn(r, d.y, q0), a);
-}
-// b inside the range where div_by_scale is exact for codes.
-__device__ __forceinline__ bool code_divisor_ok(float b) {
-  return b >= 8.27180613e-25f /* 2^-80 */ && b <= 1.32922800e+36f /* 2^120 */;
-}
-__device__ __forceinline__ bool value_divisor_ok(float b) {
-  return b >= 9.53674316e-07f /* 2^-20 */ && b <= 1048576.0f /* 2^20 */;
-}
+// ---- division by a per-group scale (formats/scale_division.hpp) ------------------------------
+using taco::gpu::code_divisor_ok;
+using taco::gpu::div_by_scale;
+using taco::gpu::scale_divisor;
+using taco::gpu::ScaleDivisor;
+using taco::gpu::value_divisor_ok;
 
 // ---- bf16 (core/dtype.hpp) -------------------------------------------------------------------
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t h) { return bitsf(h << 16); }
@@ -137,12 +119,6 @@ __device__ __forceinline__ uint32_t element_code(float t, const QuantRules& q) {
   }
   return 0;
 }
-// Two codes at once (the hot path): low byte = code of a.
-__device__ __forceinline__ uint32_t element_code2(float a, float b, const QuantRules& q) {
-  if (q.elem != ElemKind::INT8 && q.saturate) return fp8x2_sat(a, b, q.elem);
-  return element_code(a, q) | (element_code(b, q) << 8);
-}
-
 __device__ __forceinline__ float code_value(uint32_t code, ElemKind e) {
   return e == ElemKind::INT8 ? float(int32_t(int8_t(uint8_t(code)))) : fp8_to_float(code, e);
 }

@@ -123,11 +123,18 @@ __device__ __forceinline__ void apply_rht_signs(float (&v)[L::kRegs], int lane, 
 }
 
 // ---- code stores ---------------------------------------------------------------------------
-// Packs the codes of layout L (one byte per register) and writes the first n of the group's
-// codes at `dst` (the group's first code byte). Runs of consecutive elements go out as one
-// vector store when `vec` (alignment checked on the host) and the whole group is stored.
+// Codes travel as pairs: pair[i] holds the codes of registers 2i (low byte) and 2i + 1, as the
+// FP8 conversion instruction produces them.
 template <class L>
-__device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&code)[L::kRegs],
+__device__ __forceinline__ uint32_t code_at(const uint32_t (&pair)[L::kRegs / 2], int r) {
+  return (pair[r / 2] >> (8 * (r % 2))) & 0xffu;
+}
+
+// Writes the first n of the group's codes at `dst` (the group's first code byte). Runs of
+// consecutive elements go out as one vector store when `vec` (alignment checked on the host)
+// and the whole group is stored.
+template <class L>
+__device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&pair)[L::kRegs / 2],
                                             int lane, int n, bool vec) {
   constexpr int K = 1 << L::run_log2();
   static_assert(K >= 4, "code runs of at least 4 bytes");
@@ -139,8 +146,7 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&code)
       uint32_t w[K / 4];
 #pragma unroll
       for (int t = 0; t < K / 4; ++t)
-        w[t] = code[j * K + 4 * t] | (code[j * K + 4 * t + 1] << 8) |
-               (code[j * K + 4 * t + 2] << 16) | (code[j * K + 4 * t + 3] << 24);
+        w[t] = __byte_perm(pair[(j * K + 4 * t) / 2], pair[(j * K + 4 * t) / 2 + 1], 0x5410);
       uint8_t* d = dst + (L::reg_offset(j * K) | lo);
       if constexpr (K == 4) {
         *reinterpret_cast<uint32_t*>(d) = w[0];
@@ -156,7 +162,7 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&code)
 #pragma unroll
     for (int r = 0; r < L::kRegs; ++r) {
       const int i = L::reg_offset(r) | lo;
-      if (i < n) dst[i] = uint8_t(code[r]);
+      if (i < n) dst[i] = uint8_t(code_at<L>(pair, r));
     }
   }
 }
@@ -170,6 +176,23 @@ __device__ __forceinline__ float load_f32_scalar(const uint8_t* src, bool aligne
 }
 
 // ---- encode --------------------------------------------------------------------------------
+// The element codes of t (already divided by the scale) as pairs. The format branch is taken
+// once per group, not per pair: with the kind a constant, a saturating FP8 pair is one
+// conversion instruction.
+template <int N>
+__device__ __forceinline__ void encode_pairs(const float (&t)[N], uint32_t (&pair)[N / 2], const QuantRules& q) {
+  if (q.saturate && q.elem == ElemKind::E4M3) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) pair[i] = fp8x2_sat(t[2 * i], t[2 * i + 1], ElemKind::E4M3);
+  } else if (q.saturate && q.elem == ElemKind::E5M2) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) pair[i] = fp8x2_sat(t[2 * i], t[2 * i + 1], ElemKind::E5M2);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) pair[i] = element_code(t[2 * i], q) | (element_code(t[2 * i + 1], q) << 8);
+  }
+}
+
 // Encodes one group held in layout L (values already zero past m) into the chunk's wire buffer:
 // codes, scale(s). Adds the saturated codes it stored to `sat`.
 template <class Cfg, class L>
@@ -181,7 +204,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
   const bool leader = (lane & (Cfg::LPG - 1)) == 0;
   uint8_t* wire = p.wire_out + it.c * p.wire_out_stride;
   const int n = Cfg::kHad ? Cfg::G : it.m;  // codes stored
-  uint32_t code[EPL];
+  uint32_t pair[EPL / 2];
 
   if (q.taco) {
     // methods.md 1.4 / quant_codec.hpp "TACO rules", steps 2-6
@@ -229,20 +252,9 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
       for (int r = 0; r < EPL; ++r) t[r] = t[r] > kClamp ? kClamp : (t[r] < -kClamp ? -kClamp : t[r]);
     }
-#pragma unroll
-    for (int r = 0; r < EPL; r += 2) {
-      if (q.saturate) {
-        const uint32_t c2 = fp8x2_sat(t[r], t[r + 1], q.elem);
-        code[r] = c2 & 0xffu;
-        code[r + 1] = c2 >> 8;
-      } else {
-#pragma unroll
-        for (int k = 0; k < 2; ++k)
-          code[r + k] = q.elem == ElemKind::E4M3 ? e4m3_sw(t[r + k], false) : e5m2_sw(t[r + k], false);
-      }
-    }
+    encode_pairs<EPL>(t, pair, q);  // TACO elements are FP8 (variant.cpp)
     if (it.valid) {
-      store_codes<Lc>(wire + it.b * Cfg::G, code, lane, n, p.code_vec);
+      store_codes<Lc>(wire + it.b * Cfg::G, pair, lane, n, p.code_vec);
       if (leader) {
         store_f32_scalar(wire + p.geo.scale_off + 4 * it.b, s_q, p.scale_vec4);
         if (q.dual) store_f32_scalar(wire + p.geo.aux_off + 4 * it.b, s_a, p.scale_vec4);
@@ -276,14 +288,9 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
       for (int r = 0; r < EPL; ++r) t[r] = __fdiv_rn(finite_or_zero(v[r]), so.s);
     }
-#pragma unroll
-    for (int r = 0; r < EPL; r += 2) {
-      const uint32_t c2 = element_code2(t[r], t[r + 1], q);
-      code[r] = c2 & 0xffu;
-      code[r + 1] = (c2 >> 8) & 0xffu;
-    }
+    encode_pairs<EPL>(t, pair, q);
     if (it.valid) {
-      store_codes<Lc>(wire + it.b * Cfg::G, code, lane, n, p.code_vec);
+      store_codes<Lc>(wire + it.b * Cfg::G, pair, lane, n, p.code_vec);
       if (leader) {
         uint8_t* sp = wire + p.geo.scale_off + it.b * q.scale_bytes;
         if (q.scale_bytes == 4) store_f32_scalar(sp, bitsf(so.code), p.scale_vec4);
@@ -295,7 +302,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     const int lo = Lc::lane_offset(lane);
 #pragma unroll
     for (int r = 0; r < EPL; ++r)
-      sat += ((Lc::reg_offset(r) | lo) < n && is_sat_code(code[r], q)) ? 1u : 0u;
+      sat += ((Lc::reg_offset(r) | lo) < n && is_sat_code(code_at<Lc>(pair, r), q)) ? 1u : 0u;
   }
 }
 

@@ -24,9 +24,8 @@ __device__ __forceinline__ void flush_stats(unsigned long long* stats, unsigned 
   }
 }
 
-// Encode: U items (GPW groups each) per warp and iteration, their loads issued before any of
-// them is computed on.
-template <class Cfg, int U, typename InT>
+// Encode: each warp iteration takes GPW groups (one per lane subgroup).
+template <class Cfg, typename InT>
 __global__ void __launch_bounds__(kGroupThreads) group_encode_kernel(const __grid_constant__ KernelParams p) {
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
@@ -34,66 +33,49 @@ __global__ void __launch_bounds__(kGroupThreads) group_encode_kernel(const __gri
   const int64_t total = p.chunks * p.geo.nblocks;
   const int gsub = lane >> Cfg::LB;
   unsigned long long sat = 0, nonfin = 0;
-  for (int64_t base = warp * Cfg::GPW * U; base < total; base += nwarps * Cfg::GPW * U) {
-    Item it[U];
-    RawInput<Cfg, InT> raw[U];
+  for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
+    const Item it = make_item<Cfg>(p, base + gsub);
+    RawInput<Cfg, InT> raw;
+    load_raw<Cfg, InT>(p, it, lane, raw);
+    float v[Cfg::EPL];
+    unpack_raw<Cfg, InT>(raw, v);
+    if (p.stats) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      it[u] = make_item<Cfg>(p, base + u * Cfg::GPW + gsub);
-      load_raw<Cfg, InT>(p, it[u], lane, raw[u]);
+      for (int r = 0; r < Cfg::EPL; ++r) nonfin += nonfinite(v[r]) ? 1u : 0u;
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float v[Cfg::EPL];
-      unpack_raw<Cfg, InT>(raw[u], v);
-      if (p.stats) {
-#pragma unroll
-        for (int r = 0; r < Cfg::EPL; ++r) nonfin += nonfinite(v[r]) ? 1u : 0u;
-      }
-      encode_group<Cfg, typename Cfg::Load>(p, it[u], lane, v, sat);
-    }
+    encode_group<Cfg, typename Cfg::Load>(p, it, lane, v, sat);
   }
   if (p.stats) flush_stats(p.stats, sat, nonfin);
 }
 
-// acc[u] = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32) for U items; the codes of
-// the U items of one source are loaded before any is decoded.
-template <class Cfg, int U>
-__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item (&it)[U], int lane,
-                                           float (&acc)[U][Cfg::EPL]) {
+// acc = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32), in layout Cfg::Decoded.
+template <class Cfg>
+__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, float (&acc)[Cfg::EPL]) {
   for (int s = 0; s < p.nsrc; ++s) {
-    RawCodes<Cfg> raw[U];
+    RawCodes<Cfg> raw;
+    load_codes<Cfg>(p, p.src[s] + it.c * p.wire_in_stride, it, lane, raw);
+    float d[Cfg::EPL];
+    decode_codes<Cfg>(p, raw, lane, d);
 #pragma unroll
-    for (int u = 0; u < U; ++u) load_codes<Cfg>(p, p.src[s] + it[u].c * p.wire_in_stride, it[u], lane, raw[u]);
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float d[Cfg::EPL];
-      decode_codes<Cfg>(p, raw[u], lane, d);
-#pragma unroll
-      for (int r = 0; r < Cfg::EPL; ++r) acc[u][r] = s == 0 ? d[r] : __fadd_rn(acc[u][r], d[r]);
-    }
+    for (int r = 0; r < Cfg::EPL; ++r) acc[r] = s == 0 ? d[r] : __fadd_rn(acc[r], d[r]);
   }
 }
 
-template <class Cfg, int U>
+template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(const __grid_constant__ KernelParams p) {
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
   const int64_t total = p.chunks * p.geo.nblocks;
   const int gsub = lane >> Cfg::LB;
-  for (int64_t base = warp * Cfg::GPW * U; base < total; base += nwarps * Cfg::GPW * U) {
-    Item it[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) it[u] = make_item<Cfg>(p, base + u * Cfg::GPW + gsub);
-    float acc[U][Cfg::EPL];
-    decode_sum<Cfg, U>(p, it, lane, acc);
+  for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
+    const Item it = make_item<Cfg>(p, base + gsub);
+    float acc[Cfg::EPL];
+    decode_sum<Cfg>(p, it, lane, acc);
     // TACO decodes are never NaN (non-finite values are zeroed before the division by s_a > 0).
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (it[u].valid)
-        store_values<typename Cfg::Decoded>(p, it[u].c * p.out_stride + it[u].b * Cfg::G, acc[u], lane, it[u].m,
-                                            p.rules.taco != 0);
+    if (it.valid)
+      store_values<typename Cfg::Decoded>(p, it.c * p.out_stride + it.b * Cfg::G, acc, lane, it.m,
+                                          p.rules.taco != 0);
   }
 }
 
@@ -107,20 +89,53 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
   const int gsub = lane >> Cfg::LB;
   unsigned long long sat = 0, nonfin = 0;
   for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
-    const Item it[1] = {make_item<Cfg>(p, base + gsub)};
-    float acc[1][Cfg::EPL];
-    decode_sum<Cfg, 1>(p, it, lane, acc);
+    const Item it = make_item<Cfg>(p, base + gsub);
+    float acc[Cfg::EPL];
+    decode_sum<Cfg>(p, it, lane, acc);
     // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r) {
-      float x = p.round_sum_bf16 ? bf16_bits_to_float(float_to_bf16_bits(acc[0][r])) : acc[0][r];
-      x = (it[0].valid && elem_index<Dec>(r, lane) < it[0].m) ? x : 0.0f;
-      if (p.stats) nonfin += (it[0].valid && nonfinite(x)) ? 1u : 0u;
-      acc[0][r] = x;
+      float x = p.round_sum_bf16 ? bf16_bits_to_float(float_to_bf16_bits(acc[r])) : acc[r];
+      x = (it.valid && elem_index<Dec>(r, lane) < it.m) ? x : 0.0f;
+      if (p.stats) nonfin += (it.valid && nonfinite(x)) ? 1u : 0u;
+      acc[r] = x;
     }
-    encode_group<Cfg, Dec>(p, it[0], lane, acc[0], sat);
+    encode_group<Cfg, Dec>(p, it, lane, acc, sat);
   }
   if (p.stats) flush_stats(p.stats, sat, nonfin);
+}
+
+// The ring hop of compressed collectives: as group_decode_reduce_encode_kernel with one source,
+// plus the rank's own raw chunk (p.in, in_type) before the re-encode: acc = decode(src) + own.
+template <class Cfg>
+__global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(const __grid_constant__ KernelParams p) {
+  using Dec = typename Cfg::Decoded;
+  const int lane = int(threadIdx.x & 31);
+  const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
+  const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
+  const int64_t total = p.chunks * p.geo.nblocks;
+  const int gsub = lane >> Cfg::LB;
+  unsigned long long sat = 0;
+  for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
+    const Item it = make_item<Cfg>(p, base + gsub);
+    RawCodes<Cfg> raw;
+    load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, raw);
+    float acc[Cfg::EPL];
+    decode_codes<Cfg>(p, raw, lane, acc);
+    const int64_t first = it.c * p.in_stride + it.b * Cfg::G;
+#pragma unroll
+    for (int r = 0; r < Cfg::EPL; ++r) {
+      const int i = elem_index<Dec>(r, lane);
+      const bool live = it.valid && i < it.m;
+      float own = 0.0f;
+      if (live)
+        own = p.in_type == DataType::BF16 ? bf16_bits_to_float(static_cast<const uint16_t*>(p.in)[first + i])
+                                          : static_cast<const float*>(p.in)[first + i];
+      // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
+      acc[r] = live ? __fadd_rn(acc[r], own) : 0.0f;
+    }
+    encode_group<Cfg, Dec>(p, it, lane, acc, sat);
+  }
 }
 
 // ---- row / tensor codecs -------------------------------------------------------------------
@@ -237,45 +252,43 @@ __global__ void __launch_bounds__(kScopedThreads) scoped_decode_reduce(const __g
   }
 }
 
+template <class Cfg, class Kernel>
+GroupKernel group_kernel(Kernel fn) {
+  return {reinterpret_cast<KernelFn>(fn), Cfg::GPW, Cfg::EPL};
+}
+
+// Elements per lane (2^R): more per lane means fewer warp shuffles in the transform and the
+// per-group scalar work (scales, indexing) shared by more elements, but more registers, so
+// fewer warps to hide memory latency. Measured on H200 for G = 128 (bench/records,
+// 2026-11-30 v3 sweep): 32 per lane is fastest for every encode and for the transformed
+// decodes; plain (untransformed) decodes are fastest at 16. Groups of 16 have 16; G = 1024
+// needs at least 32 (a group spans at most one warp).
 template <int LG, bool Had>
-GroupKernels group_kernels(DataType in, int encode_unroll, int decode_unroll) {
-  // 16 elements per lane (two 16-byte bf16 loads) up to G = 512; G = 1024 needs 32.
-  constexpr int R = LG <= 9 ? 4 : 5;
-  using Cfg = GroupCfg<LG, R, Had>;
+GroupKernels group_kernels() {
+  constexpr int kEncodeR = LG >= 5 ? 5 : 4;
+  constexpr int kDecodeR = Had ? kEncodeR : (LG >= 10 ? 5 : 4);
+  using Enc = GroupCfg<LG, kEncodeR, Had>;
+  using Dec = GroupCfg<LG, kDecodeR, Had>;
   GroupKernels k;
-  const bool bf16 = in == DataType::BF16;
-  switch (encode_unroll) {
-    case 1: k.encode = bf16 ? group_encode_kernel<Cfg, 1, uint16_t> : group_encode_kernel<Cfg, 1, float>; break;
-    case 2: k.encode = bf16 ? group_encode_kernel<Cfg, 2, uint16_t> : group_encode_kernel<Cfg, 2, float>; break;
-    default: throw_input_error("GPU codecs: encode unroll must be 1 or 2, got {}", encode_unroll);
-  }
-  switch (decode_unroll) {
-    case 1: k.decode_reduce = group_decode_reduce_kernel<Cfg, 1>; break;
-    case 2: k.decode_reduce = group_decode_reduce_kernel<Cfg, 2>; break;
-    default: throw_input_error("GPU codecs: decode unroll must be 1 or 2, got {}", decode_unroll);
-  }
-  k.decode_reduce_encode = group_decode_reduce_encode_kernel<Cfg>;
-  k.lanes_per_group = Cfg::LPG;
-  k.groups_per_warp = Cfg::GPW;
-  k.encode_unroll = encode_unroll;
-  k.decode_unroll = decode_unroll;
+  k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
+  k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);
+  k.decode_reduce = group_kernel<Dec>(group_decode_reduce_kernel<Dec>);
+  k.decode_reduce_encode = group_kernel<Dec>(group_decode_reduce_encode_kernel<Dec>);
+  k.decode_add_encode = group_kernel<Dec>(group_decode_add_encode_kernel<Dec>);
   return k;
 }
 
 }  // namespace detail
 
-GroupKernels select_group_kernels(int group_size, bool transform, DataType in, int encode_unroll,
-                                  int decode_unroll) {
-  const DataType t = in;
-  const int eu = encode_unroll, du = decode_unroll;
+GroupKernels select_group_kernels(int group_size, bool transform) {
   switch (group_size) {
-    case 16: return transform ? detail::group_kernels<4, true>(t, eu, du) : detail::group_kernels<4, false>(t, eu, du);
-    case 32: return transform ? detail::group_kernels<5, true>(t, eu, du) : detail::group_kernels<5, false>(t, eu, du);
-    case 64: return transform ? detail::group_kernels<6, true>(t, eu, du) : detail::group_kernels<6, false>(t, eu, du);
-    case 128: return transform ? detail::group_kernels<7, true>(t, eu, du) : detail::group_kernels<7, false>(t, eu, du);
-    case 256: return transform ? detail::group_kernels<8, true>(t, eu, du) : detail::group_kernels<8, false>(t, eu, du);
-    case 512: return transform ? detail::group_kernels<9, true>(t, eu, du) : detail::group_kernels<9, false>(t, eu, du);
-    case 1024: return transform ? detail::group_kernels<10, true>(t, eu, du) : detail::group_kernels<10, false>(t, eu, du);
+    case 16: return transform ? detail::group_kernels<4, true>() : detail::group_kernels<4, false>();
+    case 32: return transform ? detail::group_kernels<5, true>() : detail::group_kernels<5, false>();
+    case 64: return transform ? detail::group_kernels<6, true>() : detail::group_kernels<6, false>();
+    case 128: return transform ? detail::group_kernels<7, true>() : detail::group_kernels<7, false>();
+    case 256: return transform ? detail::group_kernels<8, true>() : detail::group_kernels<8, false>();
+    case 512: return transform ? detail::group_kernels<9, true>() : detail::group_kernels<9, false>();
+    case 1024: return transform ? detail::group_kernels<10, true>() : detail::group_kernels<10, false>();
     default:
       throw_input_error("GPU codecs: no kernel for group size {} (supported: 16, 32, 64, 128, 256, "
                         "512, 1024)", group_size);

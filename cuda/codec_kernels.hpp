@@ -10,25 +10,23 @@ namespace taco::gpu {
 
 using KernelFn = void (*)(KernelParams);
 
+// One fused kernel and how it splits the work: each warp iteration takes groups_per_warp
+// groups, lane_elems elements of a group per lane.
+struct GroupKernel {
+  KernelFn fn = nullptr;
+  int groups_per_warp = 0;
+  int lane_elems = 0;
+};
+
 // The fused kernels of one (group size, transform) pair.
 struct GroupKernels {
-  KernelFn encode = nullptr;                // [chunks] groups (of the input dtype) -> wire_out
-  KernelFn decode_reduce = nullptr;         // sum over nsrc (>= 1) decoded wires -> out
-  KernelFn decode_reduce_encode = nullptr;  // the same sum, re-encoded -> wire_out
-  int lanes_per_group = 0;
-  int groups_per_warp = 0;
-  int encode_unroll = 1;                    // items (of groups_per_warp groups) per warp iteration
-  int decode_unroll = 1;
+  GroupKernel encode_bf16, encode_f32;  // [chunks] groups of the input dtype -> wire_out
+  GroupKernel decode_reduce;            // sum over nsrc (>= 1) decoded wires -> out
+  GroupKernel decode_reduce_encode;     // the same sum, re-encoded -> wire_out
+  GroupKernel decode_add_encode;        // encode(decode(src[0]) + in): a ring all-reduce hop
 };
 
-// Launch tuning of the fused kernels: how many items a warp loads before computing.
-struct GroupTuning {
-  int encode_unroll = 1;  // 1 or 2
-  int decode_unroll = 1;  // 1 or 2 (1 measured faster on H200: bench/records v2)
-};
-
-GroupKernels select_group_kernels(int group_size, bool transform, DataType in, int encode_unroll,
-                                  int decode_unroll);
+GroupKernels select_group_kernels(int group_size, bool transform);
 
 inline constexpr int kGroupThreads = 128;  // threads per block of every group kernel
 inline constexpr int kScopedThreads = 256;

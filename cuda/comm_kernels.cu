@@ -188,64 +188,6 @@ __global__ void add_own_kernel(float* acc, const void* own, DataType t, int64_t 
 
 }  // namespace
 
-// ---- the fused ring hop ------------------------------------------------------------------------
-namespace detail {
-
-// As group_decode_reduce_encode_kernel (codec_kernels.cu) with one source, plus the rank's own raw
-// chunk added to the decoded value before the re-encode: acc = decode(src) + own (fp32).
-template <class Cfg>
-__global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(const __grid_constant__ KernelParams p) {
-  using Dec = typename Cfg::Decoded;
-  const int lane = int(threadIdx.x & 31);
-  const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
-  const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
-  const int64_t total = p.chunks * p.geo.nblocks;
-  const int gsub = lane >> Cfg::LB;
-  unsigned long long sat = 0;
-  for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
-    const Item it = make_item<Cfg>(p, base + gsub);
-    RawCodes<Cfg> raw;
-    load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, raw);
-    float acc[Cfg::EPL];
-    decode_codes<Cfg>(p, raw, lane, acc);
-    const int64_t first = it.c * p.in_stride + it.b * Cfg::G;
-#pragma unroll
-    for (int r = 0; r < Cfg::EPL; ++r) {
-      const int i = elem_index<Dec>(r, lane);
-      const bool live = it.valid && i < it.m;
-      float own = 0.0f;
-      if (live)
-        own = p.in_type == DataType::BF16 ? bf16_bits_to_float(static_cast<const uint16_t*>(p.in)[first + i])
-                                          : static_cast<const float*>(p.in)[first + i];
-      // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
-      acc[r] = live ? __fadd_rn(acc[r], own) : 0.0f;
-    }
-    encode_group<Cfg, Dec>(p, it, lane, acc, sat);
-  }
-}
-
-template <int LG, bool Had>
-KernelFn dae_kernel() {
-  constexpr int R = LG <= 9 ? 4 : 5;  // as codec_kernels.cu's group_kernels()
-  return group_decode_add_encode_kernel<GroupCfg<LG, R, Had>>;
-}
-
-KernelFn select_dae_kernel(int group, bool had) {
-  switch (group) {
-    case 16: return had ? dae_kernel<4, true>() : dae_kernel<4, false>();
-    case 32: return had ? dae_kernel<5, true>() : dae_kernel<5, false>();
-    case 64: return had ? dae_kernel<6, true>() : dae_kernel<6, false>();
-    case 128: return had ? dae_kernel<7, true>() : dae_kernel<7, false>();
-    case 256: return had ? dae_kernel<8, true>() : dae_kernel<8, false>();
-    case 512: return had ? dae_kernel<9, true>() : dae_kernel<9, false>();
-    case 1024: return had ? dae_kernel<10, true>() : dae_kernel<10, false>();
-    default: break;
-  }
-  throw_input_error("GPU ring hop: no kernel for group size {} (16..1024, powers of two)", group);
-}
-
-}  // namespace detail
-
 namespace {
 bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 }  // namespace
@@ -262,7 +204,8 @@ void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* ow
     return;
   }
   const QuantRules& rules = q.rules();
-  const KernelFn fn = detail::select_dae_kernel(rules.group, rules.transform != 0);
+  const GroupKernel& k = q.group_kernels().decode_add_encode;
+  const KernelFn fn = k.fn;
   KernelParams p;
   std::memset(&p, 0, sizeof p);
   p.rules = rules;
@@ -285,7 +228,7 @@ void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* ow
   TACO_CUDA_CHECK(cudaGetDevice(&dev));
   TACO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   TACO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(fn), kGroupThreads, 0));
-  const int gpw = std::max(1, q.group_kernels().groups_per_warp);
+  const int gpw = k.groups_per_warp;
   const int64_t groups = p.geo.nblocks;
   const int64_t warps = (groups + gpw - 1) / gpw;
   const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>((warps + 3) / 4, int64_t(sms) * std::max(occ, 1)));

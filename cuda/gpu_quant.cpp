@@ -122,7 +122,7 @@ VariantSpec GpuQuant::require_supported(const std::string& variant) {
   return v;
 }
 
-GpuQuant::GpuQuant(const std::string& variant, GroupTuning tuning) {
+GpuQuant::GpuQuant(const std::string& variant) {
   const VariantSpec v = require_supported(variant);
   name_ = canonical_variant(v);
   spec_ = v.quant;
@@ -163,14 +163,11 @@ GpuQuant::GpuQuant(const std::string& variant, GroupTuning tuning) {
   TACO_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, dev));
   group_ = s.gran == Granularity::Group;
   if (group_) {
-    gk_ = select_group_kernels(s.block, q.transform != 0, DataType::BF16, tuning.encode_unroll,
-                               tuning.decode_unroll);
-    encode_f32_ = select_group_kernels(s.block, q.transform != 0, DataType::F32, tuning.encode_unroll,
-                                       tuning.decode_unroll).encode;
-    occ_encode_ = occupancy(gk_.encode, kGroupThreads);
-    occ_encode_f32_ = occupancy(encode_f32_, kGroupThreads);
-    occ_decode_ = occupancy(gk_.decode_reduce, kGroupThreads);
-    occ_dre_ = occupancy(gk_.decode_reduce_encode, kGroupThreads);
+    gk_ = select_group_kernels(s.block, q.transform != 0);
+    occ_encode_ = occupancy(gk_.encode_bf16.fn, kGroupThreads);
+    occ_encode_f32_ = occupancy(gk_.encode_f32.fn, kGroupThreads);
+    occ_decode_ = occupancy(gk_.decode_reduce.fn, kGroupThreads);
+    occ_dre_ = occupancy(gk_.decode_reduce_encode.fn, kGroupThreads);
   } else {
     occ_scoped_ = occupancy(scoped_quant_kernel(), kScopedThreads);
   }
@@ -229,12 +226,11 @@ void GpuQuant::launch(KernelFn fn, int occ, int threads, int64_t blocks_needed, 
   TACO_CUDA_CHECK_LAUNCH(what, stream);
 }
 
-void GpuQuant::launch_group(KernelFn fn, int occ, const KernelParams& p, cudaStream_t stream,
-                            const char* what, int unroll) const {
+void GpuQuant::launch_group(const GroupKernel& k, int occ, const KernelParams& p, cudaStream_t stream,
+                            const char* what) const {
   const int64_t groups = p.chunks * p.geo.nblocks;
-  const int64_t per_warp = int64_t(gk_.groups_per_warp) * unroll;
-  const int64_t warps = (groups + per_warp - 1) / per_warp;
-  launch(fn, occ, kGroupThreads, (warps + kGroupThreads / 32 - 1) / (kGroupThreads / 32), p, stream, what);
+  const int64_t warps = (groups + k.groups_per_warp - 1) / k.groups_per_warp;
+  launch(k.fn, occ, kGroupThreads, (warps + kGroupThreads / 32 - 1) / (kGroupThreads / 32), p, stream, what);
 }
 
 void GpuQuant::ensure_scratch(size_t bytes) const {
@@ -253,8 +249,8 @@ void GpuQuant::encode(const void* in, DataType in_type, int64_t chunks, int64_t 
   p.code_vec = aligned(wire, 16) && (chunks == 1 || p.geo.total % 16 == 0);
   p.scale_vec4 = aligned(wire + p.geo.scale_off, 4) && p.geo.aux_off % 4 == 0 && (chunks == 1 || p.geo.total % 4 == 0);
   if (group_) {
-    if (in_type == DataType::BF16) launch_group(gk_.encode, occ_encode_, p, stream, "group_encode_kernel<bf16>", gk_.encode_unroll);
-    else launch_group(encode_f32_, occ_encode_f32_, p, stream, "group_encode_kernel<f32>", gk_.encode_unroll);
+    if (in_type == DataType::BF16) launch_group(gk_.encode_bf16, occ_encode_, p, stream, "group_encode_kernel<bf16>");
+    else launch_group(gk_.encode_f32, occ_encode_f32_, p, stream, "group_encode_kernel<f32>");
   }
   else scoped_encode(p, 0, stream);
 }
@@ -300,7 +296,7 @@ void GpuQuant::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t ch
   p.out_type = out_type;
   p.out_vec16 = aligned(out, 16) && (chunks == 1 || (size_t(p.out_stride) * dtype_bytes(out_type)) % 16 == 0);
   if (group_) {
-    launch_group(gk_.decode_reduce, occ_decode_, p, stream, "group_decode_reduce_kernel", gk_.decode_unroll);
+    launch_group(gk_.decode_reduce, occ_decode_, p, stream, "group_decode_reduce_kernel");
   } else {
     const int64_t n = p.chunks * p.geo.numel;
     launch(scoped_decode_reduce_kernel(), occ_scoped_, kScopedThreads, (n + kScopedThreads - 1) / kScopedThreads, p,
@@ -328,7 +324,7 @@ void GpuQuant::decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int
     p.code_vec = cv;
     p.scale_vec4 = sv;
     p.wire_out = wire_out;
-    launch_group(gk_.decode_reduce_encode, occ_dre_, p, stream, "group_decode_reduce_encode_kernel", 1);
+    launch_group(gk_.decode_reduce_encode, occ_dre_, p, stream, "group_decode_reduce_encode_kernel");
     return;
   }
   // Row / tensor: the sum needs every block's amax first, so it goes through fp32 scratch.

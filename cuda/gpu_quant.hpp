@@ -24,7 +24,7 @@ class GpuQuant {
  public:
   // Parses the variant (presets or grammar, codecs/variant.hpp). Throws InputError naming the
   // variant and what the GPU backend supports when it is not implemented here.
-  explicit GpuQuant(const std::string& variant, GroupTuning tuning = {});
+  explicit GpuQuant(const std::string& variant);
 
   const std::string& name() const { return name_; }
   const QuantSpec& spec() const { return spec_; }
@@ -62,8 +62,8 @@ class GpuQuant {
   KernelParams base_params(int64_t chunks, int64_t rows, int64_t cols) const;
   void launch(KernelFn fn, int occupancy, int threads, int64_t blocks_needed, const KernelParams& p,
               cudaStream_t stream, const char* what) const;
-  void launch_group(KernelFn fn, int occupancy, const KernelParams& p, cudaStream_t stream,
-                    const char* what, int unroll) const;
+  void launch_group(const GroupKernel& k, int occupancy, const KernelParams& p, cudaStream_t stream,
+                    const char* what) const;
   void scoped_encode(KernelParams p, size_t scratch_off, cudaStream_t stream) const;
   void ensure_scratch(size_t bytes) const;
 
@@ -71,8 +71,7 @@ class GpuQuant {
   std::string name_;
   QuantRules rules_{};
   bool group_ = false;
-  GroupKernels gk_{};          // bf16 input
-  KernelFn encode_f32_ = nullptr;
+  GroupKernels gk_{};
   int sm_count_ = 0;
   int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_dre_ = 1, occ_scoped_ = 1;
   mutable DeviceBuffer scratch_;  // row / tensor codecs: per-block statistics, fp32 sums

@@ -81,12 +81,6 @@ if [ "$MODE" != tests ]; then
   timeout ${BENCH_TIMEOUT:-200} "$BUILD/bin/taco" bench -v "$VARIANTS" --sizes "$SIZES" --min-samples 10 --max-noise 1 \
     --min-time ${BENCH_MIN_TIME:-0.02} --timeout 2 --json "$OUT/bench.json" --csv "$OUT/bench.csv" "$@" > "$OUT/bench.md" 2>> "$LOG"
   say "taco bench exit code $? at ${SECONDS}s"
-  if [ -n "${TUNE_SIZES-256M,1G}" ]; then
-    say "fused kernel tunings (taco, fp8-g128; ${TUNE_SIZES-256M,1G})"
-    timeout 120 "$BUILD/bin/taco" bench -v taco,fp8-g128 --sizes "${TUNE_SIZES-256M,1G}" --impl fused --no-batch \
-      --no-verify --encode-unroll 1,2 --decode-unroll 1,2 --min-time 0.02 --max-noise 1 --timeout 2 -q \
-      | grep -E "^\| (taco|fp8-g128) " | tee -a "$LOG"
-  fi
   python3 bench/summarize.py "$OUT/bench.json" "$OUT/torch_taco.json" "$OUT/torch_anchors.json" \
     | tee -a "$LOG"
 fi
