@@ -307,12 +307,14 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 }
 
 // ---- decode --------------------------------------------------------------------------------
-// One lane's share of a coded group: its EPL codes (load layout) and the group's scales.
+// One lane's share of a coded group as loaded: its EPL codes (load layout) and the group's
+// scale bytes. load_codes only issues loads (no arithmetic on their results), so a kernel can
+// load the next group while it decodes this one; decode_codes interprets them.
 template <class Cfg>
 struct RawCodes {
   uint32_t w[Cfg::EPL / 4];
-  float s, s_a;
-  bool finite;  // no NaN/Inf code in the whole group (only set for TACO codecs)
+  uint32_t s_bits, s_a_bits;  // the scale as stored (scale_bytes, little-endian), TACO's s_a
+  bool valid;
 };
 
 template <class Cfg>
@@ -339,27 +341,13 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
     for (int r = 0; r < EPL; ++r)
       if (it.valid && lig * EPL + r < n) raw.w[r / 4] |= uint32_t(cp[r]) << (8 * (r % 4));
   }
-  // A NaN/Inf code anywhere in the group spreads through the transform: one group-wide flag.
-  if (q.taco) {
-    const uint32_t bad_from = q.elem == ElemKind::E4M3 ? 0x7f7f7f7fu : 0x7c7c7c7cu;
-    uint32_t bad = 0;
-#pragma unroll
-    for (int k = 0; k < EPL / 4; ++k) bad |= __vcmpgeu4(raw.w[k] & 0x7f7f7f7fu, bad_from);
-#pragma unroll
-    for (int j = 0; j < Cfg::LB; ++j) bad |= __shfl_xor_sync(kFullMask, bad, 1 << j);
-    raw.finite = bad == 0;
-  } else {
-    raw.finite = false;
-  }
-  raw.s = 1.0f;
-  raw.s_a = 1.0f;
+  raw.valid = it.valid;
+  raw.s_bits = 0;
+  raw.s_a_bits = 0;
   if (it.valid) {
-    if (q.scale_bytes == 4) {
-      raw.s = load_f32_scalar(wire + p.geo.scale_off + 4 * it.b, p.scale_vec4);
-    } else {
-      raw.s = decode_scale(get_le(wire + p.geo.scale_off + it.b * q.scale_bytes, q.scale_bytes), q.scale);
-    }
-    if (q.taco && q.dual) raw.s_a = load_f32_scalar(wire + p.geo.aux_off + 4 * it.b, p.scale_vec4);
+    if (q.scale_bytes == 4) raw.s_bits = fbits(load_f32_scalar(wire + p.geo.scale_off + 4 * it.b, p.scale_vec4));
+    else raw.s_bits = get_le(wire + p.geo.scale_off + it.b * q.scale_bytes, q.scale_bytes);
+    if (q.taco && q.dual) raw.s_a_bits = fbits(load_f32_scalar(wire + p.geo.aux_off + 4 * it.b, p.scale_vec4));
   }
 }
 
@@ -371,6 +359,22 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   using Load = typename Cfg::Load;
   using Dec = typename Cfg::Decoded;
   const QuantRules& q = p.rules;
+  // A NaN/Inf code anywhere in the group spreads through the transform: one group-wide flag.
+  bool finite = false;  // no NaN/Inf code in the whole group (only computed for TACO codecs)
+  if (q.taco) {
+    const uint32_t bad_from = q.elem == ElemKind::E4M3 ? 0x7f7f7f7fu : 0x7c7c7c7cu;
+    uint32_t bad = 0;
+#pragma unroll
+    for (int k = 0; k < EPL / 4; ++k) bad |= __vcmpgeu4(raw.w[k] & 0x7f7f7f7fu, bad_from);
+#pragma unroll
+    for (int j = 0; j < Cfg::LB; ++j) bad |= __shfl_xor_sync(kFullMask, bad, 1 << j);
+    finite = bad == 0;
+  }
+  float s = 1.0f, s_a = 1.0f;
+  if (raw.valid) {
+    s = q.scale_bytes == 4 ? bitsf(raw.s_bits) : decode_scale(raw.s_bits, q.scale);
+    if (q.taco && q.dual) s_a = bitsf(raw.s_a_bits);
+  }
   // Pairs of codes convert in one instruction for FP8.
 #pragma unroll
   for (int r = 0; r < EPL; r += 2) {
@@ -386,8 +390,8 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
       a = f.x;
       b = f.y;
     }
-    v[r] = __fmul_rn(a, raw.s);
-    v[r + 1] = __fmul_rn(b, raw.s);
+    v[r] = __fmul_rn(a, s);
+    v[r + 1] = __fmul_rn(b, s);
   }
   if constexpr (Cfg::kHad) {
     fwht<Load>(v, lane);
@@ -400,8 +404,8 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     // nonzero |value| at least s_q * 2^-41 (a multiple of the smallest code's float quantum,
     // times 1/sqrt(G)) and at most s_q * 2^24, so the fast division is exact (its conditions:
     // |a| in [2^-100, 2^100] or 0, divisor in [2^-20, 2^20]). Anything else takes the IEEE path.
-    const float a = raw.s_a < 1e-12f ? 1e-12f : raw.s_a;
-    const bool fast = raw.finite && raw.s >= 2.77555756e-17f /* 2^-55 */ && raw.s <= 1.15292150e+18f /* 2^60 */ &&
+    const float a = s_a < 1e-12f ? 1e-12f : s_a;
+    const bool fast = finite && s >= 2.77555756e-17f /* 2^-55 */ && s <= 1.15292150e+18f /* 2^60 */ &&
                       (!q.dual || value_divisor_ok(a));
     if (fast) {
       if (q.dual) {

@@ -24,7 +24,9 @@ __device__ __forceinline__ void flush_stats(unsigned long long* stats, unsigned 
   }
 }
 
-// Encode: each warp iteration takes GPW groups (one per lane subgroup).
+// Encode: each warp iteration takes GPW groups (one per lane subgroup). Loading the next
+// iteration's groups ahead (as the decode kernel does) measured 10-13% slower here: the registers
+// it takes cost a block per multiprocessor (bench/records 2026-11-30 v4 A/B).
 template <class Cfg, typename InT>
 __global__ void __launch_bounds__(kGroupThreads) group_encode_kernel(const __grid_constant__ KernelParams p) {
   const int lane = int(threadIdx.x & 31);
@@ -48,12 +50,14 @@ __global__ void __launch_bounds__(kGroupThreads) group_encode_kernel(const __gri
   if (p.stats) flush_stats(p.stats, sat, nonfin);
 }
 
-// acc = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32), in layout Cfg::Decoded.
+// acc = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32), in layout Cfg::Decoded;
+// `first` holds the codes of src[0], already loaded.
 template <class Cfg>
-__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, float (&acc)[Cfg::EPL]) {
+__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, const RawCodes<Cfg>& first,
+                                           float (&acc)[Cfg::EPL]) {
   for (int s = 0; s < p.nsrc; ++s) {
-    RawCodes<Cfg> raw;
-    load_codes<Cfg>(p, p.src[s] + it.c * p.wire_in_stride, it, lane, raw);
+    RawCodes<Cfg> raw = first;
+    if (s > 0) load_codes<Cfg>(p, p.src[s] + it.c * p.wire_in_stride, it, lane, raw);
     float d[Cfg::EPL];
     decode_codes<Cfg>(p, raw, lane, d);
 #pragma unroll
@@ -62,16 +66,32 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
 }
 
 template <class Cfg>
+__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, float (&acc)[Cfg::EPL]) {
+  RawCodes<Cfg> first;
+  load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, first);
+  decode_sum<Cfg>(p, it, lane, first, acc);
+}
+
+// Decode (+ reduce): the first source's codes of the next iteration load while this one decodes
+// (6-7% faster than without on H200 for taco and fp8-g128 decodes: bench/records v4 A/B).
+template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(const __grid_constant__ KernelParams p) {
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
   const int64_t total = p.chunks * p.geo.nblocks;
+  const int64_t step = nwarps * Cfg::GPW;
   const int gsub = lane >> Cfg::LB;
-  for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
-    const Item it = make_item<Cfg>(p, base + gsub);
+  Item next = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
+  RawCodes<Cfg> next_first;
+  load_codes<Cfg>(p, p.src[0] + next.c * p.wire_in_stride, next, lane, next_first);
+  for (int64_t base = warp * Cfg::GPW; base < total; base += step) {
+    const Item it = next;
+    const RawCodes<Cfg> first = next_first;
+    next = make_item<Cfg>(p, base + step + gsub);
+    load_codes<Cfg>(p, p.src[0] + next.c * p.wire_in_stride, next, lane, next_first);
     float acc[Cfg::EPL];
-    decode_sum<Cfg>(p, it, lane, acc);
+    decode_sum<Cfg>(p, it, lane, first, acc);
     // TACO decodes are never NaN (non-finite values are zeroed before the division by s_a > 0).
     if (it.valid)
       store_values<typename Cfg::Decoded>(p, it.c * p.out_stride + it.b * Cfg::G, acc, lane, it.m,
