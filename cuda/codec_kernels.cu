@@ -279,10 +279,10 @@ GroupKernel group_kernel(Kernel fn) {
 
 // Elements per lane (2^R): more per lane means fewer warp shuffles in the transform and the
 // per-group scalar work (scales, indexing) shared by more elements, but more registers, so
-// fewer warps to hide memory latency. Measured on H200 for G = 128 (bench/records,
-// 2026-11-30 v3 sweep): 32 per lane is fastest for every encode and for the transformed
-// decodes; plain (untransformed) decodes are fastest at 16. Groups of 16 have 16; G = 1024
-// needs at least 32 (a group spans at most one warp).
+// fewer warps to hide memory latency. Measured on H200 for G = 128
+// (bench/records/2026-11-30-h200-sweep-lane-elems.md): 32 per lane is fastest for every encode
+// and for the transformed decodes; plain (untransformed) decodes are fastest at 16. Groups of 16
+// have 16; G = 1024 needs at least 32 (a group spans at most one warp).
 template <int LG, bool Had>
 GroupKernels group_kernels() {
   constexpr int kEncodeR = LG >= 5 ? 5 : 4;
