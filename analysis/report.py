@@ -36,8 +36,8 @@ import results
 import style
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ORDER = ["fig_histograms", "fig_error_variants", "fig_error_groupsize", "fig_hadamard",
-         "fig_error_collectives", "fig_codec_throughput", "fig_collectives"]
+ORDER = ["fig_histograms", "fig_error_variants", "fig_pareto", "fig_error_groupsize",
+         "fig_hadamard", "fig_error_collectives", "fig_codec_throughput", "fig_collectives"]
 
 
 def figure_modules() -> list[str]:

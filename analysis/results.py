@@ -51,6 +51,9 @@ COLLECTIVES_COLUMNS = [
 COLLECTIVES_NUMERIC = {"layer", "step", "tp_size", "quantizations", "numel", "rel_l2", "mse",
                        "snr_db", "max_abs_err", "cosine"}
 
+PARETO_COLUMNS = ["site", "direction", "variant", "family", "bytes_per_elem", "rel_l2", "on_front"]
+PARETO_NUMERIC = {"bytes_per_elem", "rel_l2", "on_front", "tensors", "p99_rel_l2"}
+
 HISTOGRAMS_COLUMNS = ["site", "direction", "scope", "bin_lo_log2", "bin_hi_log2", "count"]
 HISTOGRAMS_NUMERIC = {"bin_lo_log2", "bin_hi_log2", "count"}
 
@@ -59,6 +62,7 @@ _REQUIRED_NUMBERS = {
     "results.csv": {"rel_l2", "bytes_per_elem"},
     "collectives.csv": {"tp_size", "quantizations", "rel_l2"},
     "histograms.csv": {"count"},
+    "pareto.csv": {"bytes_per_elem", "on_front"},
 }
 
 BENCH_RESULT_KEYS = {"variant": str, "op": str, "impl": str, "dtype": str, "numel": float,
@@ -326,6 +330,14 @@ class ResultsDir:
     def collectives(self) -> Table:
         return self._csv("collectives.csv", COLLECTIVES_COLUMNS, COLLECTIVES_NUMERIC,
                          "simulated collectives", "taco study")
+
+    def pareto(self) -> Table:
+        t = self._csv("pareto.csv", PARETO_COLUMNS, PARETO_NUMERIC, "error-vs-bytes front",
+                      "taco study")
+        bad = ~np.isin(t["on_front"], [0.0, 1.0])
+        if np.any(bad):
+            raise InputInvalid(f"{t.source} line {int(np.argmax(bad)) + 2}: on_front must be 0 or 1")
+        return t
 
     def histograms(self) -> Table:
         return self._csv("histograms.csv", HISTOGRAMS_COLUMNS, HISTOGRAMS_NUMERIC,

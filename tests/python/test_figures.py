@@ -33,6 +33,7 @@ import style  # noqa: E402
 SCRIPTS = {
     "fig_histograms.py": ["hist_scaled", "hist_raw"],
     "fig_error_variants.py": ["error_variants", "error_tradeoff"],
+    "fig_pareto.py": ["pareto_sites"],
     "fig_error_groupsize.py": ["error_groupsize"],
     "fig_hadamard.py": ["hadamard_effect"],
     "fig_error_collectives.py": ["error_collectives"],
@@ -172,6 +173,41 @@ def test_error_variants_bars_and_bytes_labels(drawn):
     assert {s["label"] for s in series(tr)} == set(fx.VARIANTS)
     by = {s["label"]: s["bytes_per_elem"] for s in series(tr)}
     assert by["taco"] == pytest.approx(1.0625) and by["mxfp8"] == pytest.approx(1.03125)
+
+
+def test_pareto_front_is_the_studys_and_non_dominated(drawn):
+    import csv
+    sc = sidecar(drawn, "pareto_sites")
+    with open(os.path.join(FIXTURE, "pareto.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    sites = sorted({(r["site"], r["direction"]) for r in rows}, key=lambda p: style.site_key(*p))
+    assert [p["id"] for p in sc["panels"]] == [style.site_label(*p) for p in sites]
+    for site, direction in sites:
+        panel = style.site_label(site, direction)
+        mine = [r for r in rows if (r["site"], r["direction"]) == (site, direction)]
+        drawn_rows = [r for r in mine if float(r["rel_l2"]) > 0]
+        # Every drawable point appears once, under its family.
+        got = {v: (b, e) for s in series(sc, panel) if s["label"] != "Pareto front"
+               for v, b, e in zip(s["variants"], s["bytes_per_elem"], s["rel_l2"])}
+        assert got == {r["variant"]: (pytest.approx(float(r["bytes_per_elem"])),
+                                      pytest.approx(float(r["rel_l2"]))) for r in drawn_rows}
+        fams = {s["label"] for s in series(sc, panel)} - {"Pareto front"}
+        assert fams == {r["family"] for r in drawn_rows}
+        # The line joins the flagged points in byte order ...
+        front = [s for s in series(sc, panel) if s["label"] == "Pareto front"]
+        assert len(front) == 1
+        flagged = sorted((r for r in drawn_rows if r["on_front"] == "1"),
+                         key=lambda r: float(r["bytes_per_elem"]))
+        assert front[0]["variants"] == [r["variant"] for r in flagged]
+        # ... and no drawn point beats one of them on both axes (an independent check).
+        pts = np.array([[float(r["bytes_per_elem"]), float(r["rel_l2"])] for r in drawn_rows])
+        for b, e in zip(front[0]["bytes_per_elem"], front[0]["rel_l2"]):
+            beats = (pts[:, 0] <= b) & (pts[:, 1] <= e) & ((pts[:, 0] < b) | (pts[:, 1] < e))
+            assert not beats.any()
+    # One lossless bf16 row per site cannot sit on the log axis; the caption says so.
+    assert sc["extra"]["not_drawn"] == len(sites)
+    assert f"{len(sites)} point(s) with zero or non-finite error" in sc["caption"]
+    assert all(p["yscale"] == "log" for p in sc["panels"])
 
 
 def test_error_groupsize_finds_the_g_series(drawn):
@@ -442,6 +478,8 @@ CORRUPTIONS = {
                            ["bench.json", "results[0].gbps", "not a number"]),
     "comm without busbw": ("fig_collectives.py", "comm.json", '"busbw": ', '"bus_bw": ',
                            ["comm.json", "results[0]", "busbw"]),
+    "on_front not a flag": ("fig_pareto.py", "pareto.csv", (3, "on_front"), "2",
+                            ["pareto.csv line 3", "on_front must be 0 or 1"]),
 }
 
 
@@ -521,7 +559,7 @@ def test_report_full(report_full):
     assert "taco study trace.h5 --out study" in html
     read = {os.path.basename(i["path"]): i for i in rec["provenance"]["inputs_read"]}
     assert set(read) == {"results.csv", "results.json", "histograms.csv", "collectives.csv",
-                         "bench.json", "comm.json", "selection.json"}
+                         "bench.json", "comm.json", "selection.json", "pareto.csv"}
     assert read["results.csv"]["sha256"] == results.sha256_file(os.path.join(FIXTURE,
                                                                               "results.csv"))
     import html as html_mod
@@ -543,8 +581,8 @@ def test_report_partial_dir_lists_skipped_figures(tmp_path):
                              "hadamard_effect"])
     rec = json.loads((out / "report.json").read_text())
     assert {s["script"] for s in rec["skipped"]} == {
-        "fig_histograms.py", "fig_error_collectives.py", "fig_codec_throughput.py",
-        "fig_collectives.py"}
+        "fig_histograms.py", "fig_pareto.py", "fig_error_collectives.py",
+        "fig_codec_throughput.py", "fig_collectives.py"}
     assert "fig_codec_throughput.py" in html and "taco bench --json" in html
     assert "hist_scaled.png" not in html
 
