@@ -19,14 +19,6 @@ import scipy.stats
 ROW_PARALLEL = ("attn_out", "mlp_out")
 
 
-@pytest.fixture(scope="module")
-def taco():
-    b = os.environ.get("TACO_BIN")
-    if not b or not os.path.exists(b):
-        pytest.skip("TACO_BIN is not set to a built taco binary")
-    return b
-
-
 def run(taco, *args, env=None):
     return subprocess.run([taco, *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
 

@@ -13,14 +13,6 @@ import pytest
 F32 = np.float32
 
 
-@pytest.fixture(scope="module")
-def taco():
-    b = os.environ.get("TACO_BIN")
-    if not b or not os.path.exists(b):
-        pytest.skip("TACO_BIN is not set to a built taco binary")
-    return b
-
-
 def run(taco, *args):
     return subprocess.run([taco, *map(str, args)], capture_output=True, text=True)
 

@@ -21,14 +21,6 @@ import taco_pyref
 F32 = np.float32
 
 
-@pytest.fixture(scope="module")
-def taco():
-    b = os.environ.get("TACO_BIN")
-    if not b or not os.path.exists(b):
-        pytest.skip("TACO_BIN is not set to a built taco binary")
-    return b
-
-
 def bf16_patterns():
     return (np.arange(65536, dtype=np.uint32) << 16).view(F32)
 

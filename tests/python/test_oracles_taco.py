@@ -63,14 +63,6 @@ def cases():
 CASES = cases()
 
 
-@pytest.fixture(scope="module")
-def taco():
-    b = os.environ.get("TACO_BIN")
-    if not b or not os.path.exists(b):
-        pytest.skip("TACO_BIN is not set to a built taco binary")
-    return b
-
-
 def run(*args):
     r = subprocess.run([*map(str, args)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
