@@ -1,6 +1,7 @@
 #include "study/error_feedback.hpp"
 
 #include "core/error.hpp"
+#include "study/csv.hpp"
 
 #include <fmt/format.h>
 
@@ -159,19 +160,9 @@ std::vector<FeedbackOutcome> run_feedback(const structured::FeedbackCodec& codec
   return out;
 }
 
-namespace {
-std::string num(double v) { return fmt::format("{:.9g}", v); }
-std::string known(int64_t v) { return v < 0 ? std::string() : std::to_string(v); }
-std::string field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-}  // namespace
+using csv::field;
+using csv::known;
+using csv::num;
 
 std::string feedback_csv(const std::vector<FeedbackRow>& rows) {
   std::string out =

@@ -1,5 +1,7 @@
 #include "study/pareto.hpp"
 
+#include "study/csv.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -59,17 +61,7 @@ std::vector<ParetoPoint> pareto_points(const StudyResult& r) {
   return out;
 }
 
-namespace {
-std::string field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-}  // namespace
+using csv::field;
 
 std::string pareto_csv(const std::vector<ParetoPoint>& pts) {
   std::string out = "site,direction,variant,family,bytes_per_elem,rel_l2,on_front,tensors,p99_rel_l2\n";

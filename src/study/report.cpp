@@ -3,6 +3,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
+#include "study/csv.hpp"
 #include "study/selection.hpp"
 #include "study/sha256.hpp"
 
@@ -18,26 +19,15 @@ namespace taco::study {
 namespace {
 
 // results-schema.md: numbers are plain decimal (%.9g), empty for "not applicable".
-std::string num(double v) { return fmt::format("{:.9g}", v); }
+using csv::known;
+using csv::num;
 std::string num(const std::optional<double>& v) { return v ? num(*v) : std::string(); }
-// Trace metadata uses -1 for "unknown": an empty cell.
-std::string known(int64_t v) { return v < 0 ? std::string() : std::to_string(v); }
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 std::string csv_line(const std::vector<std::string>& fields) {
   std::string line;
   for (size_t i = 0; i < fields.size(); ++i) {
     if (i) line += ',';
-    line += csv_field(fields[i]);
+    line += csv::field(fields[i]);
   }
   return line + "\n";
 }

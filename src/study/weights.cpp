@@ -5,6 +5,7 @@
 #include "codecs/structured/tt.hpp"
 #include "codecs/structured/wire.hpp"
 #include "core/error.hpp"
+#include "study/csv.hpp"
 
 #include <fmt/format.h>
 
@@ -22,15 +23,8 @@ std::string join(const std::vector<int64_t>& v) {
   return s;
 }
 
-std::string field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
+using csv::field;
+using csv::known;
 
 }  // namespace
 
@@ -207,7 +201,6 @@ void StructureCollector::add(const Tensor& t) {
       span = fmt::format("{:.9g}", energy_in_span(x.data(), rows, cols, u, k));
       top = fmt::format("{:.9g}", topk_energy(e, k, total));
     }
-    const auto known = [](int64_t v) { return v < 0 ? std::string() : std::to_string(v); };
     lines_ += fmt::format("{},{},{},{},{},{},{},{},{:.9g},{},{},{},{}\n", field(t.name), known(t.meta.layer),
                           field(t.meta.site), field(t.meta.direction), known(t.meta.step), known(t.meta.tp_rank),
                           rows, cols, erank, field(s.variant), k, span, top);
