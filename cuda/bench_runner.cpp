@@ -125,153 +125,151 @@ BenchReport run_bench(const BenchOptions& o) {
     }
 
     for (const std::string& variant : o.variants) {
-      {
-        const GpuQuant q(variant);
-        const std::string config = kernel_shape(q);
-        std::unique_ptr<UnfusedTaco> unfused;
-        const bool want_unfused = std::find(o.impls.begin(), o.impls.end(), "unfused") != o.impls.end();
-        if (want_unfused && UnfusedTaco::supports(variant)) unfused = std::make_unique<UnfusedTaco>(variant);
-        const bool want_fused = std::find(o.impls.begin(), o.impls.end(), "fused") != o.impls.end();
+      const GpuQuant q(variant);
+      const std::string config = kernel_shape(q);
+      std::unique_ptr<UnfusedTaco> unfused;
+      const bool want_unfused = std::find(o.impls.begin(), o.impls.end(), "unfused") != o.impls.end();
+      if (want_unfused && UnfusedTaco::supports(variant)) unfused = std::make_unique<UnfusedTaco>(variant);
+      const bool want_fused = std::find(o.impls.begin(), o.impls.end(), "fused") != o.impls.end();
 
-        const int64_t crow = rows / o.chunks;
-        const int64_t wire_bytes = o.chunks * q.chunk_bytes(crow, cols);
-        const int64_t N = o.sources;
-        TACO_REQUIRE_INPUT(rows % N == 0, "size {}: {} rows do not split into --sources {}", size, rows, N);
-        const int64_t srow = rows / N;
-        const int64_t src_bytes = q.chunk_bytes(srow, cols);  // one decode-reduce source
-        const size_t in_bytes = size_t(numel) * dt_bytes(o.dtype);
-        const size_t out_bytes = in_bytes;
+      const int64_t crow = rows / o.chunks;
+      const int64_t wire_bytes = o.chunks * q.chunk_bytes(crow, cols);
+      const int64_t N = o.sources;
+      TACO_REQUIRE_INPUT(rows % N == 0, "size {}: {} rows do not split into --sources {}", size, rows, N);
+      const int64_t srow = rows / N;
+      const int64_t src_bytes = q.chunk_bytes(srow, cols);  // one decode-reduce source
+      const size_t in_bytes = size_t(numel) * dt_bytes(o.dtype);
+      const size_t out_bytes = in_bytes;
 
-        const size_t footprint = in_bytes + size_t(wire_bytes) + out_bytes + size_t(N * src_bytes);
-        const int k = do_batch ? rotations(footprint) : 1;
-        Rotation in, wire, out, dr, rew;
-        in.alloc(k, in_bytes, "cudaMalloc(bench input)");
-        wire.alloc(k, size_t(wire_bytes), "cudaMalloc(bench wire)");
-        out.alloc(k, out_bytes, "cudaMalloc(bench output)");
-        dr.alloc(k, size_t(N * src_bytes), "cudaMalloc(bench decode-reduce sources)");
-        const bool want_dre = std::find(o.ops.begin(), o.ops.end(), "decode_reduce_encode") != o.ops.end();
-        if (want_dre) rew.alloc(k, size_t(src_bytes), "cudaMalloc(bench re-encode output)");
-        for (int i = 0; i < k; ++i) {
-          fill_random(in.at(i), o.dtype == DataType::BF16, numel, cols, o.seed + 1000 + uint64_t(i), s);
-          q.encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s);
-          q.encode(in.at(i), o.dtype, N, srow, cols, dr.at(i), s);  // N sources side by side
+      const size_t footprint = in_bytes + size_t(wire_bytes) + out_bytes + size_t(N * src_bytes);
+      const int k = do_batch ? rotations(footprint) : 1;
+      Rotation in, wire, out, dr, rew;
+      in.alloc(k, in_bytes, "cudaMalloc(bench input)");
+      wire.alloc(k, size_t(wire_bytes), "cudaMalloc(bench wire)");
+      out.alloc(k, out_bytes, "cudaMalloc(bench output)");
+      dr.alloc(k, size_t(N * src_bytes), "cudaMalloc(bench decode-reduce sources)");
+      const bool want_dre = std::find(o.ops.begin(), o.ops.end(), "decode_reduce_encode") != o.ops.end();
+      if (want_dre) rew.alloc(k, size_t(src_bytes), "cudaMalloc(bench re-encode output)");
+      for (int i = 0; i < k; ++i) {
+        fill_random(in.at(i), o.dtype == DataType::BF16, numel, cols, o.seed + 1000 + uint64_t(i), s);
+        q.encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s);
+        q.encode(in.at(i), o.dtype, N, srow, cols, dr.at(i), s);  // N sources side by side
+      }
+      TACO_CUDA_CHECK(cudaStreamSynchronize(s));
+      auto srcs_of = [&](int i) {
+        std::vector<const uint8_t*> v;
+        for (int64_t j = 0; j < N; ++j) v.push_back(dr.at(i) + j * src_bytes);
+        return v;
+      };
+
+      // ---- verification (outside any timing) ----
+      if (o.verify && size <= o.verify_max_bytes) {
+        const auto gpu_wire = download(wire.at(0), size_t(wire_bytes), s);
+        const auto cpu = make_codec(variant);
+        const auto raw = download(in.at(0), in_bytes, s);
+        std::vector<float> x(static_cast<size_t>(numel));
+        for (int64_t i = 0; i < numel; ++i) {
+          if (o.dtype == DataType::BF16) {
+            uint16_t h;
+            std::memcpy(&h, raw.data() + 2 * i, 2);
+            x[size_t(i)] = bf16_to_float(h);
+          } else {
+            std::memcpy(&x[size_t(i)], raw.data() + 4 * i, 4);
+          }
         }
-        TACO_CUDA_CHECK(cudaStreamSynchronize(s));
-        auto srcs_of = [&](int i) {
-          std::vector<const uint8_t*> v;
-          for (int64_t j = 0; j < N; ++j) v.push_back(dr.at(i) + j * src_bytes);
-          return v;
+        std::vector<uint8_t> cpu_wire;
+        for (int64_t c = 0; c < o.chunks; ++c) {
+          const auto w = cpu->encode(x.data() + c * crow * cols, crow, cols);
+          cpu_wire.insert(cpu_wire.end(), w.begin(), w.end());
+        }
+        auto check = [&](const std::string& what, const std::string& diff) {
+          if (diff.empty()) {
+            rep.checks.push_back(what + ": identical");
+          } else {
+            rep.failures.push_back(what + ": " + diff);
+            note("VERIFICATION FAILED: " + what + ": " + diff);
+          }
         };
-
-        // ---- verification (outside any timing) ----
-        if (o.verify && size <= o.verify_max_bytes) {
-          const auto gpu_wire = download(wire.at(0), size_t(wire_bytes), s);
-          const auto cpu = make_codec(variant);
-          const auto raw = download(in.at(0), in_bytes, s);
-          std::vector<float> x(static_cast<size_t>(numel));
-          for (int64_t i = 0; i < numel; ++i) {
-            if (o.dtype == DataType::BF16) {
-              uint16_t h;
-              std::memcpy(&h, raw.data() + 2 * i, 2);
-              x[size_t(i)] = bf16_to_float(h);
-            } else {
-              std::memcpy(&x[size_t(i)], raw.data() + 4 * i, 4);
-            }
-          }
-          std::vector<uint8_t> cpu_wire;
-          for (int64_t c = 0; c < o.chunks; ++c) {
-            const auto w = cpu->encode(x.data() + c * crow * cols, crow, cols);
-            cpu_wire.insert(cpu_wire.end(), w.begin(), w.end());
-          }
-          auto check = [&](const std::string& what, const std::string& diff) {
-            if (diff.empty()) {
-              rep.checks.push_back(what + ": identical");
-            } else {
-              rep.failures.push_back(what + ": " + diff);
-              note("VERIFICATION FAILED: " + what + ": " + diff);
-            }
-          };
-          check(fmt::format("{} ({}) encode of {} B, GPU bytes vs CPU bytes", variant, config, size),
-                compare_bytes(gpu_wire, cpu_wire));
-          if (unfused) {
-            DeviceBuffer w2(size_t(wire_bytes), "cudaMalloc(bench verify)");
-            unfused->encode(in.at(0), o.dtype, o.chunks, crow, cols, w2.as<uint8_t>(), s);
-            check(fmt::format("{} encode of {} B, unfused vs fused bytes", variant, size),
-                  compare_bytes(download(w2.get(), size_t(wire_bytes), s), gpu_wire));
-            DeviceBuffer o1(out_bytes / size_t(N), "cudaMalloc(bench verify)"), o2(out_bytes / size_t(N), "cudaMalloc(bench verify)");
-            q.decode_reduce(srcs_of(0), 1, srow, cols, o1.get(), o.dtype, s);
-            unfused->decode_reduce(srcs_of(0), 1, srow, cols, o2.get(), o.dtype, s);
-            check(fmt::format("{} decode_reduce of {} B, unfused vs fused outputs", variant, size),
-                  compare_bytes(download(o2.get(), o2.bytes(), s), download(o1.get(), o1.bytes(), s)));
-          }
+        check(fmt::format("{} ({}) encode of {} B, GPU bytes vs CPU bytes", variant, config, size),
+              compare_bytes(gpu_wire, cpu_wire));
+        if (unfused) {
+          DeviceBuffer w2(size_t(wire_bytes), "cudaMalloc(bench verify)");
+          unfused->encode(in.at(0), o.dtype, o.chunks, crow, cols, w2.as<uint8_t>(), s);
+          check(fmt::format("{} encode of {} B, unfused vs fused bytes", variant, size),
+                compare_bytes(download(w2.get(), size_t(wire_bytes), s), gpu_wire));
+          DeviceBuffer o1(out_bytes / size_t(N), "cudaMalloc(bench verify)"), o2(out_bytes / size_t(N), "cudaMalloc(bench verify)");
+          q.decode_reduce(srcs_of(0), 1, srow, cols, o1.get(), o.dtype, s);
+          unfused->decode_reduce(srcs_of(0), 1, srow, cols, o2.get(), o.dtype, s);
+          check(fmt::format("{} decode_reduce of {} B, unfused vs fused outputs", variant, size),
+                compare_bytes(download(o2.get(), o2.bytes(), s), download(o1.get(), o1.bytes(), s)));
         }
+      }
 
-        for (const std::string& op : o.ops) {
-          for (const std::string& impl : o.impls) {
-            if (impl == "unfused" && (!unfused || op == "decode_reduce_encode")) continue;
-            if (impl == "fused" && !want_fused) continue;
-            std::function<void(int)> work;
-            BenchRow r;
-            r.variant = q.name();
-            r.op = op;
-            r.impl = impl;
-            r.dtype = dt_name(o.dtype);
-            r.size_bytes = size;
-            r.chunks = o.chunks;
-            r.config = impl == "fused" ? config : "";
-            if (op == "encode") {
-              r.numel = numel;
-              r.bytes_counted = int64_t(in_bytes) + wire_bytes;
-              if (impl == "fused")
-                work = [&](int i) { q.encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s); };
-              else
-                work = [&](int i) { unfused->encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s); };
-              r.launches = impl == "fused" ? (q.fused() ? 1 : 3) : unfused->encode_launches();
-            } else if (op == "decode") {
-              r.numel = numel;
-              r.bytes_counted = wire_bytes + int64_t(out_bytes);
-              if (impl == "fused")
-                work = [&](int i) { q.decode(wire.at(i), o.chunks, crow, cols, out.at(i), o.dtype, s); };
-              else
-                work = [&](int i) { unfused->decode_reduce({wire.at(i)}, o.chunks, crow, cols, out.at(i), o.dtype, s); };
-              r.launches = impl == "fused" ? 1 : unfused->decode_launches(1);
-            } else if (op == "decode_reduce") {
-              r.numel = numel;  // N * n decoded elements
-              r.sources = int(N);
-              r.bytes_counted = N * src_bytes + int64_t(out_bytes) / N;
-              if (impl == "fused")
-                work = [&](int i) { q.decode_reduce(srcs_of(i), 1, srow, cols, out.at(i), o.dtype, s); };
-              else
-                work = [&](int i) { unfused->decode_reduce(srcs_of(i), 1, srow, cols, out.at(i), o.dtype, s); };
-              r.launches = impl == "fused" ? 1 : unfused->decode_launches(int(N));
-            } else {  // decode_reduce_encode
-              r.numel = numel;
-              r.sources = int(N);
-              r.bytes_counted = N * src_bytes + src_bytes;
-              work = [&](int i) { q.decode_reduce_encode(srcs_of(i), 1, srow, cols, rew.at(i), false, s); };
-              r.launches = q.fused() ? 1 : 4;
-            }
-            for (int mode = 0; mode < 2; ++mode) {
-              const bool cold = mode == 0;
-              if ((cold && !o.cold) || (!cold && !do_batch)) continue;
-              const TimingResult t = cold ? timer.cold(work) : timer.batch(work, 16);
-              BenchRow row = r;
-              row.cold = cold;
-              row.median_us = t.median_us;
-              row.min_us = t.min_us;
-              row.max_us = t.max_us;
-              row.noise_pct = t.noise_pct;
-              row.samples = t.samples;
-              row.timed_out = t.timed_out;
-              row.gbps = double(row.bytes_counted) / (t.median_us * 1e-6) / 1e9;
-              row.copy_gbps = copy_gbps.count(cold) ? copy_gbps[cold] : 0.0;
-              row.pct_copy = row.copy_gbps > 0 ? 100.0 * row.gbps / row.copy_gbps : 0.0;
-              rep.rows.push_back(row);
-              note(fmt::format("{:<14} {:<20} {:<7} {:<9} {:>10} B {:5}: {:9.2f} us  {:7.1f} GB/s  {:5.1f}% of copy  "
-                               "noise {:.2f}%  ({} samples)",
-                               row.variant, op, impl, row.config, size, cold ? "cold" : "batch", t.median_us,
-                               row.gbps, row.pct_copy, t.noise_pct, t.samples));
-            }
+      for (const std::string& op : o.ops) {
+        for (const std::string& impl : o.impls) {
+          if (impl == "unfused" && (!unfused || op == "decode_reduce_encode")) continue;
+          if (impl == "fused" && !want_fused) continue;
+          std::function<void(int)> work;
+          BenchRow r;
+          r.variant = q.name();
+          r.op = op;
+          r.impl = impl;
+          r.dtype = dt_name(o.dtype);
+          r.size_bytes = size;
+          r.chunks = o.chunks;
+          r.config = impl == "fused" ? config : "";
+          if (op == "encode") {
+            r.numel = numel;
+            r.bytes_counted = int64_t(in_bytes) + wire_bytes;
+            if (impl == "fused")
+              work = [&](int i) { q.encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s); };
+            else
+              work = [&](int i) { unfused->encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s); };
+            r.launches = impl == "fused" ? (q.fused() ? 1 : 3) : unfused->encode_launches();
+          } else if (op == "decode") {
+            r.numel = numel;
+            r.bytes_counted = wire_bytes + int64_t(out_bytes);
+            if (impl == "fused")
+              work = [&](int i) { q.decode(wire.at(i), o.chunks, crow, cols, out.at(i), o.dtype, s); };
+            else
+              work = [&](int i) { unfused->decode_reduce({wire.at(i)}, o.chunks, crow, cols, out.at(i), o.dtype, s); };
+            r.launches = impl == "fused" ? 1 : unfused->decode_launches(1);
+          } else if (op == "decode_reduce") {
+            r.numel = numel;  // N * n decoded elements
+            r.sources = int(N);
+            r.bytes_counted = N * src_bytes + int64_t(out_bytes) / N;
+            if (impl == "fused")
+              work = [&](int i) { q.decode_reduce(srcs_of(i), 1, srow, cols, out.at(i), o.dtype, s); };
+            else
+              work = [&](int i) { unfused->decode_reduce(srcs_of(i), 1, srow, cols, out.at(i), o.dtype, s); };
+            r.launches = impl == "fused" ? 1 : unfused->decode_launches(int(N));
+          } else {  // decode_reduce_encode
+            r.numel = numel;
+            r.sources = int(N);
+            r.bytes_counted = N * src_bytes + src_bytes;
+            work = [&](int i) { q.decode_reduce_encode(srcs_of(i), 1, srow, cols, rew.at(i), false, s); };
+            r.launches = q.fused() ? 1 : 4;
+          }
+          for (int mode = 0; mode < 2; ++mode) {
+            const bool cold = mode == 0;
+            if ((cold && !o.cold) || (!cold && !do_batch)) continue;
+            const TimingResult t = cold ? timer.cold(work) : timer.batch(work, 16);
+            BenchRow row = r;
+            row.cold = cold;
+            row.median_us = t.median_us;
+            row.min_us = t.min_us;
+            row.max_us = t.max_us;
+            row.noise_pct = t.noise_pct;
+            row.samples = t.samples;
+            row.timed_out = t.timed_out;
+            row.gbps = double(row.bytes_counted) / (t.median_us * 1e-6) / 1e9;
+            row.copy_gbps = copy_gbps.count(cold) ? copy_gbps[cold] : 0.0;
+            row.pct_copy = row.copy_gbps > 0 ? 100.0 * row.gbps / row.copy_gbps : 0.0;
+            rep.rows.push_back(row);
+            note(fmt::format("{:<14} {:<20} {:<7} {:<9} {:>10} B {:5}: {:9.2f} us  {:7.1f} GB/s  {:5.1f}% of copy  "
+                             "noise {:.2f}%  ({} samples)",
+                             row.variant, op, impl, row.config, size, cold ? "cold" : "batch", t.median_us,
+                             row.gbps, row.pct_copy, t.noise_pct, t.samples));
           }
         }
       }
