@@ -279,107 +279,105 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
   gpu::CudaStream stream;
   for (const std::string& variant : test_variants()) {
     const auto cpu = make_codec(variant);
-    {
-      const gpu::GpuQuant q(variant);
-      for (const Shape& s : {Shape{5, 256}, Shape{3, 1000}, Shape{1, 4224}, Shape{2, 130}}) {
-        const int64_t chunks = 3, nsrc = 3;
-        const int64_t n = s.rows * s.cols;
-        const gpu::ChunkGeometry g = q.geometry(s.rows, s.cols);
-        CAPTURE(variant, s.rows, s.cols);
-        // nsrc inputs of `chunks` chunks each, bf16-valued
-        std::vector<std::vector<float>> xs;
-        std::vector<std::vector<uint8_t>> cpu_wires;  // per source: chunks concatenated
-        DeviceBuffer d_in(size_t(chunks * n) * 2, "test input");
-        std::vector<DeviceBuffer> d_wires;
-        for (int64_t src = 0; src < nsrc; ++src) {
-          ++seed;
-          const Dist d = kDists[seed % 9];
-          CAPTURE(seed, dist_name(d));
-          const auto x = make_input(d, chunks * s.rows, s.cols, seed, true);
-          std::vector<uint8_t> wire;
-          for (int64_t c = 0; c < chunks; ++c) {
-            const auto w = cpu->encode(x.data() + c * n, s.rows, s.cols);
-            wire.insert(wire.end(), w.begin(), w.end());
-          }
-          upload(d_in, to_bf16_bits(x));
-          d_wires.emplace_back(wire.size(), "test wire");
-          q.encode(d_in.get(), DataType::BF16, chunks, s.rows, s.cols, d_wires.back().as<uint8_t>(), stream.get());
-          stream.synchronize();
-          const auto got = download<uint8_t>(d_wires.back(), wire.size());
-          const int64_t bad = first_diff(got.data(), wire.data(), wire.size());
-          if (bad >= 0) {
-            const std::string where = describe_offset(g, bad);
-            CAPTURE(bad, where, int(got[size_t(bad)]), int(wire[size_t(bad)]));
-            FAIL("bf16-input multi-chunk GPU wire differs from the CPU wires");
-          }
-          xs.push_back(x);
-          cpu_wires.push_back(wire);
-        }
-        // CPU: decode every chunk of every source, sum in source order.
-        const size_t un = size_t(std::max<int64_t>(n, 0));  // (a sign GCC can see: no size warning)
-        std::vector<float> sum(size_t(chunks) * un);
-        std::vector<float> dec(un);
-        for (int64_t src = 0; src < nsrc; ++src)
-          for (int64_t c = 0; c < chunks; ++c) {
-            cpu->decode(cpu_wires[size_t(src)].data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data());
-            for (int64_t i = 0; i < n; ++i) {
-              float& a = sum[size_t(c * n + i)];
-              a = src == 0 ? dec[size_t(i)] : a + dec[size_t(i)];
-            }
-          }
-        std::vector<const uint8_t*> srcs;
-        for (auto& w : d_wires) srcs.push_back(w.as<uint8_t>());
-        // decode-reduce, f32 and bf16 out
-        DeviceBuffer d_out(size_t(chunks * n) * 4, "test out");
-        q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::F32, stream.get());
-        stream.synchronize();
-        auto got = download<float>(d_out, size_t(chunks * n));
-        int64_t bd = first_float_diff(got.data(), sum.data(), sum.size());
-        if (bd >= 0) {
-          CAPTURE(bd, got[size_t(bd)], sum[size_t(bd)]);
-          FAIL("GPU decode-reduce (f32) differs from the CPU sum of CPU decodes");
-        }
-        q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
-        stream.synchronize();
-        const auto got16 = download<uint16_t>(d_out, size_t(chunks * n));
-        for (size_t i = 0; i < sum.size(); ++i) {
-          if (got16[i] != float_to_bf16(sum[i]) && !std::isnan(sum[i])) {
-            CAPTURE(i, got16[i], float_to_bf16(sum[i]));
-            FAIL("GPU decode-reduce (bf16) differs from the rounded CPU sum");
-          }
-        }
-        // single-source decode, bf16 out
-        q.decode(srcs[0], chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
-        stream.synchronize();
-        const auto g16 = download<uint16_t>(d_out, size_t(chunks * n));
+    const gpu::GpuQuant q(variant);
+    for (const Shape& s : {Shape{5, 256}, Shape{3, 1000}, Shape{1, 4224}, Shape{2, 130}}) {
+      const int64_t chunks = 3, nsrc = 3;
+      const int64_t n = s.rows * s.cols;
+      const gpu::ChunkGeometry g = q.geometry(s.rows, s.cols);
+      CAPTURE(variant, s.rows, s.cols);
+      // nsrc inputs of `chunks` chunks each, bf16-valued
+      std::vector<std::vector<float>> xs;
+      std::vector<std::vector<uint8_t>> cpu_wires;  // per source: chunks concatenated
+      DeviceBuffer d_in(size_t(chunks * n) * 2, "test input");
+      std::vector<DeviceBuffer> d_wires;
+      for (int64_t src = 0; src < nsrc; ++src) {
+        ++seed;
+        const Dist d = kDists[seed % 9];
+        CAPTURE(seed, dist_name(d));
+        const auto x = make_input(d, chunks * s.rows, s.cols, seed, true);
+        std::vector<uint8_t> wire;
         for (int64_t c = 0; c < chunks; ++c) {
-          cpu->decode(cpu_wires[0].data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data());
-          for (int64_t i = 0; i < n; ++i)
-            if (g16[size_t(c * n + i)] != float_to_bf16(dec[size_t(i)]) && !std::isnan(dec[size_t(i)])) {
-              CAPTURE(c, i);
-              FAIL("GPU decode (bf16 out) differs from the rounded CPU decode");
-            }
+          const auto w = cpu->encode(x.data() + c * n, s.rows, s.cols);
+          wire.insert(wire.end(), w.begin(), w.end());
         }
-        // decode-reduce-encode: the CPU encode of the sums (as fp32, and rounded to bf16)
-        for (int rb = 0; rb < 2; ++rb) {
-          std::vector<uint8_t> want;
-          for (int64_t c = 0; c < chunks; ++c) {
-            std::vector<float> part(sum.begin() + c * n, sum.begin() + (c + 1) * n);
-            if (rb)
-              for (float& v : part) v = bf16_to_float(float_to_bf16(v));
-            const auto w = cpu->encode(part.data(), s.rows, s.cols);
-            want.insert(want.end(), w.begin(), w.end());
+        upload(d_in, to_bf16_bits(x));
+        d_wires.emplace_back(wire.size(), "test wire");
+        q.encode(d_in.get(), DataType::BF16, chunks, s.rows, s.cols, d_wires.back().as<uint8_t>(), stream.get());
+        stream.synchronize();
+        const auto got = download<uint8_t>(d_wires.back(), wire.size());
+        const int64_t bad = first_diff(got.data(), wire.data(), wire.size());
+        if (bad >= 0) {
+          const std::string where = describe_offset(g, bad);
+          CAPTURE(bad, where, int(got[size_t(bad)]), int(wire[size_t(bad)]));
+          FAIL("bf16-input multi-chunk GPU wire differs from the CPU wires");
+        }
+        xs.push_back(x);
+        cpu_wires.push_back(wire);
+      }
+      // CPU: decode every chunk of every source, sum in source order.
+      const size_t un = size_t(std::max<int64_t>(n, 0));  // (a sign GCC can see: no size warning)
+      std::vector<float> sum(size_t(chunks) * un);
+      std::vector<float> dec(un);
+      for (int64_t src = 0; src < nsrc; ++src)
+        for (int64_t c = 0; c < chunks; ++c) {
+          cpu->decode(cpu_wires[size_t(src)].data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data());
+          for (int64_t i = 0; i < n; ++i) {
+            float& a = sum[size_t(c * n + i)];
+            a = src == 0 ? dec[size_t(i)] : a + dec[size_t(i)];
           }
-          DeviceBuffer d_re(want.size(), "test re-encode");
-          q.decode_reduce_encode(srcs, chunks, s.rows, s.cols, d_re.as<uint8_t>(), rb != 0, stream.get());
-          stream.synchronize();
-          const auto gw = download<uint8_t>(d_re, want.size());
-          const int64_t bad = first_diff(gw.data(), want.data(), want.size());
-          if (bad >= 0) {
-            const std::string where = describe_offset(g, bad);
-            CAPTURE(rb, bad, where, int(gw[size_t(bad)]), int(want[size_t(bad)]));
-            FAIL("GPU decode-reduce-encode differs from the CPU encode of the CPU sums");
+        }
+      std::vector<const uint8_t*> srcs;
+      for (auto& w : d_wires) srcs.push_back(w.as<uint8_t>());
+      // decode-reduce, f32 and bf16 out
+      DeviceBuffer d_out(size_t(chunks * n) * 4, "test out");
+      q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::F32, stream.get());
+      stream.synchronize();
+      auto got = download<float>(d_out, size_t(chunks * n));
+      int64_t bd = first_float_diff(got.data(), sum.data(), sum.size());
+      if (bd >= 0) {
+        CAPTURE(bd, got[size_t(bd)], sum[size_t(bd)]);
+        FAIL("GPU decode-reduce (f32) differs from the CPU sum of CPU decodes");
+      }
+      q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
+      stream.synchronize();
+      const auto got16 = download<uint16_t>(d_out, size_t(chunks * n));
+      for (size_t i = 0; i < sum.size(); ++i) {
+        if (got16[i] != float_to_bf16(sum[i]) && !std::isnan(sum[i])) {
+          CAPTURE(i, got16[i], float_to_bf16(sum[i]));
+          FAIL("GPU decode-reduce (bf16) differs from the rounded CPU sum");
+        }
+      }
+      // single-source decode, bf16 out
+      q.decode(srcs[0], chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
+      stream.synchronize();
+      const auto g16 = download<uint16_t>(d_out, size_t(chunks * n));
+      for (int64_t c = 0; c < chunks; ++c) {
+        cpu->decode(cpu_wires[0].data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data());
+        for (int64_t i = 0; i < n; ++i)
+          if (g16[size_t(c * n + i)] != float_to_bf16(dec[size_t(i)]) && !std::isnan(dec[size_t(i)])) {
+            CAPTURE(c, i);
+            FAIL("GPU decode (bf16 out) differs from the rounded CPU decode");
           }
+      }
+      // decode-reduce-encode: the CPU encode of the sums (as fp32, and rounded to bf16)
+      for (int rb = 0; rb < 2; ++rb) {
+        std::vector<uint8_t> want;
+        for (int64_t c = 0; c < chunks; ++c) {
+          std::vector<float> part(sum.begin() + c * n, sum.begin() + (c + 1) * n);
+          if (rb)
+            for (float& v : part) v = bf16_to_float(float_to_bf16(v));
+          const auto w = cpu->encode(part.data(), s.rows, s.cols);
+          want.insert(want.end(), w.begin(), w.end());
+        }
+        DeviceBuffer d_re(want.size(), "test re-encode");
+        q.decode_reduce_encode(srcs, chunks, s.rows, s.cols, d_re.as<uint8_t>(), rb != 0, stream.get());
+        stream.synchronize();
+        const auto gw = download<uint8_t>(d_re, want.size());
+        const int64_t bad = first_diff(gw.data(), want.data(), want.size());
+        if (bad >= 0) {
+          const std::string where = describe_offset(g, bad);
+          CAPTURE(rb, bad, where, int(gw[size_t(bad)]), int(want[size_t(bad)]));
+          FAIL("GPU decode-reduce-encode differs from the CPU encode of the CPU sums");
         }
       }
     }
