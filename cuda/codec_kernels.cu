@@ -272,9 +272,9 @@ __global__ void __launch_bounds__(kScopedThreads) scoped_decode_reduce(const __g
   }
 }
 
-template <class Cfg, class Kernel>
-GroupKernel group_kernel(Kernel fn) {
-  return {reinterpret_cast<KernelFn>(fn), Cfg::GPW, Cfg::EPL};
+template <class Cfg>
+GroupKernel group_kernel(KernelFn fn) {
+  return {fn, Cfg::GPW, Cfg::EPL};
 }
 
 // Elements per lane (2^R): more per lane means fewer warp shuffles in the transform and the
