@@ -45,11 +45,14 @@ using taco::gpu::value_divisor_ok;
 // ---- bf16 (core/dtype.hpp) -------------------------------------------------------------------
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t h) { return bitsf(h << 16); }
 // Two floats to bf16 with the hardware conversion: the same bits as float_to_bf16_bits for every
-// value but NaN (the hardware writes the canonical 0x7fff). Low half = a.
+// value but NaN (the hardware writes the canonical 0x7fff; NaN payloads are outside the
+// bit-exactness contract, src/codecs/codec.hpp). Low half = a.
 __device__ __forceinline__ uint32_t bf16x2_bits_hw(float a, float b) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
   return *reinterpret_cast<const uint32_t*>(&h);
 }
+// f rounded to the nearest bf16 (ties to even), as a float.
+__device__ __forceinline__ float round_to_bf16(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
 __device__ __forceinline__ uint32_t float_to_bf16_bits(float f) {
   uint32_t u = fbits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x0040u;

@@ -16,7 +16,9 @@
 
 namespace taco::gpu::detail {
 
-template <int LG_, int R_, bool Had_>
+// Sector_: the kernel works in SectorLayout (runs of 8 elements, lanes next) rather than
+// LaneLayout (each lane's elements consecutive); group_kernels() picks per kernel.
+template <int LG_, int R_, bool Had_, bool Sector_>
 struct GroupCfg {
   static constexpr int LG = LG_, R = R_, LB = LG_ - R_;
   static constexpr int G = 1 << LG_;     // group size
@@ -26,9 +28,8 @@ struct GroupCfg {
   static constexpr bool kHad = Had_;
   static_assert(LB >= 0 && LB <= 5, "a group spans at most one warp");
   static_assert(EPL >= 8, "16-byte bf16 loads need 8 elements per lane");
-  using Load = LoadLayout<R_, LB>;
-  // Layout of decoded values (decode leaves the transform's output layout).
-  using Decoded = std::conditional_t<Had_, FwhtOut<Load>, Load>;
+  // The layout of the group in registers and lanes, in which the kernel loads and stores.
+  using Load = std::conditional_t<Sector_, SectorLayout<R_, LB>, LaneLayout<R_, LB>>;
 };
 
 // One lane's view of the group it works on.
@@ -63,9 +64,9 @@ __device__ __forceinline__ int elem_index(int r, int lane) {
 }
 
 // ---- input ---------------------------------------------------------------------------------
-// A group's input for one lane, as raw words (bf16 pairs or f32 bits): lane (in group) l holds
-// elements [l*EPL, (l+1)*EPL); elements past the valid m (and whole invalid items) are 0.
-// Loading is split from unpacking so that a warp can issue the loads of several items before
+// A group's input for one lane, as raw words (bf16 pairs or f32 bits) in the order of the
+// lane's registers (layout Cfg::Load); elements past the valid m (and whole invalid items) are
+// 0. Loading is split from unpacking so that a warp can issue the loads of several items before
 // it computes on the first.
 template <class Cfg, typename InT>
 struct RawInput {
@@ -76,27 +77,36 @@ struct RawInput {
 template <class Cfg, typename InT>
 __device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, int lane,
                                          RawInput<Cfg, InT>& raw) {
+  using L = typename Cfg::Load;
   constexpr int kWords = RawInput<Cfg, InT>::kWords;
-  const int lig = lane & (Cfg::LPG - 1);
-  const int64_t base = it.c * p.in_stride + it.b * Cfg::G + int64_t(lig) * Cfg::EPL;
-  const InT* src = static_cast<const InT*>(p.in) + base;
+  constexpr int K = 1 << L::run_log2();                  // consecutive elements per run
+  constexpr int kRunWords = K * int(sizeof(InT)) / 4;    // a run is whole 16-byte vectors
+  static_assert(kRunWords % 4 == 0, "runs of at least 16 bytes");
+  const int lo = L::lane_offset(lane);
+  const InT* src = static_cast<const InT*>(p.in) + it.c * p.in_stride + it.b * Cfg::G;
   if (it.valid && it.m == Cfg::G && p.in_vec16) {
 #pragma unroll
-    for (int k = 0; k < kWords / 4; ++k) {
-      const uint4 q = __ldg(reinterpret_cast<const uint4*>(src) + k);
-      raw.w[4 * k] = q.x;
-      raw.w[4 * k + 1] = q.y;
-      raw.w[4 * k + 2] = q.z;
-      raw.w[4 * k + 3] = q.w;
+    for (int j = 0; j < Cfg::EPL / K; ++j) {
+      const uint4* s = reinterpret_cast<const uint4*>(src + (L::reg_offset(j * K) | lo));
+#pragma unroll
+      for (int t = 0; t < kRunWords / 4; ++t) {
+        const uint4 q = __ldg(s + t);
+        uint32_t* w = raw.w + j * kRunWords + 4 * t;
+        w[0] = q.x;
+        w[1] = q.y;
+        w[2] = q.z;
+        w[3] = q.w;
+      }
     }
   } else {
 #pragma unroll
     for (int k = 0; k < kWords; ++k) raw.w[k] = 0;
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r) {
-      if (it.valid && lig * Cfg::EPL + r < it.m) {
-        if constexpr (sizeof(InT) == 2) raw.w[r / 2] |= uint32_t(src[r]) << (16 * (r % 2));
-        else raw.w[r] = fbits(src[r]);
+      const int i = L::reg_offset(r) | lo;
+      if (it.valid && i < it.m) {
+        if constexpr (sizeof(InT) == 2) raw.w[r / 2] |= uint32_t(src[i]) << (16 * (r % 2));
+        else raw.w[r] = fbits(src[i]);
       }
     }
   }
@@ -199,7 +209,6 @@ template <class Cfg, class L>
 __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& it, int lane,
                                              float (&v)[Cfg::EPL], unsigned long long& sat) {
   constexpr int EPL = Cfg::EPL;
-  using Lc = std::conditional_t<Cfg::kHad, FwhtOut<L>, L>;  // layout of the codes
   const QuantRules& q = p.rules;
   const bool leader = (lane & (Cfg::LPG - 1)) == 0;
   uint8_t* wire = p.wire_out + it.c * p.wire_out_stride;
@@ -211,7 +220,8 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     float s_a = 1.0f;
     if (q.dual) {
       const float S = group_sum_squares<L>(v, lane);
-      float var = __fdiv_rn(S, float(it.m));
+      // S / G is S * 2^-LG rounded once, the same value as the division.
+      float var = it.m == Cfg::G ? __fmul_rn(S, 1.0f / float(Cfg::G)) : __fdiv_rn(S, float(it.m));
       var = __fadd_rn(var, q.lambda);
       var = var < 1e-12f ? 1e-12f : var;
       s_a = clampf(__fdiv_rn(q.fmax, __fsqrt_rn(var)), 1e-3f, 1e3f);
@@ -230,9 +240,9 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
     for (int r = 0; r < EPL; ++r) mb = max(mb, fbits(v[r]) & 0x7fffffffu);
 #pragma unroll
-    for (int j = 0; j < Lc::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
+    for (int j = 0; j < L::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
     const bool general = __any_sync(kFullMask, mb >= 0x7f800000u) || !q.fast_div;
-    const float M = general ? group_absmax_nan<Lc>(v) : bitsf(mb);
+    const float M = general ? group_absmax_nan<L>(v) : bitsf(mb);
     const float mv = M < 1e-12f ? 1e-12f : M;
     const float s_q = clampf(safe_div(mv, q.target), 1e-12f, 1e6f);
     const bool div_ok = !(fabsf(s_q) < 1e-12f);
@@ -254,7 +264,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     }
     encode_pairs<EPL>(t, pair, q);  // TACO elements are FP8 (variant.cpp)
     if (it.valid) {
-      store_codes<Lc>(wire + it.b * Cfg::G, pair, lane, n, p.code_vec);
+      store_codes<L>(wire + it.b * Cfg::G, pair, lane, n, p.code_vec);
       if (leader) {
         store_f32_scalar(wire + p.geo.scale_off + 4 * it.b, s_q, p.scale_vec4);
         if (q.dual) store_f32_scalar(wire + p.geo.aux_off + 4 * it.b, s_a, p.scale_vec4);
@@ -275,9 +285,9 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
     for (int r = 0; r < EPL; ++r) mb = max(mb, fbits(v[r]) & 0x7fffffffu);
 #pragma unroll
-    for (int j = 0; j < Lc::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
+    for (int j = 0; j < L::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
     const bool nonfinite_warp = __any_sync(kFullMask, mb >= 0x7f800000u);
-    const uint32_t amax_bits = nonfinite_warp ? group_amax_bits_finite<Lc>(v) : mb;
+    const uint32_t amax_bits = nonfinite_warp ? group_amax_bits_finite<L>(v) : mb;
     const ScaleOut so = block_scale(bitsf(amax_bits), q);
     float t[EPL];
     if (!nonfinite_warp && q.fast_div && code_divisor_ok(so.s)) {
@@ -290,7 +300,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     }
     encode_pairs<EPL>(t, pair, q);
     if (it.valid) {
-      store_codes<Lc>(wire + it.b * Cfg::G, pair, lane, n, p.code_vec);
+      store_codes<L>(wire + it.b * Cfg::G, pair, lane, n, p.code_vec);
       if (leader) {
         uint8_t* sp = wire + p.geo.scale_off + it.b * q.scale_bytes;
         if (q.scale_bytes == 4) store_f32_scalar(sp, bitsf(so.code), p.scale_vec4);
@@ -299,10 +309,10 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     }
   }
   if (p.stats && it.valid) {
-    const int lo = Lc::lane_offset(lane);
+    const int lo = L::lane_offset(lane);
 #pragma unroll
     for (int r = 0; r < EPL; ++r)
-      sat += ((Lc::reg_offset(r) | lo) < n && is_sat_code(code_at<Lc>(pair, r), q)) ? 1u : 0u;
+      sat += ((L::reg_offset(r) | lo) < n && is_sat_code(code_at<L>(pair, r), q)) ? 1u : 0u;
   }
 }
 
@@ -320,26 +330,42 @@ struct RawCodes {
 template <class Cfg>
 __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t* wire, const Item& it,
                                            int lane, RawCodes<Cfg>& raw) {
+  using L = typename Cfg::Load;
   constexpr int EPL = Cfg::EPL;
+  constexpr int K = 1 << L::run_log2();  // consecutive codes per run: 8 or a multiple of 16
+  static_assert(K == 8 || K % 16 == 0, "code runs of 8 or 16k bytes");
   const QuantRules& q = p.rules;
-  const int lig = lane & (Cfg::LPG - 1);
+  const int lo = L::lane_offset(lane);
   const int n = Cfg::kHad ? Cfg::G : it.m;
-  const uint8_t* cp = wire + it.b * Cfg::G + lig * EPL;
+  const uint8_t* cp = wire + it.b * Cfg::G;
   if (it.valid && p.code_vec && n == Cfg::G) {
 #pragma unroll
-    for (int k = 0; k < EPL / 16; ++k) {
-      const uint4 w = __ldg(reinterpret_cast<const uint4*>(cp) + k);
-      raw.w[4 * k] = w.x;
-      raw.w[4 * k + 1] = w.y;
-      raw.w[4 * k + 2] = w.z;
-      raw.w[4 * k + 3] = w.w;
+    for (int j = 0; j < EPL / K; ++j) {
+      const uint8_t* s = cp + (L::reg_offset(j * K) | lo);
+      uint32_t* w = raw.w + j * (K / 4);
+      if constexpr (K == 8) {
+        const uint2 q2 = __ldg(reinterpret_cast<const uint2*>(s));
+        w[0] = q2.x;
+        w[1] = q2.y;
+      } else {
+#pragma unroll
+        for (int t = 0; t < K / 16; ++t) {
+          const uint4 q4 = __ldg(reinterpret_cast<const uint4*>(s) + t);
+          w[4 * t] = q4.x;
+          w[4 * t + 1] = q4.y;
+          w[4 * t + 2] = q4.z;
+          w[4 * t + 3] = q4.w;
+        }
+      }
     }
   } else {
 #pragma unroll
     for (int k = 0; k < EPL / 4; ++k) raw.w[k] = 0;
 #pragma unroll
-    for (int r = 0; r < EPL; ++r)
-      if (it.valid && lig * EPL + r < n) raw.w[r / 4] |= uint32_t(cp[r]) << (8 * (r % 4));
+    for (int r = 0; r < EPL; ++r) {
+      const int i = L::reg_offset(r) | lo;
+      if (it.valid && i < n) raw.w[r / 4] |= uint32_t(cp[i]) << (8 * (r % 4));
+    }
   }
   raw.valid = it.valid;
   raw.s_bits = 0;
@@ -351,21 +377,43 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
   }
 }
 
-// Decodes one lane's share of a group into layout Cfg::Decoded.
+// Code values times s. The format branch is taken once per group, not per pair: FP8 pairs
+// convert in one instruction (to half2, exact) and two widenings.
+template <int N>
+__device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s, ElemKind kind, float (&v)[N]) {
+  if (kind == ElemKind::INT8) {
+#pragma unroll
+    for (int r = 0; r < N; ++r) v[r] = __fmul_rn(float(int32_t(int8_t(uint8_t(w[r / 4] >> (8 * (r % 4)))))), s);
+    return;
+  }
+  const __nv_fp8_interpretation_t k = kind == ElemKind::E4M3 ? __NV_E4M3 : __NV_E5M2;
+#pragma unroll
+  for (int r = 0; r < N; r += 2) {
+    const uint32_t pair = (w[r / 4] >> (8 * (r % 4))) & 0xffffu;
+    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair), k)));
+    v[r] = __fmul_rn(f.x, s);
+    v[r + 1] = __fmul_rn(f.y, s);
+  }
+}
+
+// Decodes one lane's share of a group (load layout).
 template <class Cfg>
 __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCodes<Cfg>& raw, int lane,
                                              float (&v)[Cfg::EPL]) {
   constexpr int EPL = Cfg::EPL;
   using Load = typename Cfg::Load;
-  using Dec = typename Cfg::Decoded;
   const QuantRules& q = p.rules;
   // A NaN/Inf code anywhere in the group spreads through the transform: one group-wide flag.
   bool finite = false;  // no NaN/Inf code in the whole group (only computed for TACO codecs)
   if (q.taco) {
-    const uint32_t bad_from = q.elem == ElemKind::E4M3 ? 0x7f7f7f7fu : 0x7c7c7c7cu;
+    // A byte is NaN/Inf when its exponent-and-mantissa bits (E4M3) or its exponent bits (E5M2)
+    // are all ones: adding one at the lowest such bit then carries into bit 7 (never further).
+    const bool e4 = q.elem == ElemKind::E4M3;
+    const uint32_t mask = e4 ? 0x7f7f7f7fu : 0x7c7c7c7cu, one = e4 ? 0x01010101u : 0x04040404u;
     uint32_t bad = 0;
 #pragma unroll
-    for (int k = 0; k < EPL / 4; ++k) bad |= __vcmpgeu4(raw.w[k] & 0x7f7f7f7fu, bad_from);
+    for (int k = 0; k < EPL / 4; ++k) bad |= (raw.w[k] & mask) + one;
+    bad &= 0x80808080u;
 #pragma unroll
     for (int j = 0; j < Cfg::LB; ++j) bad |= __shfl_xor_sync(kFullMask, bad, 1 << j);
     finite = bad == 0;
@@ -375,29 +423,12 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     s = q.scale_bytes == 4 ? bitsf(raw.s_bits) : decode_scale(raw.s_bits, q.scale);
     if (q.taco && q.dual) s_a = bitsf(raw.s_a_bits);
   }
-  // Pairs of codes convert in one instruction for FP8.
-#pragma unroll
-  for (int r = 0; r < EPL; r += 2) {
-    const uint32_t pair = (raw.w[r / 4] >> (8 * (r % 4))) & 0xffffu;
-    float a, b;
-    if (q.elem == ElemKind::INT8) {
-      a = float(int32_t(int8_t(uint8_t(pair))));
-      b = float(int32_t(int8_t(uint8_t(pair >> 8))));
-    } else {
-      const __nv_fp8_interpretation_t k = q.elem == ElemKind::E4M3 ? __NV_E4M3 : __NV_E5M2;
-      const __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair), k);
-      const float2 f = __half22float2(__half2(h2));
-      a = f.x;
-      b = f.y;
-    }
-    v[r] = __fmul_rn(a, s);
-    v[r + 1] = __fmul_rn(b, s);
-  }
+  decode_elems<EPL>(raw.w, s, q.elem, v);
   if constexpr (Cfg::kHad) {
     fwht<Load>(v, lane);
 #pragma unroll
     for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], q.hconst);
-    if (q.rht) apply_rht_signs<Dec>(v, lane, q);
+    if (q.rht) apply_rht_signs<Load>(v, lane, q);
   }
   if (q.taco) {
     // Valid wires: finite codes and s_q in [2^-55, 2^60] make every value finite, and every
@@ -426,7 +457,7 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
 // Writes the first m values of a group held in layout L to out (element type out_type).
 template <class L>
 __device__ __forceinline__ void store_values(const KernelParams& p, int64_t first, const float (&v)[L::kRegs],
-                                             int lane, int m, bool no_nan = false) {
+                                             int lane, int m) {
   constexpr int K = 1 << L::run_log2();
   constexpr int kRuns = L::kRegs / K;
   const int lo = L::lane_offset(lane);
@@ -439,8 +470,7 @@ __device__ __forceinline__ void store_values(const KernelParams& p, int64_t firs
         uint32_t w[K / 2];
 #pragma unroll
         for (int t = 0; t < K / 2; ++t)
-          w[t] = no_nan ? bf16x2_bits_hw(v[j * K + 2 * t], v[j * K + 2 * t + 1])
-                        : float_to_bf16_bits(v[j * K + 2 * t]) | (float_to_bf16_bits(v[j * K + 2 * t + 1]) << 16);
+          w[t] = bf16x2_bits_hw(v[j * K + 2 * t], v[j * K + 2 * t + 1]);
         uint16_t* d = out + (L::reg_offset(j * K) | lo);
         if constexpr (K == 4) {
           *reinterpret_cast<uint2*>(d) = make_uint2(w[0], w[1]);
@@ -455,7 +485,7 @@ __device__ __forceinline__ void store_values(const KernelParams& p, int64_t firs
 #pragma unroll
     for (int r = 0; r < L::kRegs; ++r) {
       const int i = L::reg_offset(r) | lo;
-      if (i < m) out[i] = uint16_t(float_to_bf16_bits(v[r]));
+      if (i < m) out[i] = uint16_t(bf16x2_bits_hw(v[r], 0.0f));
     }
   } else {
     float* out = static_cast<float*>(p.out) + first;

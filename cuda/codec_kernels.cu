@@ -50,18 +50,20 @@ __global__ void __launch_bounds__(kGroupThreads) group_encode_kernel(const __gri
   if (p.stats) flush_stats(p.stats, sat, nonfin);
 }
 
-// acc = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32), in layout Cfg::Decoded;
-// `first` holds the codes of src[0], already loaded.
+// acc = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32), in the load layout; `first`
+// holds the codes of src[0], already loaded. The first decode writes acc directly, so a plain
+// decode (one source) carries no loop state.
 template <class Cfg>
 __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, const RawCodes<Cfg>& first,
                                            float (&acc)[Cfg::EPL]) {
-  for (int s = 0; s < p.nsrc; ++s) {
-    RawCodes<Cfg> raw = first;
-    if (s > 0) load_codes<Cfg>(p, p.src[s] + it.c * p.wire_in_stride, it, lane, raw);
+  decode_codes<Cfg>(p, first, lane, acc);
+  for (int s = 1; s < p.nsrc; ++s) {
+    RawCodes<Cfg> raw;
+    load_codes<Cfg>(p, p.src[s] + it.c * p.wire_in_stride, it, lane, raw);
     float d[Cfg::EPL];
     decode_codes<Cfg>(p, raw, lane, d);
 #pragma unroll
-    for (int r = 0; r < Cfg::EPL; ++r) acc[r] = s == 0 ? d[r] : __fadd_rn(acc[r], d[r]);
+    for (int r = 0; r < Cfg::EPL; ++r) acc[r] = __fadd_rn(acc[r], d[r]);
   }
 }
 
@@ -92,16 +94,13 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
     load_codes<Cfg>(p, p.src[0] + next.c * p.wire_in_stride, next, lane, next_first);
     float acc[Cfg::EPL];
     decode_sum<Cfg>(p, it, lane, first, acc);
-    // TACO decodes are never NaN (non-finite values are zeroed before the division by s_a > 0).
-    if (it.valid)
-      store_values<typename Cfg::Decoded>(p, it.c * p.out_stride + it.b * Cfg::G, acc, lane, it.m,
-                                          p.rules.taco != 0);
+    if (it.valid) store_values<typename Cfg::Load>(p, it.c * p.out_stride + it.b * Cfg::G, acc, lane, it.m);
   }
 }
 
 template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kernel(const __grid_constant__ KernelParams p) {
-  using Dec = typename Cfg::Decoded;
+  using Load = typename Cfg::Load;
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
@@ -115,12 +114,12 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
     // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r) {
-      float x = p.round_sum_bf16 ? bf16_bits_to_float(float_to_bf16_bits(acc[r])) : acc[r];
-      x = (it.valid && elem_index<Dec>(r, lane) < it.m) ? x : 0.0f;
+      float x = p.round_sum_bf16 ? round_to_bf16(acc[r]) : acc[r];
+      x = (it.valid && elem_index<Load>(r, lane) < it.m) ? x : 0.0f;
       if (p.stats) nonfin += (it.valid && nonfinite(x)) ? 1u : 0u;
       acc[r] = x;
     }
-    encode_group<Cfg, Dec>(p, it, lane, acc, sat);
+    encode_group<Cfg, Load>(p, it, lane, acc, sat);
   }
   if (p.stats) flush_stats(p.stats, sat, nonfin);
 }
@@ -129,7 +128,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
 // plus the rank's own raw chunk (p.in, in_type) before the re-encode: acc = decode(src) + own.
 template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(const __grid_constant__ KernelParams p) {
-  using Dec = typename Cfg::Decoded;
+  using Load = typename Cfg::Load;
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
@@ -142,19 +141,21 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(
     load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, raw);
     float acc[Cfg::EPL];
     decode_codes<Cfg>(p, raw, lane, acc);
-    const int64_t first = it.c * p.in_stride + it.b * Cfg::G;
-#pragma unroll
-    for (int r = 0; r < Cfg::EPL; ++r) {
-      const int i = elem_index<Dec>(r, lane);
-      const bool live = it.valid && i < it.m;
-      float own = 0.0f;
-      if (live)
-        own = p.in_type == DataType::BF16 ? bf16_bits_to_float(static_cast<const uint16_t*>(p.in)[first + i])
-                                          : static_cast<const float*>(p.in)[first + i];
-      // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
-      acc[r] = live ? __fadd_rn(acc[r], own) : 0.0f;
+    float own[Cfg::EPL];  // the rank's own values, zero past m (load_raw)
+    if (p.in_type == DataType::BF16) {
+      RawInput<Cfg, uint16_t> in;
+      load_raw<Cfg, uint16_t>(p, it, lane, in);
+      unpack_raw<Cfg, uint16_t>(in, own);
+    } else {
+      RawInput<Cfg, float> in;
+      load_raw<Cfg, float>(p, it, lane, in);
+      unpack_raw<Cfg, float>(in, own);
     }
-    encode_group<Cfg, Dec>(p, it, lane, acc, sat);
+    // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
+#pragma unroll
+    for (int r = 0; r < Cfg::EPL; ++r)
+      acc[r] = (it.valid && elem_index<Load>(r, lane) < it.m) ? __fadd_rn(acc[r], own[r]) : 0.0f;
+    encode_group<Cfg, Load>(p, it, lane, acc, sat);
   }
 }
 
@@ -283,18 +284,22 @@ GroupKernel group_kernel(KernelFn fn) {
 // (bench/records/2026-11-30-h200-sweep-lane-elems.md): 32 per lane is fastest for every encode
 // and for the transformed decodes; plain (untransformed) decodes are fastest at 16. Groups of 16
 // have 16; G = 1024 needs at least 32 (a group spans at most one warp).
+// Layout (bench/records/2026-11-30-h200-v7-ab.md, 256 MiB): SectorLayout made the transformed
+// encodes and decodes faster (taco decode 1.16x, int8-g128-had decode 1.44x, taco encode 1.04x)
+// and everything else slower (mxfp8 decode 0.85x, the re-encoding kernels 0.91-0.96x).
 template <int LG, bool Had>
 GroupKernels group_kernels() {
   constexpr int kEncodeR = LG >= 5 ? 5 : 4;
   constexpr int kDecodeR = Had ? kEncodeR : (LG >= 10 ? 5 : 4);
-  using Enc = GroupCfg<LG, kEncodeR, Had>;
-  using Dec = GroupCfg<LG, kDecodeR, Had>;
+  using Enc = GroupCfg<LG, kEncodeR, Had, Had>;
+  using Dec = GroupCfg<LG, kDecodeR, Had, Had>;
+  using Reenc = GroupCfg<LG, kDecodeR, Had, false>;
   GroupKernels k;
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
   k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);
   k.decode_reduce = group_kernel<Dec>(group_decode_reduce_kernel<Dec>);
-  k.decode_reduce_encode = group_kernel<Dec>(group_decode_reduce_encode_kernel<Dec>);
-  k.decode_add_encode = group_kernel<Dec>(group_decode_add_encode_kernel<Dec>);
+  k.decode_reduce_encode = group_kernel<Reenc>(group_decode_reduce_encode_kernel<Reenc>);
+  k.decode_add_encode = group_kernel<Reenc>(group_decode_add_encode_kernel<Reenc>);
   return k;
 }
 

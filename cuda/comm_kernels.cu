@@ -222,6 +222,7 @@ void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* ow
   p.out_stride = p.geo.numel;
   // Vector access only where GpuQuant would allow it for the same buffers.
   p.code_vec = aligned(wire_in, 16) && aligned(wire_out, 16);
+  p.in_vec16 = aligned(own, 16);
   p.scale_vec4 = aligned(wire_in + p.geo.scale_off, 4) && aligned(wire_out + p.geo.scale_off, 4) &&
                  p.geo.aux_off % 4 == 0;
   int dev = 0, sms = 0, occ = 0;

@@ -8,9 +8,7 @@
 // 2^R float registers each, LG = R + LB. A layout is a permutation P of the LG element-index
 // bits onto LG "positions": positions [0, R) are the bits of the register index, positions
 // [R, LG) the bits of the lane index inside the group. P stores the element bit of position p
-// in bits [4p, 4p+4). The load layout is the identity (lane l holds elements [l*2^R, (l+1)*2^R)
-// in order); the Hadamard transform permutes it (see fwht below) to avoid shuffling every
-// register at every cross-lane stage.
+// in bits [4p, 4p+4). LaneLayout and SectorLayout below are the ones the kernels use.
 #include <cstdint>
 
 namespace taco::gpu::detail {
@@ -28,12 +26,6 @@ constexpr int perm_pos(uint64_t P, int lg, int bit) {
     if (perm_bit(P, i) == bit) return i;
   return -1;
 }
-constexpr uint64_t perm_swap(uint64_t P, int a, int b) {
-  const uint64_t ba = uint64_t(perm_bit(P, a)), bb = uint64_t(perm_bit(P, b));
-  P &= ~((uint64_t(0xF) << (4 * a)) | (uint64_t(0xF) << (4 * b)));
-  return P | (bb << (4 * a)) | (ba << (4 * b));
-}
-
 template <int R_, int LB_, uint64_t P_>
 struct Layout {
   static constexpr int R = R_, LB = LB_, LG = R_ + LB_;
@@ -66,8 +58,28 @@ struct Layout {
   }
 };
 
+// The two layouts the kernels load and store in. LaneLayout: lane l of the group holds
+// elements [l * 2^R, (l + 1) * 2^R) in order. SectorLayout: each lane's registers hold runs of
+// 8 consecutive elements (16 bytes of bf16, 8 of codes), the group's lanes hold consecutive runs,
+// and the remaining register bits the high element bits; one warp-wide access of a run then
+// covers 8 * 2^LB consecutive elements of each group, whole 32-byte sectors for bf16 values and
+// codes alike, where LaneLayout's 16-byte accesses at a lane stride of 32 or 64 bytes write half
+// sectors. Groups over 256 take longer runs: the canonical lane of the order-fixed sum (below)
+// owns G/32 consecutive elements, which must sit in one lane's registers.
+constexpr uint64_t sector_perm(int R, int LB) {
+  const int want = R + LB - 5 > 3 ? R + LB - 5 : 3;
+  const int run = R < want ? R : want;
+  uint64_t p = 0;
+  int pos = 0;
+  for (int b = 0; b < run; ++b) p |= uint64_t(b) << (4 * pos++);            // registers: the run
+  for (int b = run + LB; b < R + LB; ++b) p |= uint64_t(b) << (4 * pos++);  // registers: high bits
+  for (int b = run; b < run + LB; ++b) p |= uint64_t(b) << (4 * pos++);     // lanes
+  return p;
+}
 template <int R, int LB>
-using LoadLayout = Layout<R, LB, perm_identity(R + LB)>;
+using LaneLayout = Layout<R, LB, perm_identity(R + LB)>;
+template <int R, int LB>
+using SectorLayout = Layout<R, LB, sector_perm(R, LB)>;
 
 // ---- maxima over the group (order-free) ----------------------------------------------------
 // fmaxf over |v| (IEEE maxNum: a NaN is ignored), NaN only when every value is NaN: the CPU's
@@ -140,27 +152,6 @@ struct Info {
     while (k < LgS && perm_pos(L::P, L::LG, k) < L::R) ++k;
     return k;
   }
-  static constexpr bool chain_ok() {
-    for (int b = kreg(); b < LgS; ++b)
-      if (perm_pos(L::P, L::LG, b) < L::R) return false;
-    return true;
-  }
-  // Position of this lane along the chain (its element bits [kreg, LgS)).
-  __device__ __forceinline__ static int chain_index(int lane) {
-    int u = 0;
-#pragma unroll
-    for (int b = kreg(); b < LgS; ++b) u |= ((lane >> (perm_pos(L::P, L::LG, b) - L::R)) & 1) << (b - kreg());
-    return u;
-  }
-  // The lane of the same canonical lane at chain position t.
-  __device__ __forceinline__ static int chain_lane(int lane, int t) {
-#pragma unroll
-    for (int b = kreg(); b < LgS; ++b) {
-      const int j = perm_pos(L::P, L::LG, b) - L::R;
-      lane = (lane & ~(1 << j)) | (((t >> (b - kreg())) & 1) << j);
-    }
-    return lane;
-  }
 };
 
 // Combine canonical bit `Bit` (processing from the top bit down to LgS). `Done` marks partial
@@ -189,16 +180,14 @@ __device__ __forceinline__ float combine(float (&p)[NP], int lane) {
 }  // namespace sumsq
 
 // Sum of v^2 over the group in the canonical lane-tree order for group size 2^L::LG. Every
-// lane of the group gets the same value. When the low bits of a canonical lane's elements are
-// in registers but its high bits in lanes (layouts left by a transform of G >= 512), the
-// canonical lane's left-to-right sum runs as a chain through those lanes.
+// lane of the group gets the same value.
 template <class L>
 __device__ __forceinline__ float group_sum_squares(const float (&v)[L::kRegs], int lane) {
   constexpr int LgC = L::LG < 5 ? L::LG : 5;  // log2 of the canonical lane count
   constexpr int LgS = L::LG - LgC;
   using I = sumsq::Info<L, LgS>;
   constexpr int K = I::kreg();                // low element bits held in registers
-  static_assert(I::chain_ok(), "a canonical lane's low element bits must be in registers");
+  static_assert(K == LgS, "a canonical lane's elements must sit in one lane's registers");
   constexpr int NP = 1 << I::nc();
   float p[NP];
 #pragma unroll
@@ -210,24 +199,6 @@ __device__ __forceinline__ float group_sum_squares(const float (&v)[L::kRegs], i
       const float x = v[I::reg_index(s, k)];
       acc = __fadd_rn(acc, __fmul_rn(x, x));
     }
-    if constexpr (K < LgS) {
-      // The run continues in the lane holding the next 2^K elements (u = its position).
-      const int u = I::chain_index(lane);
-      constexpr int U = 1 << (LgS - K);
-#pragma unroll
-      for (int t = 1; t < U; ++t) {
-        const float in = __shfl_sync(kFullMask, acc, I::chain_lane(lane, t - 1));
-        if (u == t) {
-          acc = in;
-#pragma unroll
-          for (int s = 0; s < (1 << K); ++s) {
-            const float x = v[I::reg_index(s, k)];
-            acc = __fadd_rn(acc, __fmul_rn(x, x));
-          }
-        }
-      }
-      acc = __shfl_sync(kFullMask, acc, I::chain_lane(lane, U - 1));
-    }
     p[k] = acc;
   }
   return sumsq::combine<L, LgS, L::LG - 1, 0, NP>(p, lane);
@@ -236,33 +207,12 @@ __device__ __forceinline__ float group_sum_squares(const float (&v)[L::kRegs], i
 // ---- Walsh-Hadamard transform -------------------------------------------------------------
 // Butterflies (a, b) -> (a + b, a - b) over element strides 1, 2, ..., G/2 in that order (the
 // CPU reference's order; floating-point results depend on it). A stage whose bit sits in the
-// registers is done in registers. A stage whose bit sits in the lanes first swaps that lane bit
-// with a register bit already processed (half the registers cross lanes: 2^(R-1) shuffles),
-// then runs in registers; only if no processed register bit exists does it shuffle everything.
-// The transform leaves the group in the layout FwhtOut<L>, not L.
+// registers is done in registers; a stage whose bit sits in the lanes exchanges every register
+// with the partner lane and combines with one FMA by +-1 (exact: the product is the operand),
+// two instructions per element. This measured faster than trading a lane bit for a register
+// bit first (half the registers cross, but three selects per exchanged pair; bench/records
+// 2026-11-30 v6). The transform keeps the layout.
 namespace fwht_detail {
-constexpr int swap_pos(uint64_t P, int R, int B) {
-  int best = -1, bestbit = -1;
-  for (int i = 0; i < R; ++i) {
-    const int b = perm_bit(P, i);
-    if (b < B && b > bestbit) {
-      bestbit = b;
-      best = i;
-    }
-  }
-  return best;
-}
-constexpr uint64_t step(uint64_t P, int R, int LG, int B) {
-  const int pos = perm_pos(P, LG, B);
-  if (pos < R) return P;
-  const int k = swap_pos(P, R, B);
-  return k < 0 ? P : perm_swap(P, pos, k);
-}
-constexpr uint64_t final_perm(uint64_t P, int R, int LG) {
-  for (int b = 0; b < LG; ++b) P = step(P, R, LG, b);
-  return P;
-}
-
 template <int R, int Pos>
 __device__ __forceinline__ void reg_butterfly(float (&v)[1 << R]) {
 #pragma unroll
@@ -274,28 +224,13 @@ __device__ __forceinline__ void reg_butterfly(float (&v)[1 << R]) {
     }
 }
 
-// Lane bit J trades places with register position K (see the file comment for the layout).
-template <int R, int J, int K>
-__device__ __forceinline__ void swap_lane_reg(float (&v)[1 << R], int lane) {
-  const bool t = (lane >> J) & 1;
-#pragma unroll
-  for (int r0 = 0; r0 < (1 << R); ++r0)
-    if (((r0 >> K) & 1) == 0) {
-      const int r1 = r0 | (1 << K);
-      const float send = t ? v[r0] : v[r1];
-      const float recv = __shfl_xor_sync(kFullMask, send, 1 << J);
-      if (t) v[r0] = recv; else v[r1] = recv;
-    }
-}
-
+// The lower lane of a pair holds a and gets a + b = fma(+1, a, b); the upper holds b and gets
+// a - b = fma(-1, b, a): the same roundings (and signed zeros) as the CPU's add and subtract.
 template <int R, int J>
 __device__ __forceinline__ void lane_butterfly(float (&v)[1 << R], int lane) {
-  const bool t = (lane >> J) & 1;
+  const float sign = ((lane >> J) & 1) ? -1.0f : 1.0f;
 #pragma unroll
-  for (int r = 0; r < (1 << R); ++r) {
-    const float o = __shfl_xor_sync(kFullMask, v[r], 1 << J);
-    v[r] = t ? __fsub_rn(o, v[r]) : __fadd_rn(v[r], o);  // upper lane holds b: a - b
-  }
+  for (int r = 0; r < (1 << R); ++r) v[r] = __fmaf_rn(sign, v[r], __shfl_xor_sync(kFullMask, v[r], 1 << J));
 }
 
 template <int R, int LB, uint64_t P, int B>
@@ -303,26 +238,12 @@ __device__ __forceinline__ void run(float (&v)[1 << R], int lane) {
   constexpr int LG = R + LB;
   if constexpr (B < LG) {
     constexpr int pos = perm_pos(P, LG, B);
-    if constexpr (pos < R) {
-      reg_butterfly<R, pos>(v);
-      run<R, LB, P, B + 1>(v, lane);
-    } else {
-      constexpr int k = swap_pos(P, R, B);
-      if constexpr (k >= 0) {
-        swap_lane_reg<R, pos - R, k>(v, lane);
-        reg_butterfly<R, k>(v);
-        run<R, LB, perm_swap(P, pos, k), B + 1>(v, lane);
-      } else {
-        lane_butterfly<R, pos - R>(v, lane);
-        run<R, LB, P, B + 1>(v, lane);
-      }
-    }
+    if constexpr (pos < R) reg_butterfly<R, pos>(v);
+    else lane_butterfly<R, pos - R>(v, lane);
+    run<R, LB, P, B + 1>(v, lane);
   }
 }
 }  // namespace fwht_detail
-
-template <class L>
-using FwhtOut = Layout<L::R, L::LB, fwht_detail::final_perm(L::P, L::R, L::LG)>;
 
 // Unnormalised transform H_G v (the caller multiplies by float(1/sqrt(G)) afterwards).
 template <class L>

@@ -9,7 +9,8 @@
 #   all    (default) build, taco_gpu_tests, torch anchors + torch.compile baselines, taco bench
 #   tests  build and taco_gpu_tests only
 #   bench  build, baselines and taco bench only
-# Environment: JOBS (build parallelism, default nproc), BENCH_SIZES (default
+# Environment: JOBS (build parallelism, default nproc), REBUILD=0 (skip the build and use the
+# binaries already in the build dir), BENCH_SIZES (default
 # 1M,4M,8M,64M,256M,512M,1G), BENCH_VARIANTS, TACO_BUILD (build dir, default build-gpu).
 # Expects /.anchors/torch_anchors.py (a copy of shared/anchors/torch_anchors.py) when present.
 set -u -o pipefail
@@ -41,7 +42,10 @@ if [ "$MODE" != tests ]; then
   TORCH_PID=$!
 fi
 
-# ---- build ----
+# ---- build (REBUILD=0: use the binaries in $BUILD/bin as they are, e.g. built elsewhere) ----
+if [ "${REBUILD:-1}" = 0 ]; then
+  say "prebuilt $BUILD/bin: $("$BUILD/bin/taco" --version 2>&1 | head -1)"
+else
 say "build ($BUILD, $JOBS jobs)"
 if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACO_TESTS=ON -DTACO_CUDA=ON \
          -DCMAKE_CUDA_ARCHITECTURES=90-real > "$OUT/build.log" 2>&1 &&
@@ -54,6 +58,7 @@ if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACO_TESTS=O
 fi
 say "built in ${SECONDS}s"
 grep -E "warning" "$OUT/build.log" | grep -E "cuda/|apps/cmd_bench|tests/gpu" | head -10 | tee -a "$LOG"
+fi
 
 # Wait for the baselines so that nothing else shares the GPU while we test or time.
 if [ -n "$TORCH_PID" ]; then

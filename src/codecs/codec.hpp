@@ -15,6 +15,8 @@
 //  * The Walsh-Hadamard transform of size G runs butterfly stages (a, b) -> (a + b, a - b)
 //    with strides 1, 2, 4, ..., G/2 in that order, then multiplies by the float constant
 //    1/sqrt(G) (computed as float(1.0 / std::sqrt(double(G)))).
+//  * NaN payloads and NaN signs are not part of the contract: where an output is NaN, any NaN
+//    matches (the GPU's arithmetic writes canonical NaNs).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
