@@ -310,7 +310,7 @@ void add_comm(CLI::App& root) {
                 "GPU codecs of the compressed rows (comma list; 'none': plain NCCL only)")
       ->capture_default_str();
   c->add_option("--algo", args->algos,
-                "Compressed all-reduce: auto (COCCL: <1 MiB one_shot, <32 MiB two_shot, else ring), or a comma list "
+                "Compressed all-reduce: auto (COCCL: <1 MiB one_shot, <32 MiB two_shot, else ring; one_shot at N = 2), or a comma list "
                 "of one_shot, two_shot, ring")
       ->capture_default_str();
   c->add_option("--pipeline", args->pipeline,

@@ -304,7 +304,7 @@ void Harness::plan_runs() {
         for (const std::string& codec : o_.codecs) {
           std::vector<Algo> algos(o_.algos.begin(), o_.algos.end());
           if (c != Coll::AllReduce) algos.assign(1, Algo::Direct);
-          else if (algos.empty()) algos.push_back(comm::auto_allreduce_algo(count * int64_t(es)));
+          else if (algos.empty()) algos.push_back(comm::auto_allreduce_algo(count * int64_t(es), N_));
           for (Algo a : algos) {
             Run r;
             r.coll = c;

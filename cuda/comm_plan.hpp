@@ -89,16 +89,19 @@ inline Algo parse_allreduce_algo(std::string_view s) {
 }
 
 // COCCL's choice by message size (methods.md 1.6): < 1 MiB one-shot, 1-32 MiB two-shot,
-// >= 32 MiB ring. `bytes` is the per-rank input buffer.
-inline Algo auto_allreduce_algo(int64_t bytes) {
-  if (bytes < (int64_t(1) << 20)) return Algo::OneShot;
+// >= 32 MiB ring; `bytes` is the per-rank input buffer. Except at N = 2, where one-shot sends
+// the same bytes as the other two, quantizes once instead of twice and takes fewer steps: it
+// measured fastest at 16 and 256 MiB over NVLink, shared memory and sockets
+// (bench/comm/2026-11-30-h200x2-run4).
+inline Algo auto_allreduce_algo(int64_t bytes, int nranks) {
+  if (nranks == 2 || bytes < (int64_t(1) << 20)) return Algo::OneShot;
   if (bytes < (int64_t(32) << 20)) return Algo::TwoShot;
   return Algo::Ring;
 }
 
 // The compressed algorithm a collective runs when the user did not force one.
-inline Algo default_algo(Coll c, int64_t bytes) {
-  return c == Coll::AllReduce ? auto_allreduce_algo(bytes) : Algo::Direct;
+inline Algo default_algo(Coll c, int64_t bytes, int nranks) {
+  return c == Coll::AllReduce ? auto_allreduce_algo(bytes, nranks) : Algo::Direct;
 }
 
 // The study simulator's algorithm with the same semantics, where it has one.

@@ -273,10 +273,15 @@ TEST_CASE("comm plans: schedule invariants", "[comm]") {
 }
 
 TEST_CASE("comm: nccl-tests conventions and COCCL's size rule", "[comm]") {
-  REQUIRE(auto_allreduce_algo((1 << 20) - 1) == Algo::OneShot);
-  REQUIRE(auto_allreduce_algo(1 << 20) == Algo::TwoShot);
-  REQUIRE(auto_allreduce_algo((32 << 20) - 2) == Algo::TwoShot);
-  REQUIRE(auto_allreduce_algo(32 << 20) == Algo::Ring);
+  for (int n : {3, 4, 8}) {
+    REQUIRE(auto_allreduce_algo((1 << 20) - 1, n) == Algo::OneShot);
+    REQUIRE(auto_allreduce_algo(1 << 20, n) == Algo::TwoShot);
+    REQUIRE(auto_allreduce_algo((32 << 20) - 2, n) == Algo::TwoShot);
+    REQUIRE(auto_allreduce_algo(32 << 20, n) == Algo::Ring);
+  }
+  // Two ranks: one-shot at every size (same bytes, one quantization).
+  for (int64_t b : {int64_t(1) << 10, int64_t(1) << 20, int64_t(32) << 20, int64_t(1) << 30})
+    REQUIRE(auto_allreduce_algo(b, 2) == Algo::OneShot);
   REQUIRE(busbw_factor(Coll::AllReduce, 2) == 1.0);
   REQUIRE(busbw_factor(Coll::AllReduce, 8) == 1.75);
   REQUIRE(busbw_factor(Coll::ReduceScatter, 4) == 0.75);
