@@ -46,18 +46,18 @@ fi
 if [ "${REBUILD:-1}" = 0 ]; then
   say "prebuilt $BUILD/bin: $("$BUILD/bin/taco" --version 2>&1 | head -1)"
 else
-say "build ($BUILD, $JOBS jobs)"
-if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACO_TESTS=ON -DTACO_CUDA=ON \
-         -DCMAKE_CUDA_ARCHITECTURES=90-real > "$OUT/build.log" 2>&1 &&
-       cmake --build "$BUILD" -j "$JOBS" --target taco taco_gpu_tests >> "$OUT/build.log" 2>&1; }; then
-  say "BUILD FAILED after ${SECONDS}s"
-  grep -E "error|Error" "$OUT/build.log" | head -40
-  tail -20 "$OUT/build.log"
-  [ -n "$TORCH_PID" ] && kill "$TORCH_PID" 2>/dev/null
-  exit 1
-fi
-say "built in ${SECONDS}s"
-grep -E "warning" "$OUT/build.log" | grep -E "cuda/|apps/cmd_bench|tests/gpu" | head -10 | tee -a "$LOG"
+  say "build ($BUILD, $JOBS jobs)"
+  if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACO_TESTS=ON -DTACO_CUDA=ON \
+           -DCMAKE_CUDA_ARCHITECTURES=90-real > "$OUT/build.log" 2>&1 &&
+         cmake --build "$BUILD" -j "$JOBS" --target taco taco_gpu_tests >> "$OUT/build.log" 2>&1; }; then
+    say "BUILD FAILED after ${SECONDS}s"
+    grep -E "error|Error" "$OUT/build.log" | head -40
+    tail -20 "$OUT/build.log"
+    [ -n "$TORCH_PID" ] && kill "$TORCH_PID" 2>/dev/null
+    exit 1
+  fi
+  say "built in ${SECONDS}s"
+  grep -E "warning" "$OUT/build.log" | grep -E "cuda/|apps/cmd_bench|tests/gpu" | head -10 | tee -a "$LOG"
 fi
 
 # Wait for the baselines so that nothing else shares the GPU while we test or time.
