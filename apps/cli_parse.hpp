@@ -1,10 +1,12 @@
 #pragma once
-// Flag values shared by `taco bench` and `taco comm`: comma-separated lists, and byte sizes as
-// nccl-tests writes them (4096, 512K, 32M, 1G; K/M/G are binary; KB/KiB and B accepted).
+// Helpers shared by the subcommands: comma-separated lists and byte sizes as nccl-tests writes
+// them (4096, 512K, 32M, 1G; K/M/G are binary; KB/KiB and B accepted), and the process's own
+// command line for provenance.
 #include "core/error.hpp"
 
 #include <cctype>
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,16 @@ inline int64_t parse_bytes(const std::string& s, const char* flag) {
   else TACO_REQUIRE_INPUT(suf.empty() || suf == "B", "{} '{}': unknown unit '{}' (K, M, G)", flag, s, suf);
   TACO_REQUIRE_INPUT(v > 0, "{} '{}': must be positive", flag, s);
   return v;
+}
+
+// The command line as the kernel saw it, argv[0] included (Linux: /proc/self/cmdline); empty
+// where that cannot be read.
+inline std::vector<std::string> self_argv() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) argv.push_back(arg);
+  return argv;
 }
 
 }  // namespace taco::cli

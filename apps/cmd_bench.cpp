@@ -8,6 +8,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
+#include "study/report.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -15,9 +16,6 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -62,24 +60,6 @@ std::string human_bytes(int64_t b) {
   return fmt::format("{} B", b);
 }
 
-std::string self_cmdline() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string out;
-  for (char c : raw) out += c == '\0' ? ' ' : c;
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
-}
-
-std::string iso_date_utc() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string fmt_num(double v) { return fmt::format("{:.9g}", v); }
 
 #if defined(TACO_HAVE_CUDA)
@@ -95,7 +75,7 @@ nlohmann::json meta_json(const taco::gpu::BenchReport& rep, const taco::gpu::Ben
   m["cuda_runtime"] = taco::gpu::cuda_version_string(d.runtime_version);
   m["cuda_driver"] = taco::gpu::cuda_version_string(d.driver_api_version);
   m["driver_version"] = d.driver_version;
-  m["date"] = iso_date_utc();
+  m["date"] = taco::study::utc_now_iso8601();
   // appended keys
   m["sm_count"] = d.sm_count;
   m["l2_bytes"] = d.l2_bytes;
@@ -217,7 +197,7 @@ void run_bench_command(const BenchArgs& a) {
   o.seed = a.seed;
   o.device = a.device;
   if (!a.quiet) o.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  const std::string argv = self_cmdline();
+  const std::string argv = taco::study::shell_join(taco::cli::self_argv());
   const taco::gpu::BenchReport rep = taco::gpu::run_bench(o);
   print_table(rep, o);
   if (!a.json.empty()) write_json(a.json, rep, o, argv);

@@ -8,14 +8,13 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
+#include "study/report.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cctype>
 #include <cmath>
-#include <ctime>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <string>
@@ -54,33 +53,6 @@ struct CommArgs {
   std::string json;
   std::vector<std::string> argv;
 };
-
-// The command line as the kernel saw it (argv[0] included), for the JSON provenance.
-std::vector<std::string> self_argv() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> out;
-  std::string cur;
-  for (char ch : raw) {
-    if (ch == '\0') {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  if (!cur.empty()) out.push_back(cur);
-  return out;
-}
-
-std::string iso_date_utc() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 #if defined(TACO_HAVE_CUDA)
 using taco::gpu::CommReport;
@@ -190,7 +162,7 @@ nlohmann::json to_json(const CommReport& r, const CommArgs& a) {
   m["gpu"] = r.device.name;
   m["nranks"] = r.nranks;
   m["nccl_version"] = r.nccl_runtime;
-  m["date"] = iso_date_utc();
+  m["date"] = taco::study::utc_now_iso8601();
   // appended
   m["nccl_header_version"] = r.nccl_header;
   m["cuda_runtime"] = taco::gpu::cuda_version_string(r.device.runtime_version);
@@ -347,7 +319,7 @@ void add_comm(CLI::App& root) {
       "compressed: NaN/Inf or an error above half the largest possible |result|); rel_l2 and max_abs are\n"
       "the compressed result's error against the exact fp32 result. docs/comm.md has the details.");
   c->callback([args]() {
-    args->argv = self_argv();
+    args->argv = taco::cli::self_argv();
 #if defined(TACO_HAVE_CUDA)
     run(*args);
 #else

@@ -1,5 +1,6 @@
 // taco study: measure codecs on real tensors (per-tensor error metrics, histograms, simulated
 // compressed collectives, per-site variant selection). See docs/study.md.
+#include "cli_parse.hpp"
 #include "codecs/codec.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
@@ -25,7 +26,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <future>
 #include <memory>
@@ -61,12 +61,9 @@ std::vector<std::string> split_list(const std::string& s, const char* flag) {
   return out;
 }
 
-// The command line as typed, for provenance (Linux: /proc/self/cmdline).
+// The command line as typed, for provenance.
 std::vector<std::string> command_line(const StudyArgs& a) {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> argv;
-  std::string arg;
-  while (std::getline(in, arg, '\0')) argv.push_back(arg);
+  std::vector<std::string> argv = taco::cli::self_argv();
   if (argv.empty()) {
     argv = {"taco", "study"};
     argv.insert(argv.end(), a.inputs.begin(), a.inputs.end());

@@ -54,14 +54,6 @@ const std::vector<std::string> kCollectiveColumns = {
     // appended after the first schema version
     "file", "tensor", "trace_ranks", "bytes_sent_per_rank", "max_rel_err", "calc_diff"};
 
-std::string utc_now_iso8601() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // One results.csv row as (column, text) pairs, plus the JSON value for results.json.
 struct Cell {
@@ -115,6 +107,15 @@ std::vector<Cell> result_cells(const StudyResult& r, const TensorRow& row) {
 }
 
 }  // namespace
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 std::string shell_join(const std::vector<std::string>& argv) {
   std::string out;

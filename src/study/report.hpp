@@ -26,6 +26,8 @@ struct Provenance {
 Provenance make_provenance(const std::vector<std::string>& input_paths,
                            const std::vector<std::string>& argv, uint64_t seed, int threads);
 std::string shell_join(const std::vector<std::string>& argv);
+// The current time in UTC, ISO 8601 to the second ("2026-11-30T21:46:50Z").
+std::string utc_now_iso8601();
 nlohmann::json provenance_json(const Provenance& p);
 
 // File contents, byte-for-byte deterministic given the result (no timestamps).
