@@ -452,5 +452,38 @@ inline RankPlan base_plan(const PlanRequest& rq, int rank) {
   return p;
 }
 
+// Piece p of an all-to-all exchange of compressed chunks (all-to-all and reduce-scatter): the
+// pieces p of all N chunks encoded into slots of a send buffer (W0), slot q sent to rank q, rank
+// q's slot r received into recv slot q (W1). Adds the bytes to the plan's counters.
+struct Exchange {
+  int64_t send = 0, recv = 0, slot = 0;  // buffer offsets and the slot stride
+  int rank = 0;
+  std::vector<Op> encodes, transfers;
+  // Where rank q's copy of this rank's chunk piece sits: its own send slot for q == rank.
+  Ref from(int q) const { return q == rank ? Ref{Buf::W0, send + q * slot} : Ref{Buf::W1, recv + q * slot}; }
+};
+
+inline Exchange exchange_piece(const std::vector<std::vector<Piece>>& pcs, const WireModel& wm, int r, int p,
+                               std::array<Arena, kWireBufs>& A, RankPlan& plan) {
+  const int N = int(pcs.size());
+  auto bytes_of = [&](int j) { return wm.bytes(pcs[size_t(j)][size_t(p)].rows, pcs[size_t(j)][size_t(p)].cols); };
+  Exchange ex;
+  ex.rank = r;
+  for (int j = 0; j < N; ++j) {
+    ex.slot = std::max(ex.slot, round16(bytes_of(j)));
+    plan.wire_bytes += bytes_of(j);
+  }
+  ex.send = A[0].take(ex.slot * N);
+  ex.recv = A[1].take(ex.slot * N);
+  for (int j = 0; j < N; ++j) ex.encodes.push_back(encode_op(pcs[size_t(j)][size_t(p)], ex.send + j * ex.slot, Buf::W0));
+  for (int q = 0; q < N; ++q) {
+    if (q == r) continue;
+    ex.transfers.push_back(send_op(Buf::W0, ex.send + q * ex.slot, bytes_of(q), q));
+    ex.transfers.push_back(recv_op(Buf::W1, ex.recv + q * ex.slot, bytes_of(r), q));
+    plan.bytes_sent += bytes_of(q);
+  }
+  return ex;
+}
+
 }  // namespace detail
 }  // namespace taco::comm
