@@ -96,6 +96,27 @@ class ProgressPrinter {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// The progress callback of a study: a ProgressPrinter on stderr, none with --quiet.
+std::function<void(const taco::study::Progress&)> progress_callback(bool quiet) {
+  if (quiet) return {};
+  ProgressPrinter printer(::isatty(STDERR_FILENO) == 1);
+  return [printer](const taco::study::Progress& p) mutable { printer(p); };
+}
+
+// The input files, opened: the study reads them through `sources`.
+struct OpenedInputs {
+  std::vector<std::unique_ptr<taco::TensorSource>> owned;
+  std::vector<taco::TensorSource*> sources;
+};
+OpenedInputs open_inputs(const std::vector<std::string>& paths) {
+  OpenedInputs in;
+  for (const std::string& path : paths) {
+    in.owned.push_back(taco::open_tensor_file(path));
+    in.sources.push_back(in.owned.back().get());
+  }
+  return in;
+}
+
 // --weights: the structure of 2-D weight matrices (study/weights.hpp), no codecs.
 void run_weights_command(const StudyArgs& a, int threads) {
   using namespace taco;
@@ -106,17 +127,9 @@ void run_weights_command(const StudyArgs& a, int threads) {
   WeightsOptions wo;
   wo.filter = parse_filter(a.filter);
   wo.max_tensors = a.max_tensors;
-  std::vector<std::unique_ptr<TensorSource>> owned;
-  std::vector<TensorSource*> sources;
-  for (const std::string& path : a.inputs) {
-    owned.push_back(open_tensor_file(path));
-    sources.push_back(owned.back().get());
-  }
-  if (!a.quiet) {
-    ProgressPrinter printer(::isatty(STDERR_FILENO) == 1);
-    wo.progress = [printer](const Progress& p) mutable { printer(p); };
-  }
-  const WeightsResult r = run_weights_study(sources, wo);
+  const OpenedInputs in = open_inputs(a.inputs);
+  wo.progress = progress_callback(a.quiet);
+  const WeightsResult r = run_weights_study(in.sources, wo);
   TACO_REQUIRE_INPUT(!r.spectra.empty(), "{}: no 2-D tensor to study (check --filter and the inputs)",
                      a.inputs.front());
   make_directories(a.out);
@@ -203,21 +216,13 @@ void run_study_command(const StudyArgs& a) {
   StructureCollector structure(infos);
   if (structure.active()) opts.on_tensor = [&structure](const Tensor& t) { structure.add(t); };
 
-  std::vector<std::unique_ptr<TensorSource>> owned;
-  std::vector<TensorSource*> sources;
-  for (const std::string& path : a.inputs) {
-    owned.push_back(open_tensor_file(path));
-    sources.push_back(owned.back().get());
-  }
-  if (!a.quiet) {
-    ProgressPrinter printer(::isatty(STDERR_FILENO) == 1);
-    opts.progress = [printer](const Progress& p) mutable { printer(p); };
-  }
+  const OpenedInputs in = open_inputs(a.inputs);
+  opts.progress = progress_callback(a.quiet);
   // Hash the inputs (provenance) on another thread while the study runs.
   std::future<Provenance> provenance = std::async(std::launch::async, [&a, &opts] {
     return make_provenance(a.inputs, command_line(a), a.seed, opts.threads);
   });
-  const StudyResult result = run_study(sources, opts);
+  const StudyResult result = run_study(in.sources, opts);
   const Provenance prov = provenance.get();
   TACO_REQUIRE_INPUT(!result.rows.empty(),
                      "{}: no tensor was measured (check --filter, --max-tensors and the inputs)",
