@@ -2,6 +2,7 @@
 // casts to the number formats (used by the Python oracle tests), and a CPU throughput benchmark.
 #include "codecs/codec.hpp"
 #include "codecs/hadamard.hpp"
+#include "codecs/structured/structured.hpp"
 #include "codecs/variant.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
@@ -78,6 +79,12 @@ void run_list() {
       "  families  bf16 | tahquant[:tile=64][:hi=4][:lo=3][:pct=80]\n"
       "Examples: e4m3:g64:had:dual   int8:row:asym   e5m2:tile32:se8m0   e2m1:g16:sue4m3:had\n",
       taco::kMinGroup, taco::kMaxGroup);
+  fmt::print("\nStructured codecs and error feedback (docs/structured.md):\n");
+  for (const auto& p : taco::structured::structured_presets())
+    fmt::print("  {:<16} {:<28} {}\n", p.name, p.definition, p.description);
+  fmt::print(
+      "  families  subspace:k=K|frac=F   lowrank:rank=R|energy=E|bpe=B[:rsvd]   tt:order=D[:rank=R|eps=E]\n"
+      "            topk:frac=F   randk:frac=F[:unbiased]   ef:<variant>   aqsgd:<variant>\n");
 }
 
 // ---- encode / decode ------------------------------------------------------------------------

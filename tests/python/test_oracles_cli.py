@@ -44,6 +44,33 @@ def test_every_preset_round_trips_through_files(taco, tmp_path):
             assert (tmp_path / "x.bin").read_bytes() == x.astype(ml_dtypes.bfloat16).tobytes()
 
 
+def test_list_shows_the_structured_presets_and_they_round_trip(taco, tmp_path):
+    out = run(taco, "codec", "list").stdout
+    section = out.split("Structured codecs and error feedback")[1]
+    names = [m for m in re.findall(r"^  ([a-z0-9-]+)\s+\S+:\S*\s", section, flags=re.M) if m != "families"]
+    assert {"ef-int4-g32", "topk10", "randk10", "lowrank-b1", "subspace-f16"} <= set(names)
+    for family in ("subspace:", "lowrank:", "tt:order=", "topk:", "randk:", "ef:<variant>", "aqsgd:<variant>"):
+        assert family in section
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((128, 256)) * 0.05).astype(F32)
+    np.save(tmp_path / "x.npy", x)
+    n = x.size
+    k10 = int(np.floor(0.1 * n + 0.5))
+    # Wire sizes from docs/structured.md's formulas (bf16 values: 2 bytes).
+    want = {"topk10": 6 * k10, "randk10": 8 + 2 * k10, "subspace-f16": 8 + 128 * 40 * 2,
+            "ef-int4-g32": n // 2 + 4 * (n // 32)}
+    for name in names:
+        r = run(taco, "codec", "encode", "--variant", name, tmp_path / "x.npy", tmp_path / "x.bin")
+        assert r.returncode == 0, (name, r.stderr)
+        size = (tmp_path / "x.bin").stat().st_size
+        if name in want:
+            assert size == want[name], name
+        r = run(taco, "codec", "decode", "--variant", name, "--shape", "128,256", tmp_path / "x.bin", tmp_path / "y.npy")
+        assert r.returncode == 0, (name, r.stderr)
+        y = np.load(tmp_path / "y.npy")
+        assert y.shape == x.shape and np.isfinite(y).all(), name
+
+
 @pytest.mark.parametrize("args,msg", [
     (["encode", "--variant", "nonsense", "{x}", "{out}"], "unknown token"),
     (["encode", "--variant", "fp8-tile128", "{x}", "{out}"], "tile"),
