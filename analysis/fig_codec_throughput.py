@@ -150,13 +150,7 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
 
 
 def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
-    runs = rd.bench_runs()
-    outs = []
-    for path, doc in runs:
-        stem = os.path.splitext(os.path.basename(path))[0]
-        name = "codec_throughput" if len(runs) == 1 else f"codec_throughput_{stem}"
-        outs.append(make_one(path, doc, name))
-    return outs
+    return figkit.per_run(rd.bench_runs(), "codec_throughput", make_one)
 
 
 if __name__ == "__main__":

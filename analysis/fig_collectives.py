@@ -181,13 +181,7 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
 
 
 def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
-    runs = rd.comm_runs()
-    outs = []
-    for path, doc in runs:
-        stem = os.path.splitext(os.path.basename(path))[0]
-        name = "comm_busbw" if len(runs) == 1 else f"comm_busbw_{stem}"
-        outs.append(make_one(path, doc, name))
-    return outs
+    return figkit.per_run(rd.comm_runs(), "comm_busbw", make_one)
 
 
 if __name__ == "__main__":

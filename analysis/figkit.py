@@ -124,6 +124,16 @@ def close(outs: list[FigureOut]) -> None:
         plt.close(o.fig)
 
 
+def per_run(runs, base: str, make_one) -> list[FigureOut]:
+    """One figure per (path, doc) run: named `base` when there is one run, `base_<file stem>`
+    otherwise."""
+    outs = []
+    for path, doc in runs:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        outs.append(make_one(path, doc, base if len(runs) == 1 else f"{base}_{stem}"))
+    return outs
+
+
 def main(make: Callable[[results.ResultsDir], list[FigureOut]], doc: str | None,
          argv: list[str] | None = None) -> int:
     """Command line of every figure script: SCRIPT RESULTS_DIR OUT_DIR.
