@@ -19,7 +19,11 @@ namespace taco::gpu {
 
 std::string kernel_shape(const GpuQuant& q) {
   if (!q.fused()) return "";
-  return fmt::format("e{}-d{}", q.group_kernels().encode_bf16.lane_elems, q.group_kernels().decode_reduce.lane_elems);
+  const GroupKernels& k = q.group_kernels();
+  std::string s = fmt::format("e{}-d{}", k.encode_bf16.lane_elems, k.decode_reduce.lane_elems);
+  if (k.decode_reduce_small.lane_elems != k.decode_reduce.lane_elems)
+    s += fmt::format("-ds{}", k.decode_reduce_small.lane_elems);  // small decodes
+  return s;
 }
 
 namespace {

@@ -287,6 +287,9 @@ GroupKernel group_kernel(KernelFn fn) {
 // Layout (bench/records/2026-11-30-h200-v7-ab.md, 256 MiB): SectorLayout made the transformed
 // encodes and decodes faster (taco decode 1.16x, int8-g128-had decode 1.44x, taco encode 1.04x)
 // and everything else slower (mxfp8 decode 0.85x, the re-encoding kernels 0.91-0.96x).
+// Small transformed decodes (bench/records/2026-11-30-h200-v8-ab.md): 16 per lane is faster up
+// to 8 MiB (taco decode 1.18x at 1 MiB, 1.25x at 8 MiB) and slower at 256 MiB (0.93x), so
+// launches of at most kSmallDecodeElems outputs take a 16-per-lane kernel.
 template <int LG, bool Had>
 GroupKernels group_kernels() {
   constexpr int kEncodeR = LG >= 5 ? 5 : 4;
@@ -294,10 +297,12 @@ GroupKernels group_kernels() {
   using Enc = GroupCfg<LG, kEncodeR, Had, Had>;
   using Dec = GroupCfg<LG, kDecodeR, Had, Had>;
   using Reenc = GroupCfg<LG, kDecodeR, Had, false>;
+  using Small = GroupCfg<LG, (LG >= 10 ? 5 : 4), Had, Had>;  // Dec itself when untransformed
   GroupKernels k;
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
   k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);
   k.decode_reduce = group_kernel<Dec>(group_decode_reduce_kernel<Dec>);
+  k.decode_reduce_small = group_kernel<Small>(group_decode_reduce_kernel<Small>);
   k.decode_reduce_encode = group_kernel<Reenc>(group_decode_reduce_encode_kernel<Reenc>);
   k.decode_add_encode = group_kernel<Reenc>(group_decode_add_encode_kernel<Reenc>);
   return k;

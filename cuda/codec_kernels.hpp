@@ -22,6 +22,7 @@ struct GroupKernel {
 struct GroupKernels {
   GroupKernel encode_bf16, encode_f32;  // [chunks] groups of the input dtype -> wire_out
   GroupKernel decode_reduce;            // sum over nsrc (>= 1) decoded wires -> out
+  GroupKernel decode_reduce_small;      // the same, for at most kSmallDecodeElems outputs
   GroupKernel decode_reduce_encode;     // the same sum, re-encoded -> wire_out
   GroupKernel decode_add_encode;        // encode(decode(src[0]) + in): a ring all-reduce hop
 };
@@ -29,6 +30,8 @@ struct GroupKernels {
 GroupKernels select_group_kernels(int group_size, bool transform);
 
 inline constexpr int kGroupThreads = 128;  // threads per block of every group kernel
+// Decode launches of at most this many output elements (16 MiB of bf16) take decode_reduce_small.
+inline constexpr int64_t kSmallDecodeElems = int64_t(8) << 20;
 inline constexpr int kScopedThreads = 256;
 inline constexpr int kScopedRun = 16;      // elements per thread in the element-wise kernels
 inline constexpr int kStatsSegment = 8192; // elements per warp in the block-statistics kernel

@@ -1,8 +1,9 @@
 #pragma once
 // Compressed all-gather (as sim::Algorithm::AllGather): every rank encodes its whole buffer once
-// (as [rows, cols], cut into pipeline pieces), the compressed pieces are all-gathered
-// (ncclAllGather of bytes), and every rank decodes all N, its own included. Out is the N decoded
-// buffers in rank order. 1 quantization; (N-1) x |C| sent per rank.
+// (as [rows, cols], cut into pipeline pieces) into its own slot of the gather buffer, the
+// compressed pieces are all-gathered in place (ncclAllGather of bytes), and every rank decodes
+// all N, its own included. Out is the N decoded buffers in rank order. 1 quantization;
+// (N-1) x |C| sent per rank.
 #include "comm_plan.hpp"
 
 namespace taco::comm {
@@ -23,10 +24,10 @@ inline RankPlan plan_all_gather(const PlanRequest& rq, int r) {
     const Piece& pc = pcs[0][size_t(p)];
     const int64_t b = wm.bytes(pc.rows, pc.cols), S = round16(b);
     plan.wire_bytes += b;
-    const int64_t send = A[0].take(S), gath = A[1].take(S * N);
+    const int64_t gath = A[1].take(S * N), own = gath + r * S;  // in place: encode into own slot
     std::vector<Op> dec;
     for (int q = 0; q < N; ++q) dec.push_back(decode_op(pc, {Ref{Buf::W1, gath + q * S}}, q * n + pc.off));
-    plan.pieces.push_back({compute({encode_op(pc, send, Buf::W0)}), comm({all_gather_op(Buf::W0, send, S, Buf::W1, gath)}),
+    plan.pieces.push_back({compute({encode_op(pc, own, Buf::W1)}), comm({all_gather_op(Buf::W1, own, S, Buf::W1, gath)}),
                            compute(coalesce(std::move(dec)))});
     plan.bytes_sent += S * (N - 1);
   }

@@ -1,7 +1,7 @@
 #pragma once
 // Compressed all-reduce plans (methods.md 1.6; semantics in study/sim_collectives.hpp):
-//  one_shot  encode N chunks; all-gather the whole compressed buffer; decode and sum all N
-//            copies of every chunk (1 quantization; (N-1) x |C| bytes sent per rank).
+//  one_shot  encode N chunks; all-gather the whole compressed buffer (in place); decode and sum
+//            all N copies of every chunk (1 quantization; (N-1) x |C| bytes sent per rank).
 //  two_shot  encode N chunks; all-to-all (grouped send/recv); the owner decodes and sums the N
 //            copies of its chunk and re-encodes the sum; all-gather of the compressed shards;
 //            decode (2 quantizations; 2 (N-1)/N x |C|).
@@ -37,16 +37,18 @@ inline RankPlan plan_allreduce(const PlanRequest& rq, int r) {
     for (int j = 0; j < N; ++j) S = std::max(S, round16(bytes_of(j, p)));
     std::vector<Step> steps;
     if (rq.algo == Algo::OneShot) {
-      const int64_t send = A[0].take(S * N), gath = A[1].take(S * N * N);
+      // In place: the encodes write this rank's slot of the gather buffer, so the all-gather
+      // copies nothing locally.
+      const int64_t gath = A[1].take(S * N * N), own = gath + r * S * N;
       std::vector<Op> enc, dec;
-      for (int j = 0; j < N; ++j) enc.push_back(encode_op(pcs[size_t(j)][size_t(p)], send + j * S, Buf::W0));
+      for (int j = 0; j < N; ++j) enc.push_back(encode_op(pcs[size_t(j)][size_t(p)], own + j * S, Buf::W1));
       for (int j = 0; j < N; ++j) {
         std::vector<Ref> srcs;
         for (int q = 0; q < N; ++q) srcs.push_back(Ref{Buf::W1, gath + q * S * N + j * S});
         dec.push_back(decode_op(pcs[size_t(j)][size_t(p)], std::move(srcs), pcs[size_t(j)][size_t(p)].off));
       }
       steps.push_back(compute(coalesce(std::move(enc))));
-      steps.push_back(comm({all_gather_op(Buf::W0, send, S * N, Buf::W1, gath)}));
+      steps.push_back(comm({all_gather_op(Buf::W1, own, S * N, Buf::W1, gath)}));
       steps.push_back(compute(coalesce(std::move(dec))));
       plan.bytes_sent += S * N * (N - 1);
     } else if (rq.algo == Algo::TwoShot) {

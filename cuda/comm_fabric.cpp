@@ -456,10 +456,11 @@ class LoopbackFabric final : public Fabric {
         const Pending& me = *colls[size_t(r)][k];
         switch (a.k) {
           case Kind::AllGather:
-            for (int q = 0; q < nranks_; ++q)
-              if (a.n)
-                TACO_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(me.dst) + size_t(q) * a.n, colls[size_t(q)][k]->src,
-                                                a.n, cudaMemcpyDeviceToDevice, me.s));
+            for (int q = 0; q < nranks_; ++q) {
+              uint8_t* to = static_cast<uint8_t*>(me.dst) + size_t(q) * a.n;
+              if (a.n && to != colls[size_t(q)][k]->src)  // in place: the own part is already there
+                TACO_CUDA_CHECK(cudaMemcpyAsync(to, colls[size_t(q)][k]->src, a.n, cudaMemcpyDeviceToDevice, me.s));
+            }
             break;
           case Kind::AllReduce:
           case Kind::ReduceScatter: {

@@ -167,6 +167,7 @@ GpuQuant::GpuQuant(const std::string& variant) {
     occ_encode_ = occupancy(gk_.encode_bf16.fn, kGroupThreads);
     occ_encode_f32_ = occupancy(gk_.encode_f32.fn, kGroupThreads);
     occ_decode_ = occupancy(gk_.decode_reduce.fn, kGroupThreads);
+    occ_decode_small_ = occupancy(gk_.decode_reduce_small.fn, kGroupThreads);
     occ_dre_ = occupancy(gk_.decode_reduce_encode.fn, kGroupThreads);
   } else {
     occ_scoped_ = occupancy(scoped_quant_kernel(), kScopedThreads);
@@ -296,7 +297,10 @@ void GpuQuant::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t ch
   p.out_type = out_type;
   p.out_vec16 = aligned(out, 16) && (chunks == 1 || (size_t(p.out_stride) * dtype_bytes(out_type)) % 16 == 0);
   if (group_) {
-    launch_group(gk_.decode_reduce, occ_decode_, p, stream, "group_decode_reduce_kernel");
+    if (chunks * p.geo.numel <= small_decode_elems_)
+      launch_group(gk_.decode_reduce_small, occ_decode_small_, p, stream, "group_decode_reduce_kernel<small>");
+    else
+      launch_group(gk_.decode_reduce, occ_decode_, p, stream, "group_decode_reduce_kernel");
   } else {
     const int64_t n = p.chunks * p.geo.numel;
     launch(scoped_decode_reduce_kernel(), occ_scoped_, kScopedThreads, (n + kScopedThreads - 1) / kScopedThreads, p,

@@ -50,6 +50,11 @@ class GpuQuant {
                             int64_t cols, uint8_t* wire_out, bool round_bf16, cudaStream_t stream,
                             unsigned long long* stats = nullptr) const;
 
+  // Decodes of at most this many output elements (chunks x rows x cols) launch
+  // GroupKernels::decode_reduce_small; the tests set 0 or a large value to check both kernels.
+  int64_t small_decode_elems() const { return small_decode_elems_; }
+  void set_small_decode_elems(int64_t n) { small_decode_elems_ = n; }
+
   // Names of the presets this backend implements (for help texts and error messages).
   static std::vector<std::string> supported_presets();
   // Parses the variant; InputError (naming the variant and the supported list) if the GPU has
@@ -73,7 +78,8 @@ class GpuQuant {
   bool group_ = false;
   GroupKernels gk_{};
   int sm_count_ = 0;
-  int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_dre_ = 1, occ_scoped_ = 1;
+  int64_t small_decode_elems_ = kSmallDecodeElems;
+  int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_small_ = 1, occ_dre_ = 1, occ_scoped_ = 1;
   mutable DeviceBuffer scratch_;  // row / tensor codecs: per-block statistics, fp32 sums
   mutable ChunkGeometry geo_{};   // the last geometry computed (one object, one thread)
   mutable bool geo_valid_ = false;

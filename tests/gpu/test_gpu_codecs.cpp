@@ -279,7 +279,7 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
   gpu::CudaStream stream;
   for (const std::string& variant : test_variants()) {
     const auto cpu = make_codec(variant);
-    const gpu::GpuQuant q(variant);
+    gpu::GpuQuant q(variant);
     for (const Shape& s : {Shape{5, 256}, Shape{3, 1000}, Shape{1, 4224}, Shape{2, 130}}) {
       const int64_t chunks = 3, nsrc = 3;
       const int64_t n = s.rows * s.cols;
@@ -328,36 +328,41 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
         }
       std::vector<const uint8_t*> srcs;
       for (auto& w : d_wires) srcs.push_back(w.as<uint8_t>());
-      // decode-reduce, f32 and bf16 out
-      DeviceBuffer d_out(size_t(chunks * n) * 4, "test out");
-      q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::F32, stream.get());
-      stream.synchronize();
-      auto got = download<float>(d_out, size_t(chunks * n));
-      int64_t bd = first_float_diff(got.data(), sum.data(), sum.size());
-      if (bd >= 0) {
-        CAPTURE(bd, got[size_t(bd)], sum[size_t(bd)]);
-        FAIL("GPU decode-reduce (f32) differs from the CPU sum of CPU decodes");
-      }
-      q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
-      stream.synchronize();
-      const auto got16 = download<uint16_t>(d_out, size_t(chunks * n));
-      for (size_t i = 0; i < sum.size(); ++i) {
-        if (got16[i] != float_to_bf16(sum[i]) && !std::isnan(sum[i])) {
-          CAPTURE(i, got16[i], float_to_bf16(sum[i]));
-          FAIL("GPU decode-reduce (bf16) differs from the rounded CPU sum");
+      // decode-reduce (f32 and bf16 out) and decode, through the small-launch kernel and the other
+      for (const int64_t small : {int64_t(0), std::numeric_limits<int64_t>::max()}) {
+        q.set_small_decode_elems(small);
+        CAPTURE(small);
+        // decode-reduce, f32 and bf16 out
+        DeviceBuffer d_out(size_t(chunks * n) * 4, "test out");
+        q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::F32, stream.get());
+        stream.synchronize();
+        auto got = download<float>(d_out, size_t(chunks * n));
+        int64_t bd = first_float_diff(got.data(), sum.data(), sum.size());
+        if (bd >= 0) {
+          CAPTURE(bd, got[size_t(bd)], sum[size_t(bd)]);
+          FAIL("GPU decode-reduce (f32) differs from the CPU sum of CPU decodes");
         }
-      }
-      // single-source decode, bf16 out
-      q.decode(srcs[0], chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
-      stream.synchronize();
-      const auto g16 = download<uint16_t>(d_out, size_t(chunks * n));
-      for (int64_t c = 0; c < chunks; ++c) {
-        cpu->decode(cpu_wires[0].data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data());
-        for (int64_t i = 0; i < n; ++i)
-          if (g16[size_t(c * n + i)] != float_to_bf16(dec[size_t(i)]) && !std::isnan(dec[size_t(i)])) {
-            CAPTURE(c, i);
-            FAIL("GPU decode (bf16 out) differs from the rounded CPU decode");
+        q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
+        stream.synchronize();
+        const auto got16 = download<uint16_t>(d_out, size_t(chunks * n));
+        for (size_t i = 0; i < sum.size(); ++i) {
+          if (got16[i] != float_to_bf16(sum[i]) && !std::isnan(sum[i])) {
+            CAPTURE(i, got16[i], float_to_bf16(sum[i]));
+            FAIL("GPU decode-reduce (bf16) differs from the rounded CPU sum");
           }
+        }
+        // single-source decode, bf16 out
+        q.decode(srcs[0], chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
+        stream.synchronize();
+        const auto g16 = download<uint16_t>(d_out, size_t(chunks * n));
+        for (int64_t c = 0; c < chunks; ++c) {
+          cpu->decode(cpu_wires[0].data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data());
+          for (int64_t i = 0; i < n; ++i)
+            if (g16[size_t(c * n + i)] != float_to_bf16(dec[size_t(i)]) && !std::isnan(dec[size_t(i)])) {
+              CAPTURE(c, i);
+              FAIL("GPU decode (bf16 out) differs from the rounded CPU decode");
+            }
+        }
       }
       // decode-reduce-encode: the CPU encode of the sums (as fp32, and rounded to bf16)
       for (int rb = 0; rb < 2; ++rb) {
@@ -380,6 +385,55 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
           FAIL("GPU decode-reduce-encode differs from the CPU encode of the CPU sums");
         }
       }
+    }
+  }
+}
+
+// Large enough that every warp of the resident grid runs several iterations (the decode
+// kernels load the next iteration's codes ahead) and the decode takes the large-launch kernel.
+TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU", "[gpu][codec][large]") {
+  gpu::CudaStream stream;
+  const int64_t rows = 4096, cols = 2048, n = rows * cols;  // 8 M elements, over kSmallDecodeElems
+  uint64_t seed = 31337;
+  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "int8-g128-had"}) {
+    const auto cpu = make_codec(variant);
+    gpu::GpuQuant q(variant);
+    CAPTURE(variant);
+    std::vector<std::vector<uint8_t>> wires;
+    std::vector<DeviceBuffer> d_wires;
+    DeviceBuffer d_in(size_t(n) * 2, "test input");
+    for (int src = 0; src < 2; ++src) {
+      const auto x = make_input(src ? Dist::Outliers : Dist::Normal, rows, cols, ++seed, true);
+      wires.push_back(cpu->encode(x.data(), rows, cols));
+      upload(d_in, to_bf16_bits(x));
+      d_wires.emplace_back(wires.back().size(), "test wire");
+      q.encode(d_in.get(), DataType::BF16, 1, rows, cols, d_wires.back().as<uint8_t>(), stream.get());
+      stream.synchronize();
+      const auto got = download<uint8_t>(d_wires.back(), wires.back().size());
+      const int64_t bad = first_diff(got.data(), wires.back().data(), got.size());
+      CAPTURE(src, bad);
+      REQUIRE(bad < 0);
+    }
+    std::vector<float> d0(static_cast<size_t>(n)), sum(static_cast<size_t>(n));
+    cpu->decode(wires[0].data(), wires[0].size(), rows, cols, d0.data());
+    cpu->decode(wires[1].data(), wires[1].size(), rows, cols, sum.data());
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = d0[i] + sum[i];
+    DeviceBuffer d_out(size_t(n) * 4, "test out");
+    for (const int64_t small : {int64_t(0), std::numeric_limits<int64_t>::max()}) {
+      q.set_small_decode_elems(small);
+      CAPTURE(small);
+      q.decode(d_wires[0].as<uint8_t>(), 1, rows, cols, d_out.get(), DataType::F32, stream.get());
+      stream.synchronize();
+      auto got = download<float>(d_out, size_t(n));
+      int64_t bd = first_float_diff(got.data(), d0.data(), d0.size());
+      CAPTURE(bd);
+      CHECK(bd < 0);
+      q.decode_reduce({d_wires[0].as<uint8_t>(), d_wires[1].as<uint8_t>()}, 1, rows, cols, d_out.get(), DataType::F32,
+                      stream.get());
+      stream.synchronize();
+      got = download<float>(d_out, size_t(n));
+      bd = first_float_diff(got.data(), sum.data(), sum.size());
+      CHECK(bd < 0);
     }
   }
 }
