@@ -390,10 +390,10 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
 }
 
 // Large enough that every warp of the resident grid runs several iterations (the decode
-// kernels load the next iteration's codes ahead) and the decode takes the large-launch kernel.
+// kernels load the next iteration's codes ahead); both decode kernels are forced in turn.
 TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU", "[gpu][codec][large]") {
   gpu::CudaStream stream;
-  const int64_t rows = 4096, cols = 2048, n = rows * cols;  // 8 M elements, over kSmallDecodeElems
+  const int64_t rows = 4096, cols = 2048, n = rows * cols;  // 8 M elements
   uint64_t seed = 31337;
   for (const char* variant : {"taco", "fp8-g128", "mxfp8", "int8-g128-had"}) {
     const auto cpu = make_codec(variant);
