@@ -16,9 +16,15 @@
 
 namespace taco::gpu::detail {
 
-// Sector_: the kernel works in SectorLayout (runs of 8 elements, lanes next) rather than
-// LaneLayout (each lane's elements consecutive); group_kernels() picks per kernel.
-template <int LG_, int R_, bool Had_, bool Sector_>
+// How a kernel holds its groups (group_kernels() picks per kernel):
+//  Lane, Sector: one layout throughout, LaneLayout (each lane's elements consecutive) or
+//    SectorLayout (runs of 8 elements, lanes next);
+//  LaneToSector (transformed decodes of 128 at 32 per lane, regroup's padding): codes load in
+//    LaneLayout, whose register bits are the transform's first stages, and the transform
+//    regroups the values into SectorLayout for the stores (fwht_to).
+enum class Lay { Lane, Sector, LaneToSector };
+
+template <int LG_, int R_, bool Had_, Lay K_>
 struct GroupCfg {
   static constexpr int LG = LG_, R = R_, LB = LG_ - R_;
   static constexpr int G = 1 << LG_;     // group size
@@ -28,9 +34,26 @@ struct GroupCfg {
   static constexpr bool kHad = Had_;
   static_assert(LB >= 0 && LB <= 5, "a group spans at most one warp");
   static_assert(EPL >= 8, "16-byte bf16 loads need 8 elements per lane");
-  // The layout of the group in registers and lanes, in which the kernel loads and stores.
-  using Load = std::conditional_t<Sector_, SectorLayout<R_, LB>, LaneLayout<R_, LB>>;
+  static constexpr bool kRegroup = K_ == Lay::LaneToSector;
+  static_assert(!kRegroup || (Had_ && LG_ == 7 && R_ == 5), "regrouping: transformed groups of 128, 32 per lane");
+  using LaneL = LaneLayout<R_, LB>;
+  using SectorL = SectorLayout<R_, LB>;
+  // Where loads land (raw input of an encode, codes of a decode), an encode's sum of squares
+  // and signs run, and a decode's codes are decoded.
+  using In = std::conditional_t<K_ == Lay::Sector, SectorL, LaneL>;
+  // Where the group is from the transform on, and is stored from.
+  using Out = std::conditional_t<K_ == Lay::Lane, LaneL, SectorL>;
+  // Shared-memory floats per group for the regrouping (0: none).
+  static constexpr int kScratchFloats = kRegroup ? kRegroupFloats : 0;
 };
+
+// The calling lane's group scratch area in the kernel's shared array `mem` (nullptr when the
+// configuration needs none). Warps own consecutive areas, one per group.
+template <class Cfg>
+__device__ __forceinline__ float* group_scratch(float* mem, int gsub) {
+  if constexpr (Cfg::kScratchFloats == 0) return nullptr;
+  else return mem + (int(threadIdx.x / 32) * Cfg::GPW + gsub) * Cfg::kScratchFloats;
+}
 
 // One lane's view of the group it works on.
 struct Item {
@@ -65,7 +88,7 @@ __device__ __forceinline__ int elem_index(int r, int lane) {
 
 // ---- input ---------------------------------------------------------------------------------
 // A group's input for one lane, as raw words (bf16 pairs or f32 bits) in the order of the
-// lane's registers (layout Cfg::Load); elements past the valid m (and whole invalid items) are
+// lane's registers (layout Cfg::In); elements past the valid m (and whole invalid items) are
 // 0. Loading is split from unpacking so that a warp can issue the loads of several items before
 // it computes on the first.
 template <class Cfg, typename InT>
@@ -77,7 +100,7 @@ struct RawInput {
 template <class Cfg, typename InT>
 __device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, int lane,
                                          RawInput<Cfg, InT>& raw) {
-  using L = typename Cfg::Load;
+  using L = typename Cfg::In;
   constexpr int kWords = RawInput<Cfg, InT>::kWords;
   constexpr int K = 1 << L::run_log2();                  // consecutive elements per run
   constexpr int kRunWords = K * int(sizeof(InT)) / 4;    // a run is whole 16-byte vectors
@@ -133,18 +156,17 @@ __device__ __forceinline__ void apply_rht_signs(float (&v)[L::kRegs], int lane, 
 }
 
 // ---- code stores ---------------------------------------------------------------------------
-// Codes travel as pairs: pair[i] holds the codes of registers 2i (low byte) and 2i + 1, as the
-// FP8 conversion instruction produces them.
+// Codes travel as words of four: quad[i] holds the codes of registers 4i (low byte) .. 4i + 3.
 template <class L>
-__device__ __forceinline__ uint32_t code_at(const uint32_t (&pair)[L::kRegs / 2], int r) {
-  return (pair[r / 2] >> (8 * (r % 2))) & 0xffu;
+__device__ __forceinline__ uint32_t code_at(const uint32_t (&quad)[L::kRegs / 4], int r) {
+  return (quad[r / 4] >> (8 * (r % 4))) & 0xffu;
 }
 
 // Writes the first n of the group's codes at `dst` (the group's first code byte). Runs of
 // consecutive elements go out as one vector store when `vec` (alignment checked on the host)
 // and the whole group is stored.
 template <class L>
-__device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&pair)[L::kRegs / 2],
+__device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&quad)[L::kRegs / 4],
                                             int lane, int n, bool vec) {
   constexpr int K = 1 << L::run_log2();
   static_assert(K >= 4, "code runs of at least 4 bytes");
@@ -153,10 +175,7 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&pair)
   if (vec && n == (1 << L::LG)) {
 #pragma unroll
     for (int j = 0; j < kRuns; ++j) {
-      uint32_t w[K / 4];
-#pragma unroll
-      for (int t = 0; t < K / 4; ++t)
-        w[t] = __byte_perm(pair[(j * K + 4 * t) / 2], pair[(j * K + 4 * t) / 2 + 1], 0x5410);
+      const uint32_t* w = quad + j * K / 4;
       uint8_t* d = dst + (L::reg_offset(j * K) | lo);
       if constexpr (K == 4) {
         *reinterpret_cast<uint32_t*>(d) = w[0];
@@ -172,7 +191,7 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&pair)
 #pragma unroll
     for (int r = 0; r < L::kRegs; ++r) {
       const int i = L::reg_offset(r) | lo;
-      if (i < n) dst[i] = uint8_t(code_at<L>(pair, r));
+      if (i < n) dst[i] = uint8_t(code_at<L>(quad, r));
     }
   }
 }
@@ -186,40 +205,62 @@ __device__ __forceinline__ float load_f32_scalar(const uint8_t* src, bool aligne
 }
 
 // ---- encode --------------------------------------------------------------------------------
-// The element codes of t (already divided by the scale) as pairs. The format branch is taken
-// once per group, not per pair: with the kind a constant, a saturating FP8 pair is one
+// Four saturating FP8 codes (a in the low byte) as two pair conversions packed by one byte
+// permute. The same conversion as fp8x2_sat; written in PTX so that no mask of the 16-bit pair
+// results comes between them (the intrinsic's 16-bit return type cost a LOP3 per pair).
+template <__nv_fp8_interpretation_t kKind>
+__device__ __forceinline__ uint32_t fp8x4_sat(float a, float b, float c, float d) {
+  uint32_t w;
+  if constexpr (kKind == __NV_E4M3)
+    asm("{\n .reg .b16 lo, hi;\n cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+        " cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n mov.b32 %0, {lo, hi};\n}"
+        : "=r"(w) : "f"(a), "f"(b), "f"(c), "f"(d));
+  else
+    asm("{\n .reg .b16 lo, hi;\n cvt.rn.satfinite.e5m2x2.f32 lo, %2, %1;\n"
+        " cvt.rn.satfinite.e5m2x2.f32 hi, %4, %3;\n mov.b32 %0, {lo, hi};\n}"
+        : "=r"(w) : "f"(a), "f"(b), "f"(c), "f"(d));
+  return w;
+}
+
+// The element codes of t (already divided by the scale) as quads. The format branch is taken
+// once per group, not per element: with the kind a constant, two saturating FP8 codes are one
 // conversion instruction.
 template <int N>
-__device__ __forceinline__ void encode_pairs(const float (&t)[N], uint32_t (&pair)[N / 2], const QuantRules& q) {
+__device__ __forceinline__ void encode_quads(const float (&t)[N], uint32_t (&quad)[N / 4], const QuantRules& q) {
   if (q.saturate && q.elem == ElemKind::E4M3) {
 #pragma unroll
-    for (int i = 0; i < N / 2; ++i) pair[i] = fp8x2_sat(t[2 * i], t[2 * i + 1], ElemKind::E4M3);
+    for (int i = 0; i < N / 4; ++i) quad[i] = fp8x4_sat<__NV_E4M3>(t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
   } else if (q.saturate && q.elem == ElemKind::E5M2) {
 #pragma unroll
-    for (int i = 0; i < N / 2; ++i) pair[i] = fp8x2_sat(t[2 * i], t[2 * i + 1], ElemKind::E5M2);
+    for (int i = 0; i < N / 4; ++i) quad[i] = fp8x4_sat<__NV_E5M2>(t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
   } else {
 #pragma unroll
-    for (int i = 0; i < N / 2; ++i) pair[i] = element_code(t[2 * i], q) | (element_code(t[2 * i + 1], q) << 8);
+    for (int i = 0; i < N / 4; ++i)
+      quad[i] = element_code(t[4 * i], q) | (element_code(t[4 * i + 1], q) << 8) |
+                (element_code(t[4 * i + 2], q) << 16) | (element_code(t[4 * i + 3], q) << 24);
   }
 }
 
-// Encodes one group held in layout L (values already zero past m) into the chunk's wire buffer:
-// codes, scale(s). Adds the saturated codes it stored to `sat`.
-template <class Cfg, class L>
+// Encodes one group held in its layout (values already zero past m) into the chunk's wire
+// buffer: codes, scale(s). Adds the saturated codes it stored to `sat`.
+template <class Cfg>
 __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& it, int lane,
                                              float (&v)[Cfg::EPL], unsigned long long& sat) {
+  // Regrouping inside the transform made encodes slower (bench/records/2026-12-01-h200-v13-ab.md).
+  static_assert(!Cfg::kRegroup, "encodes keep one layout");
+  using L = typename Cfg::In;
   constexpr int EPL = Cfg::EPL;
   const QuantRules& q = p.rules;
   const bool leader = (lane & (Cfg::LPG - 1)) == 0;
   uint8_t* wire = p.wire_out + it.c * p.wire_out_stride;
   const int n = Cfg::kHad ? Cfg::G : it.m;  // codes stored
-  uint32_t pair[EPL / 2];
+  uint32_t quad[EPL / 4];
 
   if (q.taco) {
     // methods.md 1.4 / quant_codec.hpp "TACO rules", steps 2-6
-    float s_a = 1.0f;
+    float s_a = 1.0f, S = 0.0f;
     if (q.dual) {
-      const float S = group_sum_squares<L>(v, lane);
+      S = group_sum_squares<L>(v, lane);
       // S / G is S * 2^-LG rounded once, the same value as the division.
       float var = it.m == Cfg::G ? __fmul_rn(S, 1.0f / float(Cfg::G)) : __fdiv_rn(S, float(it.m));
       var = __fadd_rn(var, q.lambda);
@@ -234,15 +275,30 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
       for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], q.hconst);
     }
-    // M: the max of |v| as integer bits (NaN > Inf > finite) doubles as the non-finite test; a
-    // warp with a non-finite value anywhere takes the general path (NaN-ignoring max, zeroing).
-    uint32_t mb = 0;
+    // M, and whether the group has a non-finite value: a warp with one anywhere takes the
+    // general path (NaN-ignoring max, zeroing). With s_a, a finite S bounds every |x| by 2^64,
+    // so every transformed value is finite and a float max (abs folded into FMNMX) is the max;
+    // without, the max of |v| as integer bits (NaN > Inf > finite) doubles as the test.
+    float M;
+    bool nonfinite_group;
+    if (q.dual) {
+      M = 0.0f;
 #pragma unroll
-    for (int r = 0; r < EPL; ++r) mb = max(mb, fbits(v[r]) & 0x7fffffffu);
+      for (int r = 0; r < EPL; ++r) M = fmaxf(M, fabsf(v[r]));
 #pragma unroll
-    for (int j = 0; j < L::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
-    const bool general = __any_sync(kFullMask, mb >= 0x7f800000u) || !q.fast_div;
-    const float M = general ? group_absmax_nan<L>(v) : bitsf(mb);
+      for (int j = 0; j < L::LB; ++j) M = fmaxf(M, __shfl_xor_sync(kFullMask, M, 1 << j));
+      nonfinite_group = !(S <= 3.40282347e+38f);
+    } else {
+      uint32_t mb = 0;
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) mb = max(mb, fbits(v[r]) & 0x7fffffffu);
+#pragma unroll
+      for (int j = 0; j < L::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
+      M = bitsf(mb);
+      nonfinite_group = mb >= 0x7f800000u;
+    }
+    const bool general = __any_sync(kFullMask, nonfinite_group) || !q.fast_div;
+    if (general) M = group_absmax_nan<L>(v);
     const float mv = M < 1e-12f ? 1e-12f : M;
     const float s_q = clampf(safe_div(mv, q.target), 1e-12f, 1e6f);
     const bool div_ok = !(fabsf(s_q) < 1e-12f);
@@ -262,9 +318,9 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
       for (int r = 0; r < EPL; ++r) t[r] = t[r] > kClamp ? kClamp : (t[r] < -kClamp ? -kClamp : t[r]);
     }
-    encode_pairs<EPL>(t, pair, q);  // TACO elements are FP8 (variant.cpp)
+    encode_quads<EPL>(t, quad, q);  // TACO elements are FP8 (variant.cpp)
     if (it.valid) {
-      store_codes<L>(wire + it.b * Cfg::G, pair, lane, n, p.code_vec);
+      store_codes<L>(wire + it.b * Cfg::G, quad, lane, n, p.code_vec);
       if (leader) {
         store_f32_scalar(wire + p.geo.scale_off + 4 * it.b, s_q, p.scale_vec4);
         if (q.dual) store_f32_scalar(wire + p.geo.aux_off + 4 * it.b, s_a, p.scale_vec4);
@@ -298,9 +354,9 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
       for (int r = 0; r < EPL; ++r) t[r] = __fdiv_rn(finite_or_zero(v[r]), so.s);
     }
-    encode_pairs<EPL>(t, pair, q);
+    encode_quads<EPL>(t, quad, q);
     if (it.valid) {
-      store_codes<L>(wire + it.b * Cfg::G, pair, lane, n, p.code_vec);
+      store_codes<L>(wire + it.b * Cfg::G, quad, lane, n, p.code_vec);
       if (leader) {
         uint8_t* sp = wire + p.geo.scale_off + it.b * q.scale_bytes;
         if (q.scale_bytes == 4) store_f32_scalar(sp, bitsf(so.code), p.scale_vec4);
@@ -312,7 +368,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     const int lo = L::lane_offset(lane);
 #pragma unroll
     for (int r = 0; r < EPL; ++r)
-      sat += ((L::reg_offset(r) | lo) < n && is_sat_code(code_at<L>(pair, r), q)) ? 1u : 0u;
+      sat += ((L::reg_offset(r) | lo) < n && is_sat_code(code_at<L>(quad, r), q)) ? 1u : 0u;
   }
 }
 
@@ -330,7 +386,7 @@ struct RawCodes {
 template <class Cfg>
 __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t* wire, const Item& it,
                                            int lane, RawCodes<Cfg>& raw) {
-  using L = typename Cfg::Load;
+  using L = typename Cfg::In;
   constexpr int EPL = Cfg::EPL;
   constexpr int K = 1 << L::run_log2();  // consecutive codes per run: 8 or a multiple of 16
   static_assert(K == 8 || K % 16 == 0, "code runs of 8 or 16k bytes");
@@ -378,7 +434,9 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
 }
 
 // Code values times s. The format branch is taken once per group, not per pair: FP8 pairs
-// convert in one instruction (to half2, exact) and two widenings.
+// convert in one instruction (to half2, exact) and two widenings. (A compile-time kind per
+// branch drops the predicated second conversion but measured 0.91-0.96x on the decodes:
+// bench/records/2026-12-01-h200-v12-ab.md.)
 template <int N>
 __device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s, ElemKind kind, float (&v)[N]) {
   if (kind == ElemKind::INT8) {
@@ -396,12 +454,13 @@ __device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s
   }
 }
 
-// Decodes one lane's share of a group (load layout).
+// Decodes one lane's share of a group: codes in layout Cfg::In, values out in Cfg::Out (the
+// same unless the transform regroups through `scratch`, the group's shared-memory area).
 template <class Cfg>
 __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCodes<Cfg>& raw, int lane,
-                                             float (&v)[Cfg::EPL]) {
+                                             float (&v)[Cfg::EPL], float* scratch) {
   constexpr int EPL = Cfg::EPL;
-  using Load = typename Cfg::Load;
+  using Out = typename Cfg::Out;
   const QuantRules& q = p.rules;
   // A NaN/Inf code anywhere in the group spreads through the transform: one group-wide flag.
   bool finite = false;  // no NaN/Inf code in the whole group (only computed for TACO codecs)
@@ -425,10 +484,10 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   }
   decode_elems<EPL>(raw.w, s, q.elem, v);
   if constexpr (Cfg::kHad) {
-    fwht<Load>(v, lane);
+    fwht_to<typename Cfg::In, Out>(v, lane, scratch);
 #pragma unroll
     for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], q.hconst);
-    if (q.rht) apply_rht_signs<Load>(v, lane, q);
+    if (q.rht) apply_rht_signs<Out>(v, lane, q);
   }
   if (q.taco) {
     // Valid wires: finite codes and s_q in [2^-55, 2^60] make every value finite, and every

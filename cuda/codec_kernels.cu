@@ -24,6 +24,12 @@ __device__ __forceinline__ void flush_stats(unsigned long long* stats, unsigned 
   }
 }
 
+// Shared floats per block for the configuration's group scratch areas (group_scratch); a token
+// 4 when it needs none.
+template <class Cfg>
+constexpr int kScratchBlockFloats =
+    Cfg::kScratchFloats ? kGroupThreads / 32 * Cfg::GPW * Cfg::kScratchFloats : 4;
+
 // Encode: each warp iteration takes GPW groups (one per lane subgroup). Loading the next
 // iteration's groups ahead (as the decode kernel does) measured 10-13% slower here: the registers
 // it takes cost a block per multiprocessor (bench/records 2026-11-30 v4 A/B).
@@ -45,23 +51,23 @@ __global__ void __launch_bounds__(kGroupThreads) group_encode_kernel(const __gri
 #pragma unroll
       for (int r = 0; r < Cfg::EPL; ++r) nonfin += nonfinite(v[r]) ? 1u : 0u;
     }
-    encode_group<Cfg, typename Cfg::Load>(p, it, lane, v, sat);
+    encode_group<Cfg>(p, it, lane, v, sat);
   }
   if (p.stats) flush_stats(p.stats, sat, nonfin);
 }
 
-// acc = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32), in the load layout; `first`
+// acc = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32), in layout Cfg::Out; `first`
 // holds the codes of src[0], already loaded. The first decode writes acc directly, so a plain
 // decode (one source) carries no loop state.
 template <class Cfg>
 __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, const RawCodes<Cfg>& first,
-                                           float (&acc)[Cfg::EPL]) {
-  decode_codes<Cfg>(p, first, lane, acc);
+                                           float (&acc)[Cfg::EPL], float* scratch) {
+  decode_codes<Cfg>(p, first, lane, acc, scratch);
   for (int s = 1; s < p.nsrc; ++s) {
     RawCodes<Cfg> raw;
     load_codes<Cfg>(p, p.src[s] + it.c * p.wire_in_stride, it, lane, raw);
     float d[Cfg::EPL];
-    decode_codes<Cfg>(p, raw, lane, d);
+    decode_codes<Cfg>(p, raw, lane, d, scratch);
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r) acc[r] = __fadd_rn(acc[r], d[r]);
   }
@@ -69,9 +75,10 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
 
 template <class Cfg>
 __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, float (&acc)[Cfg::EPL]) {
+  static_assert(!Cfg::kRegroup, "the re-encoding kernels keep one layout");
   RawCodes<Cfg> first;
   load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, first);
-  decode_sum<Cfg>(p, it, lane, first, acc);
+  decode_sum<Cfg>(p, it, lane, first, acc, nullptr);
 }
 
 // Decode (+ reduce): the first source's codes of the next iteration load while this one decodes
@@ -84,6 +91,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
   const int64_t total = p.chunks * p.geo.nblocks;
   const int64_t step = nwarps * Cfg::GPW;
   const int gsub = lane >> Cfg::LB;
+  __shared__ __align__(16) float scratch_mem[kScratchBlockFloats<Cfg>];
+  float* scratch = group_scratch<Cfg>(scratch_mem, gsub);
   Item next = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
   RawCodes<Cfg> next_first;
   load_codes<Cfg>(p, p.src[0] + next.c * p.wire_in_stride, next, lane, next_first);
@@ -93,14 +102,14 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
     next = make_item<Cfg>(p, base + step + gsub);
     load_codes<Cfg>(p, p.src[0] + next.c * p.wire_in_stride, next, lane, next_first);
     float acc[Cfg::EPL];
-    decode_sum<Cfg>(p, it, lane, first, acc);
-    if (it.valid) store_values<typename Cfg::Load>(p, it.c * p.out_stride + it.b * Cfg::G, acc, lane, it.m);
+    decode_sum<Cfg>(p, it, lane, first, acc, scratch);
+    if (it.valid) store_values<typename Cfg::Out>(p, it.c * p.out_stride + it.b * Cfg::G, acc, lane, it.m);
   }
 }
 
 template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kernel(const __grid_constant__ KernelParams p) {
-  using Load = typename Cfg::Load;
+  using L = typename Cfg::Out;  // == Cfg::In (no regrouping)
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
@@ -115,11 +124,11 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r) {
       float x = p.round_sum_bf16 ? round_to_bf16(acc[r]) : acc[r];
-      x = (it.valid && elem_index<Load>(r, lane) < it.m) ? x : 0.0f;
+      x = (it.valid && elem_index<L>(r, lane) < it.m) ? x : 0.0f;
       if (p.stats) nonfin += (it.valid && nonfinite(x)) ? 1u : 0u;
       acc[r] = x;
     }
-    encode_group<Cfg, Load>(p, it, lane, acc, sat);
+    encode_group<Cfg>(p, it, lane, acc, sat);
   }
   if (p.stats) flush_stats(p.stats, sat, nonfin);
 }
@@ -128,7 +137,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
 // plus the rank's own raw chunk (p.in, in_type) before the re-encode: acc = decode(src) + own.
 template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(const __grid_constant__ KernelParams p) {
-  using Load = typename Cfg::Load;
+  static_assert(!Cfg::kRegroup, "the re-encoding kernels keep one layout");
+  using L = typename Cfg::Out;  // == Cfg::In (no regrouping)
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
@@ -140,7 +150,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(
     RawCodes<Cfg> raw;
     load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, raw);
     float acc[Cfg::EPL];
-    decode_codes<Cfg>(p, raw, lane, acc);
+    decode_codes<Cfg>(p, raw, lane, acc, nullptr);
     float own[Cfg::EPL];  // the rank's own values, zero past m (load_raw)
     if (p.in_type == DataType::BF16) {
       RawInput<Cfg, uint16_t> in;
@@ -154,8 +164,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(
     // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r)
-      acc[r] = (it.valid && elem_index<Load>(r, lane) < it.m) ? __fadd_rn(acc[r], own[r]) : 0.0f;
-    encode_group<Cfg, Load>(p, it, lane, acc, sat);
+      acc[r] = (it.valid && elem_index<L>(r, lane) < it.m) ? __fadd_rn(acc[r], own[r]) : 0.0f;
+    encode_group<Cfg>(p, it, lane, acc, sat);
   }
 }
 
@@ -287,6 +297,9 @@ GroupKernel group_kernel(KernelFn fn) {
 // Layout (bench/records/2026-11-30-h200-v7-ab.md, 256 MiB): SectorLayout made the transformed
 // encodes and decodes faster (taco decode 1.16x, int8-g128-had decode 1.44x, taco encode 1.04x)
 // and everything else slower (mxfp8 decode 0.85x, the re-encoding kernels 0.91-0.96x).
+// Regrouping inside the transform (Lay::LaneToSector, bench/records/2026-12-01-h200-v13-ab.md,
+// 256 MiB): transformed decodes of 128 1.07-1.11x, their decode-reduces 1.14-1.24x. The same for
+// encodes was slower (0.93-0.99x, loads in LaneLayout or the raw input regrouped first).
 // Small transformed decodes (bench/records/2026-11-30-h200-v8-ab.md): 16 per lane is faster up
 // to 8 MiB (taco decode 1.18x at 1 MiB, 1.25x at 8 MiB) and slower at 256 MiB (0.93x), so
 // launches of at most kSmallDecodeElems outputs take a 16-per-lane kernel.
@@ -294,10 +307,11 @@ template <int LG, bool Had>
 GroupKernels group_kernels() {
   constexpr int kEncodeR = LG >= 5 ? 5 : 4;
   constexpr int kDecodeR = Had ? kEncodeR : (LG >= 10 ? 5 : 4);
-  using Enc = GroupCfg<LG, kEncodeR, Had, Had>;
-  using Dec = GroupCfg<LG, kDecodeR, Had, Had>;
-  using Reenc = GroupCfg<LG, kDecodeR, Had, false>;
-  using Small = GroupCfg<LG, (LG >= 10 ? 5 : 4), Had, Had>;  // Dec itself when untransformed
+  constexpr Lay kPlain = Had ? Lay::Sector : Lay::Lane;
+  using Enc = GroupCfg<LG, kEncodeR, Had, kPlain>;
+  using Dec = GroupCfg<LG, kDecodeR, Had, Had && LG == 7 ? Lay::LaneToSector : kPlain>;
+  using Reenc = GroupCfg<LG, kDecodeR, Had, Lay::Lane>;
+  using Small = GroupCfg<LG, (LG >= 10 ? 5 : 4), Had, kPlain>;  // Dec itself when untransformed
   GroupKernels k;
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
   k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);

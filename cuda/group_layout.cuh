@@ -10,6 +10,7 @@
 // [R, LG) the bits of the lane index inside the group. P stores the element bit of position p
 // in bits [4p, 4p+4). LaneLayout and SectorLayout below are the ones the kernels use.
 #include <cstdint>
+#include <type_traits>
 
 namespace taco::gpu::detail {
 
@@ -234,22 +235,90 @@ __device__ __forceinline__ void lane_butterfly(float (&v)[1 << R], int lane) {
   for (int r = 0; r < (1 << R); ++r) v[r] = __fmaf_rn(sign, v[r], __shfl_xor_sync(kFullMask, v[r], 1 << J));
 }
 
-template <int R, int LB, uint64_t P, int B>
+// Stages B .. End - 1.
+template <int R, int LB, uint64_t P, int B, int End>
 __device__ __forceinline__ void run(float (&v)[1 << R], int lane) {
   constexpr int LG = R + LB;
-  if constexpr (B < LG) {
+  if constexpr (B < End) {
     constexpr int pos = perm_pos(P, LG, B);
     if constexpr (pos < R) reg_butterfly<R, pos>(v);
     else lane_butterfly<R, pos - R>(v, lane);
-    run<R, LB, P, B + 1>(v, lane);
+    run<R, LB, P, B + 1, End>(v, lane);
   }
+}
+
+// The first stage whose bit is not a register bit of L (LG when all are).
+template <class L>
+constexpr int first_lane_stage() {
+  int b = 0;
+  while (b < L::LG && perm_pos(L::P, L::LG, b) < L::R) ++b;
+  return b;
+}
+template <class L>
+constexpr bool reg_stages(int begin, int end) {
+  for (int b = begin; b < end; ++b)
+    if (perm_pos(L::P, L::LG, b) >= L::R) return false;
+  return true;
 }
 }  // namespace fwht_detail
 
 // Unnormalised transform H_G v (the caller multiplies by float(1/sqrt(G)) afterwards).
 template <class L>
 __device__ __forceinline__ void fwht(float (&v)[L::kRegs], int lane) {
-  fwht_detail::run<L::R, L::LB, L::P, 0>(v, lane);
+  fwht_detail::run<L::R, L::LB, L::P, 0, L::LG>(v, lane);
+}
+
+// ---- regrouping through shared memory --------------------------------------------------------
+// Moves a group of 128 from layout In to layout Out through a per-group scratch area of
+// kRegroupFloats floats (16-byte aligned, private to the warp), in runs of 4 elements: each lane
+// stores its registers and loads its new ones with one 16-byte access per 4 elements. Element e
+// sits at float regroup_at(e) = e + 8 * (e >> 5): rows of 32 elements at a pitch of 40 floats,
+// groups 41 x 16 bytes apart. The padding makes both directions between LaneLayout<5, 2> and
+// SectorLayout<5, 2> free of bank conflicts: the 8 lanes of a 16-byte access phase (2 groups x
+// 4 lanes) hit 8 different 16-byte bank columns, since the lanes' slots differ by 2 (mod 8) and
+// the groups' by an odd number. Offsets of disjoint element bits add, so a register's part is an
+// immediate.
+constexpr int kRegroupFloats = 164;
+constexpr int regroup_at(int e) { return e + 8 * (e >> 5); }
+
+template <class In, class Out>
+__device__ __forceinline__ void regroup(float (&v)[In::kRegs], int lane, float* grp) {
+  static_assert(In::LG == 7 && Out::LG == 7 && In::R == Out::R, "regroup: groups of 128 (the padding above)");
+  static_assert(In::run_log2() >= 2 && Out::run_log2() >= 2, "regroup: runs of at least 4 elements");
+  __syncwarp();  // every lane has read the previous group's values
+  float* w = grp + regroup_at(In::lane_offset(lane));
+#pragma unroll
+  for (int k = 0; k < In::kRegs / 4; ++k)
+    *reinterpret_cast<float4*>(w + regroup_at(In::reg_offset(4 * k))) =
+        make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+  __syncwarp();
+  const float* r = grp + regroup_at(Out::lane_offset(lane));
+#pragma unroll
+  for (int k = 0; k < Out::kRegs / 4; ++k) {
+    const float4 f = *reinterpret_cast<const float4*>(r + regroup_at(Out::reg_offset(4 * k)));
+    v[4 * k] = f.x;
+    v[4 * k + 1] = f.y;
+    v[4 * k + 2] = f.z;
+    v[4 * k + 3] = f.w;
+  }
+}
+
+// H_G v taking the group from layout In (where it is) to layout Out (where the caller wants
+// it). With In != Out the stages of In's register bits run first, the group regroups through
+// `grp`, and the remaining stages run on Out's register bits: no warp shuffle, where one layout
+// alone leaves LB stages to shuffles and FMAs (2 instructions per element each, against about 1
+// for a register stage plus 0.5 for the regrouping; bench/records/2026-12-01-h200-v13-ab.md).
+template <class In, class Out>
+__device__ __forceinline__ void fwht_to(float (&v)[In::kRegs], int lane, float* grp) {
+  if constexpr (std::is_same_v<In, Out>) {
+    fwht<In>(v, lane);
+  } else {
+    constexpr int split = fwht_detail::first_lane_stage<In>();
+    static_assert(fwht_detail::reg_stages<Out>(split, Out::LG), "fwht_to: Out must hold the later stages' bits in registers");
+    fwht_detail::run<In::R, In::LB, In::P, 0, split>(v, lane);
+    regroup<In, Out>(v, lane, grp);
+    fwht_detail::run<Out::R, Out::LB, Out::P, split, Out::LG>(v, lane);
+  }
 }
 
 }  // namespace taco::gpu::detail
