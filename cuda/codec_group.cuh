@@ -400,13 +400,13 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
       const uint8_t* s = cp + (L::reg_offset(j * K) | lo);
       uint32_t* w = raw.w + j * (K / 4);
       if constexpr (K == 8) {
-        const uint2 q2 = __ldg(reinterpret_cast<const uint2*>(s));
+        const uint2 q2 = __ldcs(reinterpret_cast<const uint2*>(s));
         w[0] = q2.x;
         w[1] = q2.y;
       } else {
 #pragma unroll
         for (int t = 0; t < K / 16; ++t) {
-          const uint4 q4 = __ldg(reinterpret_cast<const uint4*>(s) + t);
+          const uint4 q4 = __ldcs(reinterpret_cast<const uint4*>(s) + t);
           w[4 * t] = q4.x;
           w[4 * t + 1] = q4.y;
           w[4 * t + 2] = q4.z;
@@ -513,7 +513,11 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   }
 }
 
-// Writes the first m values of a group held in layout L to out (element type out_type).
+// Writes the first m values of a group held in layout L to out (element type out_type). Whole
+// groups go out as streaming stores (st.global.cs), and load_codes reads codes as streaming
+// loads: the decodes touch each byte once, and the hints made them up to 1.21x faster (taco
+// decode, 256 MiB; bench/records/2026-12-01-h200-v15-ab.md). The same hints on the encodes
+// measured 0.98-1.00x, so those keep the default caching.
 template <class L>
 __device__ __forceinline__ void store_values(const KernelParams& p, int64_t first, const float (&v)[L::kRegs],
                                              int lane, int m) {
@@ -532,11 +536,11 @@ __device__ __forceinline__ void store_values(const KernelParams& p, int64_t firs
           w[t] = bf16x2_bits_hw(v[j * K + 2 * t], v[j * K + 2 * t + 1]);
         uint16_t* d = out + (L::reg_offset(j * K) | lo);
         if constexpr (K == 4) {
-          *reinterpret_cast<uint2*>(d) = make_uint2(w[0], w[1]);
+          __stcs(reinterpret_cast<uint2*>(d), make_uint2(w[0], w[1]));
         } else {
 #pragma unroll
           for (int t = 0; t < K / 8; ++t)
-            reinterpret_cast<uint4*>(d)[t] = make_uint4(w[4 * t], w[4 * t + 1], w[4 * t + 2], w[4 * t + 3]);
+            __stcs(reinterpret_cast<uint4*>(d) + t, make_uint4(w[4 * t], w[4 * t + 1], w[4 * t + 2], w[4 * t + 3]));
         }
       }
       return;
@@ -554,8 +558,8 @@ __device__ __forceinline__ void store_values(const KernelParams& p, int64_t firs
         float* d = out + (L::reg_offset(j * K) | lo);
 #pragma unroll
         for (int t = 0; t < K / 4; ++t)
-          reinterpret_cast<float4*>(d)[t] =
-              make_float4(v[j * K + 4 * t], v[j * K + 4 * t + 1], v[j * K + 4 * t + 2], v[j * K + 4 * t + 3]);
+          __stcs(reinterpret_cast<float4*>(d) + t,
+              make_float4(v[j * K + 4 * t], v[j * K + 4 * t + 1], v[j * K + 4 * t + 2], v[j * K + 4 * t + 3]));
       }
       return;
     }
