@@ -43,6 +43,7 @@ struct CommArgs {
   std::string algos = "auto";
   int pipeline = 1;
   std::string pipeline_min = "4M";
+  int codec_sms = 0;
   int64_t cols = 1024;
   uint64_t seed = 1;
   double timeout = 300;
@@ -91,6 +92,8 @@ taco::gpu::CommOptions to_options(const CommArgs& a) {
     for (const auto& s : split_list(a.algos, "--algo")) o.algos.push_back(comm::parse_allreduce_algo(s));
   o.pipeline = a.pipeline;
   o.pipeline_min_bytes = a.pipeline_min == "0" ? 0 : parse_bytes(a.pipeline_min, "--pipeline-min");
+  TACO_REQUIRE_INPUT(a.codec_sms >= 0, "--codec-sms must be >= 0 (0: all SMs), got {}", a.codec_sms);
+  o.codec_sms = a.codec_sms;
   o.iters = a.iters;
   o.warmup = a.warmup;
   o.check = a.check;
@@ -179,7 +182,7 @@ nlohmann::json to_json(const CommReport& r, const CommArgs& a) {
                             {"pci_bus_id", k.pci}, {"name", k.name}});
   m["env"] = r.env;
   m["config"] = {{"iters", a.iters},         {"warmup_iters", a.warmup},     {"check", a.check},
-                 {"pipeline", a.pipeline},   {"pipeline_min", a.pipeline_min}, {"cols", a.cols},               {"seed", a.seed},
+                 {"pipeline", a.pipeline},   {"pipeline_min", a.pipeline_min}, {"codec_sms", a.codec_sms}, {"cols", a.cols},               {"seed", a.seed},
                  {"timeout_s", a.timeout},   {"algo", a.algos},              {"overlap_stats", !a.no_overlap},
                  {"time", "mean over processes of (wall time of -n back-to-back runs) / n, after a barrier"},
                  {"busbw", "nccl-tests factors on the uncompressed size; GB = 1e9 B"},
@@ -290,6 +293,9 @@ void add_comm(CLI::App& root) {
       ->capture_default_str();
   c->add_option("--pipeline-min", args->pipeline_min,
                 "Smallest pipeline piece of a rank's chunk: fewer pieces for smaller messages (0: always --pipeline)")
+      ->capture_default_str();
+  c->add_option("--codec-sms", args->codec_sms,
+                "SMs the codec kernels may fill (0: all); the rest stay free for the NCCL kernels they overlap")
       ->capture_default_str();
   c->add_option("--cols", args->cols, "Hidden size: the codec sees a buffer as [count/cols, cols]")
       ->capture_default_str();

@@ -205,9 +205,10 @@ __device__ __forceinline__ float load_f32_scalar(const uint8_t* src, bool aligne
 }
 
 // ---- encode --------------------------------------------------------------------------------
-// Four saturating FP8 codes (a in the low byte) as two pair conversions packed by one byte
-// permute. The same conversion as fp8x2_sat; written in PTX so that no mask of the 16-bit pair
-// results comes between them (the intrinsic's 16-bit return type cost a LOP3 per pair).
+// Four saturating FP8 codes (a in the low byte) as two pair conversions whose 16-bit results
+// form the two halves of one 32-bit register. The same conversion as fp8x2_sat; written in PTX so
+// that no mask of the 16-bit results comes between them (the intrinsic's 16-bit return type
+// cost a LOP3 per pair: bench/records/2026-12-01-h200-v12-ab.md).
 template <__nv_fp8_interpretation_t kKind>
 __device__ __forceinline__ uint32_t fp8x4_sat(float a, float b, float c, float d) {
   uint32_t w;

@@ -220,10 +220,10 @@ void Harness::setup() {
   for (const auto& c : o_.codecs) codecs += c + ",";
   rep_.settings = fmt::format(
       "nranks={} procs={} g={} launch={} coll={} sizes={} dtypes={} codecs={} plain={} algos={} pipeline={}/{} iters={} "
-      "warmup={} check={} cols={} seed={} overlap={} timeout={}",
+      "warmup={} check={} cols={} seed={} overlap={} timeout={} codec_sms={}",
       N_, rep_.nprocs, rep_.gpus_per_proc, rep_.launch, colls, join_sizes(o_.sizes), dtypes, codecs, int(o_.plain),
       algos.empty() ? "auto" : algos, o_.pipeline, o_.pipeline_min_bytes, o_.iters, o_.warmup, o_.check, o_.cols, o_.seed, int(o_.overlap),
-      o_.timeout_s);
+      o_.timeout_s, o_.codec_sms);
   rep_.settings_hash = fnv1a(rep_.settings);
   uint64_t lo = 0, hi = 0;
   mpi_.allreduce_min_max(rep_.settings_hash, lo, hi, "MPI_Iallreduce(settings hash)");
@@ -247,6 +247,7 @@ void Harness::setup() {
     fabric = make_nccl_fabric(s);
   }
   ctx_ = std::make_unique<CommContext>(std::move(fabric), o_.timeout_s);
+  ctx_->set_codec_sms(o_.codec_sms);
 
   // Who is who (nccl-tests' "#  Rank r Group g Pid p on host device d [pci] name" lines).
   std::string mine;

@@ -24,6 +24,7 @@ struct CommOptions {
   std::vector<comm::Algo> algos;         // compressed all-reduce; empty: by size (COCCL's rule)
   int pipeline = 1;
   int64_t pipeline_min_bytes = 4 << 20;  // pieces of a rank's chunk never smaller (0: no limit)
+  int codec_sms = 0;                     // SMs the codec kernels may use (0: all)
   int iters = 20, warmup = 5, check = 1;
   int gpus_per_proc = 0;                 // 0: all visible GPUs (single process) or 1 (MPI)
   int loopback = 0;                      // > 0: that many virtual ranks on one GPU

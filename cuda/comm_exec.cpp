@@ -98,6 +98,7 @@ GpuQuant& CommContext::codec_for(LocalRank& r, int64_t rows, int64_t cols) {
   auto& slot = r.codecs[{rows, cols}];
   if (!slot) {
     slot = std::make_unique<GpuQuant>(codec_);
+    slot->set_max_sms(codec_sms_);
     (void)slot->geometry(rows, cols);  // memoised: every later launch of this shape skips the layout
   }
   return *slot;

@@ -66,6 +66,9 @@ class CommContext {
   // Selects the codec of the following plan runs (GPU variants only; InputError otherwise).
   void set_codec(const std::string& variant);
   const std::string& codec() const { return codec_; }
+  // Codec launches of the following plan runs use at most this many SMs (0: all;
+  // GpuQuant::set_max_sms).
+  void set_codec_sms(int n) { codec_sms_ = n; }
 
   // One plain NCCL collective of `count` elements per rank on every local rank (nccl-tests
   // layouts: reduce-scatter and all-to-all in N equal blocks, send/recv to rank+1 from rank-1).
@@ -89,6 +92,7 @@ class CommContext {
   std::vector<LocalRank> ranks_;
   BufferSizes sizes_;
   std::string codec_;
+  int codec_sms_ = 0;
 };
 
 // GPU data type of a compressed collective's io dtype (bf16 or f32; InputError otherwise).

@@ -218,7 +218,8 @@ KernelParams GpuQuant::base_params(int64_t chunks, int64_t rows, int64_t cols) c
 void GpuQuant::launch(KernelFn fn, int occ, int threads, int64_t blocks_needed, const KernelParams& p,
                       cudaStream_t stream, const char* what) const {
   // A resident grid (every block of it runs at once); grid-stride loops cover the rest.
-  const int64_t resident = int64_t(sm_count_) * occ;
+  const int sms = max_sms_ > 0 ? std::min(max_sms_, sm_count_) : sm_count_;
+  const int64_t resident = int64_t(sms) * occ;
   const int64_t grid = std::max<int64_t>(1, std::min(blocks_needed, resident));
   void* args[] = {const_cast<KernelParams*>(&p)};
   const cudaError_t err = cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(unsigned(grid)),

@@ -55,6 +55,12 @@ class GpuQuant {
   int64_t small_decode_elems() const { return small_decode_elems_; }
   void set_small_decode_elems(int64_t n) { small_decode_elems_ = n; }
 
+  // At most this many multiprocessors' worth of resident blocks per launch (0: all). A
+  // collective that overlaps codec kernels with NCCL kernels leaves the rest to NCCL: the codec
+  // grids are resident (grid-stride), so an uncapped one holds every SM until it finishes.
+  int max_sms() const { return max_sms_; }
+  void set_max_sms(int n) { max_sms_ = n; }
+
   // Names of the presets this backend implements (for help texts and error messages).
   static std::vector<std::string> supported_presets();
   // Parses the variant; InputError (naming the variant and the supported list) if the GPU has
@@ -79,6 +85,7 @@ class GpuQuant {
   GroupKernels gk_{};
   int sm_count_ = 0;
   int64_t small_decode_elems_ = kSmallDecodeElems;
+  int max_sms_ = 0;
   int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_small_ = 1, occ_dre_ = 1, occ_scoped_ = 1;
   mutable DeviceBuffer scratch_;  // row / tensor codecs: per-block statistics, fp32 sums
   mutable ChunkGeometry geo_{};   // the last geometry computed (one object, one thread)
