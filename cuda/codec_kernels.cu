@@ -300,9 +300,11 @@ GroupKernel group_kernel(KernelFn fn) {
 // Regrouping inside the transform (Lay::LaneToSector, bench/records/2026-12-01-h200-v13-ab.md,
 // 256 MiB): transformed decodes of 128 1.07-1.11x, their decode-reduces 1.14-1.24x. The same for
 // encodes was slower (0.93-0.99x, loads in LaneLayout or the raw input regrouped first).
-// Small transformed decodes (bench/records/2026-11-30-h200-v8-ab.md): 16 per lane is faster up
+// Small transformed decodes (bench/records/2026-11-30-h200-v8-ab.md): 16 per lane was faster up
 // to 8 MiB (taco decode 1.18x at 1 MiB, 1.25x at 8 MiB) and slower at 256 MiB (0.93x), so
-// launches of at most kSmallDecodeElems outputs take a 16-per-lane kernel.
+// launches of at most kSmallDecodeElems outputs take a 16-per-lane kernel. Against the regrouped
+// 32-per-lane kernel (bench/records/2026-12-01-h200-v18-ab.md) it still wins at 1-2 MiB of bf16
+// input (1.00-1.09x) and ties at 4 MiB; from 8 MiB the regrouped one is 1.09-1.24x faster.
 template <int LG, bool Had>
 GroupKernels group_kernels() {
   constexpr int kEncodeR = LG >= 5 ? 5 : 4;
