@@ -75,7 +75,7 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
 
 template <class Cfg>
 __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, float (&acc)[Cfg::EPL]) {
-  static_assert(!Cfg::kRegroup, "the re-encoding kernels keep one layout");
+  // No scratch area: only the re-encoding kernels come here, and encode_group refuses regrouping.
   RawCodes<Cfg> first;
   load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, first);
   decode_sum<Cfg>(p, it, lane, first, acc, nullptr);
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
 
 template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kernel(const __grid_constant__ KernelParams p) {
-  using L = typename Cfg::Out;  // == Cfg::In (no regrouping)
+  using L = typename Cfg::Out;  // == Cfg::In (encode_group refuses regrouping)
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
@@ -137,8 +137,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
 // plus the rank's own raw chunk (p.in, in_type) before the re-encode: acc = decode(src) + own.
 template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(const __grid_constant__ KernelParams p) {
-  static_assert(!Cfg::kRegroup, "the re-encoding kernels keep one layout");
-  using L = typename Cfg::Out;  // == Cfg::In (no regrouping)
+  using L = typename Cfg::Out;  // == Cfg::In (encode_group refuses regrouping)
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);

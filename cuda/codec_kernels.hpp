@@ -30,7 +30,7 @@ struct GroupKernels {
 GroupKernels select_group_kernels(int group_size, bool transform);
 
 inline constexpr int kGroupThreads = 128;  // threads per block of every group kernel
-// Decode launches of at most this many output elements (16 MiB of bf16) take decode_reduce_small.
+// Decode launches of at most this many output elements (4 MiB of bf16) take decode_reduce_small.
 inline constexpr int64_t kSmallDecodeElems = int64_t(2) << 20;
 inline constexpr int kScopedThreads = 256;
 inline constexpr int kScopedRun = 16;      // elements per thread in the element-wise kernels

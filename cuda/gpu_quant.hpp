@@ -52,13 +52,11 @@ class GpuQuant {
 
   // Decodes of at most this many output elements (chunks x rows x cols) launch
   // GroupKernels::decode_reduce_small; the tests set 0 or a large value to check both kernels.
-  int64_t small_decode_elems() const { return small_decode_elems_; }
   void set_small_decode_elems(int64_t n) { small_decode_elems_ = n; }
 
   // At most this many multiprocessors' worth of resident blocks per launch (0: all). A
   // collective that overlaps codec kernels with NCCL kernels leaves the rest to NCCL: the codec
   // grids are resident (grid-stride), so an uncapped one holds every SM until it finishes.
-  int max_sms() const { return max_sms_; }
   void set_max_sms(int n) { max_sms_ = n; }
 
   // Names of the presets this backend implements (for help texts and error messages).
