@@ -74,12 +74,18 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
 }
 
 template <class Cfg>
-__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, float (&acc)[Cfg::EPL]) {
-  // No scratch area: only the re-encoding kernels come here, and encode_group refuses regrouping.
+__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, float (&acc)[Cfg::EPL],
+                                           float* scratch) {
   RawCodes<Cfg> first;
   load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, first);
-  decode_sum<Cfg>(p, it, lane, first, acc, nullptr);
+  decode_sum<Cfg>(p, it, lane, first, acc, scratch);
 }
+
+// The encode half of a re-encoding kernel that decodes with Cfg: one layout, Cfg::Out, where the
+// decoded values already are (a regrouping decode hands them over in SectorLayout).
+template <class Cfg>
+using ReencodeCfg = GroupCfg<Cfg::LG, Cfg::R, Cfg::kHad,
+                             std::is_same_v<typename Cfg::Out, typename Cfg::SectorL> ? Lay::Sector : Lay::Lane>;
 
 // Decode (+ reduce): the first source's codes of the next iteration load while this one decodes
 // (6-7% faster than without on H200 for taco and fp8-g128 decodes: bench/records v4 A/B).
@@ -109,17 +115,20 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
 
 template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kernel(const __grid_constant__ KernelParams p) {
-  using L = typename Cfg::Out;  // == Cfg::In (encode_group refuses regrouping)
+  using Enc = ReencodeCfg<Cfg>;
+  using L = typename Enc::In;  // == Cfg::Out
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
   const int64_t total = p.chunks * p.geo.nblocks;
   const int gsub = lane >> Cfg::LB;
+  __shared__ __align__(16) float scratch_mem[kScratchBlockFloats<Cfg>];
+  float* scratch = group_scratch<Cfg>(scratch_mem, gsub);
   unsigned long long sat = 0, nonfin = 0;
   for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
     const Item it = make_item<Cfg>(p, base + gsub);
     float acc[Cfg::EPL];
-    decode_sum<Cfg>(p, it, lane, acc);
+    decode_sum<Cfg>(p, it, lane, acc, scratch);
     // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r) {
@@ -128,7 +137,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
       if (p.stats) nonfin += (it.valid && nonfinite(x)) ? 1u : 0u;
       acc[r] = x;
     }
-    encode_group<Cfg>(p, it, lane, acc, sat);
+    encode_group<Enc>(p, it, lane, acc, sat);
   }
   if (p.stats) flush_stats(p.stats, sat, nonfin);
 }
@@ -137,34 +146,37 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
 // plus the rank's own raw chunk (p.in, in_type) before the re-encode: acc = decode(src) + own.
 template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(const __grid_constant__ KernelParams p) {
-  using L = typename Cfg::Out;  // == Cfg::In (encode_group refuses regrouping)
+  using Enc = ReencodeCfg<Cfg>;
+  using L = typename Enc::In;  // == Cfg::Out
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
   const int64_t total = p.chunks * p.geo.nblocks;
   const int gsub = lane >> Cfg::LB;
+  __shared__ __align__(16) float scratch_mem[kScratchBlockFloats<Cfg>];
+  float* scratch = group_scratch<Cfg>(scratch_mem, gsub);
   unsigned long long sat = 0;
   for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
     const Item it = make_item<Cfg>(p, base + gsub);
     RawCodes<Cfg> raw;
     load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, raw);
     float acc[Cfg::EPL];
-    decode_codes<Cfg>(p, raw, lane, acc, nullptr);
-    float own[Cfg::EPL];  // the rank's own values, zero past m (load_raw)
+    decode_codes<Cfg>(p, raw, lane, acc, scratch);
+    float own[Cfg::EPL];  // the rank's own values in layout L, zero past m (load_raw)
     if (p.in_type == DataType::BF16) {
-      RawInput<Cfg, uint16_t> in;
-      load_raw<Cfg, uint16_t>(p, it, lane, in);
-      unpack_raw<Cfg, uint16_t>(in, own);
+      RawInput<Enc, uint16_t> in;
+      load_raw<Enc, uint16_t>(p, it, lane, in);
+      unpack_raw<Enc, uint16_t>(in, own);
     } else {
-      RawInput<Cfg, float> in;
-      load_raw<Cfg, float>(p, it, lane, in);
-      unpack_raw<Cfg, float>(in, own);
+      RawInput<Enc, float> in;
+      load_raw<Enc, float>(p, it, lane, in);
+      unpack_raw<Enc, float>(in, own);
     }
     // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r)
       acc[r] = (it.valid && elem_index<L>(r, lane) < it.m) ? __fadd_rn(acc[r], own[r]) : 0.0f;
-    encode_group<Cfg>(p, it, lane, acc, sat);
+    encode_group<Enc>(p, it, lane, acc, sat);
   }
 }
 
@@ -302,8 +314,12 @@ GroupKernel group_kernel(KernelFn fn) {
 // Small transformed decodes (bench/records/2026-11-30-h200-v8-ab.md): 16 per lane was faster up
 // to 8 MiB (taco decode 1.18x at 1 MiB, 1.25x at 8 MiB) and slower at 256 MiB (0.93x), so
 // launches of at most kSmallDecodeElems outputs take a 16-per-lane kernel. Against the regrouped
-// 32-per-lane kernel (bench/records/2026-12-01-h200-v18-ab.md) it still wins at 1-2 MiB of bf16
-// input (1.00-1.09x) and ties at 4 MiB; from 8 MiB the regrouped one is 1.09-1.24x faster.
+// 32-per-lane kernel (bench/records/2026-12-01-h200-v18-ab.md) it still wins up to 1 M outputs
+// (by up to 1.09x) and loses from 2 M outputs on (a decode of 4 MiB 0.97x, a decode-reduce of
+// 8 MiB 0.86x).
+// The re-encoding kernels decode as Dec does and encode in the layout the decode leaves
+// (ReencodeCfg): for regrouped groups of 128 that measured 1.02-1.05x over LaneLayout throughout
+// (bench/records/2026-12-01-h200-v19-ab.md).
 template <int LG, bool Had>
 GroupKernels group_kernels() {
   constexpr int kEncodeR = LG >= 5 ? 5 : 4;
@@ -311,7 +327,7 @@ GroupKernels group_kernels() {
   constexpr Lay kPlain = Had ? Lay::Sector : Lay::Lane;
   using Enc = GroupCfg<LG, kEncodeR, Had, kPlain>;
   using Dec = GroupCfg<LG, kDecodeR, Had, Had && LG == 7 ? Lay::LaneToSector : kPlain>;
-  using Reenc = GroupCfg<LG, kDecodeR, Had, Lay::Lane>;
+  using Reenc = std::conditional_t<Dec::kRegroup, Dec, GroupCfg<LG, kDecodeR, Had, Lay::Lane>>;
   using Small = GroupCfg<LG, (LG >= 10 ? 5 : 4), Had, kPlain>;  // Dec itself when untransformed
   GroupKernels k;
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);

@@ -30,8 +30,9 @@ struct GroupKernels {
 GroupKernels select_group_kernels(int group_size, bool transform);
 
 inline constexpr int kGroupThreads = 128;  // threads per block of every group kernel
-// Decode launches of at most this many output elements (4 MiB of bf16) take decode_reduce_small.
-inline constexpr int64_t kSmallDecodeElems = int64_t(2) << 20;
+// Decode launches of at most this many output elements (2 MiB of bf16) take decode_reduce_small
+// (records v18: from 2 M outputs on, decode and decode-reduce, the regrouped kernel is faster).
+inline constexpr int64_t kSmallDecodeElems = int64_t(1) << 20;
 inline constexpr int kScopedThreads = 256;
 inline constexpr int kScopedRun = 16;      // elements per thread in the element-wise kernels
 inline constexpr int kStatsSegment = 8192; // elements per warp in the block-statistics kernel
