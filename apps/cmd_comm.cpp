@@ -44,6 +44,7 @@ struct CommArgs {
   int pipeline = 1;
   std::string pipeline_min = "4M";
   int codec_sms = 0;
+  bool nccl_ce = false;
   int64_t cols = 1024;
   uint64_t seed = 1;
   double timeout = 300;
@@ -94,6 +95,7 @@ taco::gpu::CommOptions to_options(const CommArgs& a) {
   o.pipeline_min_bytes = a.pipeline_min == "0" ? 0 : parse_bytes(a.pipeline_min, "--pipeline-min");
   TACO_REQUIRE_INPUT(a.codec_sms >= 0, "--codec-sms must be >= 0 (0: all SMs), got {}", a.codec_sms);
   o.codec_sms = a.codec_sms;
+  o.copy_engine = a.nccl_ce;
   o.iters = a.iters;
   o.warmup = a.warmup;
   o.check = a.check;
@@ -123,8 +125,9 @@ void print_header(const CommReport& r, const CommArgs& a) {
              r.nranks, r.nprocs, r.gpus_per_proc, r.launch, r.transport, r.nccl_runtime.empty() ? "-" : r.nccl_runtime,
              r.nccl_header.empty() ? "-" : r.nccl_header, taco::gpu::cuda_version_string(d.runtime_version),
              taco::gpu::cuda_version_string(d.driver_api_version), d.driver_version.empty() ? "?" : d.driver_version);
-  fmt::print("# iters {} warmup {} check {} pipeline {} cols {} seed {} timeout {} s | settings hash {:016x}\n", a.iters,
-             a.warmup, a.check, a.pipeline, a.cols, a.seed, a.timeout, r.settings_hash);
+  fmt::print("# iters {} warmup {} check {} pipeline {} cols {} seed {} timeout {} s | wire buffers {} | settings hash "
+             "{:016x}\n", a.iters, a.warmup, a.check, a.pipeline, a.cols, a.seed, a.timeout,
+             r.wire_memory.empty() ? "-" : r.wire_memory, r.settings_hash);
   for (const auto& k : r.ranks)
     fmt::print("#  Rank {:2} Pid {:6} on {:>10} device {:2} [{}] {}\n", k.rank, k.pid, k.host, k.device, k.pci, k.name);
   for (const auto& e : r.env) fmt::print("#  env {}={}\n", e.first, e.second);
@@ -182,11 +185,12 @@ nlohmann::json to_json(const CommReport& r, const CommArgs& a) {
                             {"pci_bus_id", k.pci}, {"name", k.name}});
   m["env"] = r.env;
   m["config"] = {{"iters", a.iters},         {"warmup_iters", a.warmup},     {"check", a.check},
-                 {"pipeline", a.pipeline},   {"pipeline_min", a.pipeline_min}, {"codec_sms", a.codec_sms}, {"cols", a.cols},               {"seed", a.seed},
+                 {"pipeline", a.pipeline},   {"pipeline_min", a.pipeline_min}, {"codec_sms", a.codec_sms}, {"nccl_ce", a.nccl_ce}, {"cols", a.cols}, {"seed", a.seed},
                  {"timeout_s", a.timeout},   {"algo", a.algos},              {"overlap_stats", !a.no_overlap},
                  {"time", "mean over processes of (wall time of -n back-to-back runs) / n, after a barrier"},
                  {"busbw", "nccl-tests factors on the uncompressed size; GB = 1e9 B"},
                  {"eff_busbw", "busbw with the data counted as bf16 (2 B/element)"}};
+  m["wire_memory"] = r.wire_memory;
   m["settings"] = r.settings;
   m["settings_hash"] = fmt::format("{:016x}", r.settings_hash);
   m["notes"] = r.notes;
@@ -297,6 +301,9 @@ void add_comm(CLI::App& root) {
   c->add_option("--codec-sms", args->codec_sms,
                 "SMs the codec kernels may fill (0: all); the rest stay free for the NCCL kernels they overlap")
       ->capture_default_str();
+  c->add_flag("--nccl-ce", args->nccl_ce,
+              "Compressed messages on a communicator with NCCL_CTA_POLICY_ZERO and wire buffers registered as "
+              "symmetric NCCL windows, so NCCL (>= 2.28) moves all-gathers with copy engines over NVLink");
   c->add_option("--cols", args->cols, "Hidden size: the codec sees a buffer as [count/cols, cols]")
       ->capture_default_str();
   c->add_option("--seed", args->seed, "Seed of the structured inputs")->capture_default_str();

@@ -176,6 +176,7 @@ void Harness::setup() {
   TACO_REQUIRE_INPUT(!o_.sizes.empty(), "no sizes to run (-b/-e)");
   TACO_REQUIRE_INPUT(!o_.dtypes.empty() && !o_.colls.empty(), "no collective or dtype to run");
   TACO_REQUIRE_INPUT(o_.plain || !o_.codecs.empty(), "nothing to run: --no-plain and no --codec");
+  TACO_REQUIRE_INPUT(!(o_.copy_engine && o_.loopback > 0), "--nccl-ce needs NCCL ranks, not --loopback");
   for (const auto& c : o_.codecs) {
     (void)GpuQuant::require_supported(c);  // InputError naming what the GPU supports
     wire_models_.emplace(c, comm::wire_model(c));
@@ -220,10 +221,10 @@ void Harness::setup() {
   for (const auto& c : o_.codecs) codecs += c + ",";
   rep_.settings = fmt::format(
       "nranks={} procs={} g={} launch={} coll={} sizes={} dtypes={} codecs={} plain={} algos={} pipeline={}/{} iters={} "
-      "warmup={} check={} cols={} seed={} overlap={} timeout={} codec_sms={}",
+      "warmup={} check={} cols={} seed={} overlap={} timeout={} codec_sms={} nccl_ce={}",
       N_, rep_.nprocs, rep_.gpus_per_proc, rep_.launch, colls, join_sizes(o_.sizes), dtypes, codecs, int(o_.plain),
       algos.empty() ? "auto" : algos, o_.pipeline, o_.pipeline_min_bytes, o_.iters, o_.warmup, o_.check, o_.cols, o_.seed, int(o_.overlap),
-      o_.timeout_s, o_.codec_sms);
+      o_.timeout_s, o_.codec_sms, int(o_.copy_engine));
   rep_.settings_hash = fnv1a(rep_.settings);
   uint64_t lo = 0, hi = 0;
   mpi_.allreduce_min_max(rep_.settings_hash, lo, hi, "MPI_Iallreduce(settings hash)");
@@ -242,6 +243,7 @@ void Harness::setup() {
     s.devices = devices;
     s.timeout_s = o_.timeout_s;
     s.host = mpi_.host();
+    s.copy_engine = o_.copy_engine;
     s.unique_id = mpi_.rank() == 0 ? make_nccl_id() : std::vector<char>(nccl_id_bytes());
     mpi_.bcast(s.unique_id.data(), s.unique_id.size(), 0, "MPI_Ibcast(ncclUniqueId)");
     fabric = make_nccl_fabric(s);
@@ -366,6 +368,10 @@ void Harness::allocate() {
     if (o_.loopback > 0) break;
   }
   ctx_->allocate(s);
+  rep_.wire_memory = ctx_->fabric().wire_memory();
+  if (o_.copy_engine && rep_.wire_memory != "nccl-window")
+    note("--nccl-ce: NCCL registered no symmetric windows (its peers are not all NVLink P2P, or cuMem is off), so "
+         "compressed messages take NCCL's kernels");
 }
 
 void Harness::fill_inputs(DType t, int64_t count) {

@@ -25,6 +25,7 @@ struct CommOptions {
   int pipeline = 1;
   int64_t pipeline_min_bytes = 4 << 20;  // pieces of a rank's chunk never smaller (0: no limit)
   int codec_sms = 0;                     // SMs the codec kernels may use (0: all)
+  bool copy_engine = false;              // NcclSetup::copy_engine (--nccl-ce)
   int iters = 20, warmup = 5, check = 1;
   int gpus_per_proc = 0;                 // 0: all visible GPUs (single process) or 1 (MPI)
   int loopback = 0;                      // > 0: that many virtual ranks on one GPU
@@ -70,6 +71,7 @@ struct CommReport {
   DeviceInfo device;           // the root's first GPU
   std::vector<RankInfo> ranks;
   std::map<std::string, std::string> env;  // NCCL_*, CUDA_VISIBLE_DEVICES, ...
+  std::string wire_memory;     // Fabric::wire_memory() after allocation
   std::string settings;        // what every rank agreed on
   uint64_t settings_hash = 0;
   std::vector<std::string> notes;  // skipped combinations and why

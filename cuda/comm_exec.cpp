@@ -72,15 +72,15 @@ void CommContext::allocate(const BufferSizes& s) {
       r.scratch = DeviceBuffer();
       r.in = DeviceBuffer(std::max<size_t>(s.in, 16), "cudaMalloc(collective input)");
       r.out = DeviceBuffer(std::max<size_t>(s.out, 16), "cudaMalloc(collective output)");
-      for (int i = 0; i < comm::kWireBufs; ++i) {
-        const size_t b = std::max<size_t>(size_t(s.wire[size_t(i)]), 16);
-        r.wire[size_t(i)] = DeviceBuffer(b, "cudaMalloc(wire buffer)");
-        TACO_CUDA_CHECK(cudaMemset(r.wire[size_t(i)].get(), 0, b));
-      }
       r.scratch = DeviceBuffer(std::max<size_t>(s.scratch, 16), "cudaMalloc(ring scratch)");
     } catch (...) {
       rethrow_for(r.tag);
     }
+  }
+  // The fabric allocates wire buffers for all local ranks at once (NCCL windows are collective).
+  for (int i = 0; i < comm::kWireBufs; ++i) {
+    auto bufs = fabric_->alloc_wire(std::max<size_t>(size_t(s.wire[size_t(i)]), 16));
+    for (int l = 0; l < nlocal(); ++l) ranks_[size_t(l)].wire[size_t(i)] = std::move(bufs[size_t(l)]);
   }
   sizes_ = s;
 }

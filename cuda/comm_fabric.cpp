@@ -26,6 +26,16 @@ namespace taco::gpu {
 
 std::string rank_prefix(const RankTag& t) { return fmt::format("rank {} (host {}, GPU {})", t.rank, t.host, t.device); }
 
+std::vector<DeviceBuffer> Fabric::alloc_wire(size_t bytes) {
+  std::vector<DeviceBuffer> out;
+  for (int l = 0; l < nlocal(); ++l) {
+    TACO_CUDA_CHECK(cudaSetDevice(tag(l).device));
+    out.emplace_back(bytes, "cudaMalloc(wire buffer)");
+    TACO_CUDA_CHECK(cudaMemset(out.back().get(), 0, bytes));
+  }
+  return out;
+}
+
 // ---- NCCL ------------------------------------------------------------------------------------
 #if defined(TACO_HAVE_NCCL)
 
@@ -80,14 +90,17 @@ class NcclFabric final : public Fabric {
     disarm();
     check(r, "ncclGroupEnd()", -1, __FILE__, __LINE__);
   }
+  // Byte messages are the compressed collectives' (and plain all-to-all / send-recv rows'): on the
+  // wire communicator when it exists, and only there can they meet the windows of alloc_wire.
   void send(int l, const void* buf, size_t bytes, int peer, cudaStream_t s) override {
-    check(ncclSend(buf, bytes, ncclUint8, peer, comm(l), s), "ncclSend", l, __FILE__, __LINE__);
+    check(ncclSend(buf, bytes, ncclUint8, peer, byte_comm(l, buf), s), "ncclSend", l, __FILE__, __LINE__);
   }
   void recv(int l, void* buf, size_t bytes, int peer, cudaStream_t s) override {
-    check(ncclRecv(buf, bytes, ncclUint8, peer, comm(l), s), "ncclRecv", l, __FILE__, __LINE__);
+    check(ncclRecv(buf, bytes, ncclUint8, peer, byte_comm(l, buf), s), "ncclRecv", l, __FILE__, __LINE__);
   }
   void all_gather_bytes(int l, const void* src, void* dst, size_t bytes, cudaStream_t s) override {
-    check(ncclAllGather(src, dst, bytes, ncclUint8, comm(l), s), "ncclAllGather(bytes)", l, __FILE__, __LINE__);
+    check(ncclAllGather(src, dst, bytes, ncclUint8, byte_comm(l, dst), s), "ncclAllGather(bytes)", l, __FILE__,
+          __LINE__);
   }
   void all_reduce(int l, const void* in, void* out, size_t count, DType t, cudaStream_t s) override {
     check(ncclAllReduce(in, out, count, nccl_type(t), ncclSum, comm(l), s), "ncclAllReduce", l, __FILE__, __LINE__);
@@ -100,17 +113,23 @@ class NcclFabric final : public Fabric {
     check(ncclAllGather(in, out, count, nccl_type(t), comm(l), s), "ncclAllGather", l, __FILE__, __LINE__);
   }
 
+  std::vector<DeviceBuffer> alloc_wire(size_t bytes) override;
+  std::string wire_memory() const override { return wire_memory_; }
+
   void check_async() override {
     for (int l = 0; l < nlocal(); ++l) {
-      ncclResult_t st = ncclSuccess;
-      check(ncclCommGetAsyncError(comm(l), &st), "ncclCommGetAsyncError", l, __FILE__, __LINE__);
-      if (st != ncclSuccess && st != ncclInProgress) fail(l, "asynchronous NCCL error", st);
+      for (ncclComm_t c : {comm(l), wire_comms_.empty() ? nullptr : wire_comms_[size_t(l)]}) {
+        if (!c) continue;
+        ncclResult_t st = ncclSuccess;
+        check(ncclCommGetAsyncError(c, &st), "ncclCommGetAsyncError", l, __FILE__, __LINE__);
+        if (st != ncclSuccess && st != ncclInProgress) fail(l, "asynchronous NCCL error", st);
+      }
     }
   }
 
   void abort() noexcept override {
     if (aborted_.exchange(true)) return;
-    for (auto* v : {&comms_, &init_comms_})
+    for (auto* v : {&wire_comms_, &comms_, &init_comms_})
       for (auto& c : *v)
         if (c) {
           (void)ncclCommAbort(c);
@@ -123,6 +142,18 @@ class NcclFabric final : public Fabric {
     if (aborted_) throw Error(fmt::format("{}: NCCL communicators were aborted after an earlier failure", where(l)));
     return comms_[size_t(l)];
   }
+  // The wire communicator for messages in alloc_wire's buffers, else the plain one (plain rows'
+  // send/recv keep the default CTA policy).
+  ncclComm_t byte_comm(int l, const void* buf) const {
+    const ncclComm_t c = comm(l);
+    if (wire_comms_.empty()) return c;
+    for (const auto& [ptr, bytes] : wire_ranges_[size_t(l)])
+      if (static_cast<const uint8_t*>(buf) >= ptr && static_cast<const uint8_t*>(buf) < ptr + bytes)
+        return wire_comms_[size_t(l)];
+    return c;
+  }
+  void make_wire_comms();
+  void release_window(int l, void* ptr, void* win) noexcept;  // win: an ncclWindow_t or nullptr
   std::string where(int l) const {
     return l >= 0 ? rank_prefix(tag(l)) : fmt::format("ranks {}..{} (host {})", tag(0).rank, tag(nlocal() - 1).rank,
                                                       tag(0).host);
@@ -192,7 +223,10 @@ class NcclFabric final : public Fabric {
 
   std::vector<ncclComm_t> comms_;       // used for every call
   std::vector<ncclComm_t> init_comms_;  // the non-blocking parents (timeout > 0)
-  std::vector<ncclConfig_t> configs_, child_configs_;
+  std::vector<ncclComm_t> wire_comms_;  // copy_engine: CTA policy zero, for alloc_wire's buffers
+  std::vector<std::vector<std::pair<const uint8_t*, size_t>>> wire_ranges_;  // per local rank
+  std::string wire_memory_ = "cudaMalloc";
+  std::vector<ncclConfig_t> configs_, child_configs_, wire_configs_;
   double timeout_s_ = 0;
   std::atomic<bool> aborted_{false}, fired_{false};
   std::atomic<int64_t> armed_ns_{0};
@@ -230,6 +264,7 @@ NcclFabric::NcclFabric(const NcclSetup& s) : timeout_s_(s.timeout_s) {
   check(ncclGroupEnd(), "ncclGroupEnd() after ncclCommInitRankConfig", -1, __FILE__, __LINE__, watched);
   if (!watched) {
     comms_ = first;
+    if (s.copy_engine) make_wire_comms();
     return;
   }
   init_comms_ = first;
@@ -246,6 +281,106 @@ NcclFabric::NcclFabric(const NcclSetup& s) : timeout_s_(s.timeout_s) {
   settle(init_comms_, "ncclCommSplit");
   settle(comms_, "ncclCommSplit (new communicators)");
   watchdog_ = std::thread([this] { watch(); });
+  if (s.copy_engine) make_wire_comms();
+}
+
+// A blocking twin of every communicator with NCCL_CTA_POLICY_ZERO: with symmetric windows on both
+// buffers, NCCL (>= 2.28) runs all-gathers and all-to-alls of it as copy-engine transfers.
+void NcclFabric::make_wire_comms() {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  if (runtime_code() < 22800)
+    throw_input_error("--nccl-ce needs NCCL >= 2.28 at run time; this process loaded {}", version_string(runtime_code()));
+  wire_comms_.assign(comms_.size(), nullptr);
+  wire_ranges_.assign(comms_.size(), {});
+  wire_configs_.assign(comms_.size(), ncclConfig_t(NCCL_CONFIG_INITIALIZER));
+  for (auto& c : wire_configs_) {
+    c.blocking = 1;
+    c.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+  }
+  const auto& parents = init_comms_.empty() ? comms_ : init_comms_;
+  arm("ncclCommSplit (wire communicators)");
+  check(ncclGroupStart(), "ncclGroupStart()", -1, __FILE__, __LINE__);
+  for (int l = 0; l < nlocal(); ++l)
+    check(ncclCommSplit(parents[size_t(l)], 0, tag(l).rank, &wire_comms_[size_t(l)], &wire_configs_[size_t(l)]),
+          "ncclCommSplit (wire communicators)", l, __FILE__, __LINE__, true);
+  const ncclResult_t r = ncclGroupEnd();
+  disarm();
+  check(r, "ncclGroupEnd() after ncclCommSplit (wire communicators)", -1, __FILE__, __LINE__, true);
+  if (!init_comms_.empty()) settle(init_comms_, "ncclCommSplit (wire communicators)");
+  settle(wire_comms_, "ncclCommSplit (wire communicators)");
+  wire_memory_ = "ncclMemAlloc";
+#else
+  throw_input_error("--nccl-ce needs NCCL >= 2.28; taco was built with the headers of {}",
+                    version_string(NCCL_VERSION_CODE));
+#endif
+}
+
+std::vector<DeviceBuffer> NcclFabric::alloc_wire(size_t bytes) {
+  if (wire_comms_.empty()) return Fabric::alloc_wire(bytes);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  std::vector<void*> ptrs(size_t(nlocal()), nullptr);
+  std::vector<ncclWindow_t> wins(size_t(nlocal()), nullptr);
+  auto free_all = [&] {
+    for (int l = 0; l < nlocal(); ++l) release_window(l, ptrs[size_t(l)], wins[size_t(l)]);
+  };
+  try {
+    for (int l = 0; l < nlocal(); ++l) {
+      TACO_CUDA_CHECK(cudaSetDevice(tag(l).device));
+      const ncclResult_t r = ncclMemAlloc(&ptrs[size_t(l)], bytes);
+      if (r != ncclSuccess) {
+        ptrs[size_t(l)] = nullptr;
+        fail(l, fmt::format("ncclMemAlloc of {} B (wire buffer) failed", bytes), r);
+      }
+      TACO_CUDA_CHECK(cudaMemset(ptrs[size_t(l)], 0, bytes));
+    }
+    // Collective over every rank: one group for this process's ranks.
+    arm("ncclCommWindowRegister");
+    check(ncclGroupStart(), "ncclGroupStart()", -1, __FILE__, __LINE__);
+    for (int l = 0; l < nlocal(); ++l)
+      check(ncclCommWindowRegister(wire_comms_[size_t(l)], ptrs[size_t(l)], bytes, &wins[size_t(l)],
+                                   NCCL_WIN_COLL_SYMMETRIC),
+            "ncclCommWindowRegister", l, __FILE__, __LINE__);
+    const ncclResult_t r = ncclGroupEnd();
+    disarm();
+    check(r, "ncclGroupEnd() after ncclCommWindowRegister", -1, __FILE__, __LINE__);
+  } catch (...) {
+    free_all();
+    throw;
+  }
+  // NCCL registers nothing (and returns success) where it has no symmetric memory support
+  // (peers not all NVLink-connected, or no cuMem): the messages then take NCCL's kernels.
+  bool all = true;
+  for (auto w : wins) all = all && w != nullptr;
+  wire_memory_ = all ? "nccl-window" : "ncclMemAlloc";
+  std::vector<DeviceBuffer> out;
+  for (int l = 0; l < nlocal(); ++l) {
+    wire_ranges_[size_t(l)].emplace_back(static_cast<const uint8_t*>(ptrs[size_t(l)]), bytes);
+    void* w = wins[size_t(l)];
+    out.emplace_back(ptrs[size_t(l)], bytes, [this, l, w](void* p) { release_window(l, p, w); });
+  }
+  return out;
+#else
+  (void)bytes;
+  throw_error("NCCL windows without NCCL >= 2.28");
+#endif
+}
+
+void NcclFabric::release_window(int l, void* ptr, void* win) noexcept {
+  if (!ptr) return;
+  (void)cudaSetDevice(tag(l).device);
+  auto& ranges = wire_ranges_[size_t(l)];
+  for (size_t i = 0; i < ranges.size(); ++i)
+    if (ranges[i].first == ptr) {
+      ranges.erase(ranges.begin() + long(i));
+      break;
+    }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  // Deregistering is local; after an abort the communicator is gone and so is its window.
+  if (win && !aborted_) (void)ncclCommWindowDeregister(wire_comms_[size_t(l)], static_cast<ncclWindow_t>(win));
+  (void)ncclMemFree(ptr);
+#else
+  (void)win;
+#endif
 }
 
 NcclFabric::~NcclFabric() {
@@ -259,6 +394,8 @@ NcclFabric::~NcclFabric() {
   }
   if (aborted_) return;
   try {
+    for (auto& c : wire_comms_) (void)ncclCommDestroy(c);
+    wire_comms_.clear();
     for (auto& c : comms_) (void)ncclCommDestroy(c);
     comms_.clear();
     if (!init_comms_.empty()) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "cuda/device.hpp"
 
 namespace taco::gpu {
 
@@ -45,6 +46,13 @@ class Fabric {
   virtual void reduce_scatter(int local, const void* in, void* out, size_t recvcount, DType t, cudaStream_t s) = 0;
   virtual void all_gather(int local, const void* in, void* out, size_t count, DType t, cudaStream_t s) = 0;
 
+  // A zeroed wire buffer (the compressed collectives' messages) of `bytes` for every local rank.
+  // Collective: every process allocates the same sizes in the same order. Default: cudaMalloc.
+  virtual std::vector<DeviceBuffer> alloc_wire(size_t bytes);
+  // How alloc_wire's buffers are held, for the report: "cudaMalloc", "nccl-window" (symmetric
+  // NCCL windows: copy-engine all-gathers) or "ncclMemAlloc" (NCCL declined the windows).
+  virtual std::string wire_memory() const { return "cudaMalloc"; }
+
   // Throws (after aborting the communicators) if a communicator reported an asynchronous error.
   virtual void check_async() = 0;
   // Ends all communication at once (idempotent, never throws): used before reporting a failure.
@@ -68,6 +76,10 @@ struct NcclSetup {
   std::vector<char> unique_id;  // ncclUniqueId bytes shared by every process (make_nccl_id on rank 0)
   double timeout_s = 300;    // <= 0: blocking communicators, no deadline
   std::string host;
+  // Compressed collectives' messages on a second communicator with NCCL_CTA_POLICY_ZERO, their
+  // wire buffers from ncclMemAlloc registered as symmetric windows (NCCL >= 2.28): NCCL then
+  // moves all-gathers with the copy engines over NVLink, leaving every SM to the codec kernels.
+  bool copy_engine = false;
 };
 std::vector<char> make_nccl_id();
 size_t nccl_id_bytes();  // sizeof(ncclUniqueId)

@@ -20,15 +20,23 @@ DeviceBuffer::DeviceBuffer(size_t bytes, const char* what) : bytes_(bytes) {
   }
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) (void)cudaFree(ptr_);  // a destructor must not throw; errors surface elsewhere
+void DeviceBuffer::reset() noexcept {
+  // Never throws (destructors, moves); errors surface elsewhere.
+  if (ptr_) {
+    if (release_) release_(ptr_);
+    else (void)cudaFree(ptr_);
+  }
+  ptr_ = nullptr;
+  bytes_ = 0;
+  release_ = nullptr;
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (ptr_) (void)cudaFree(ptr_);
+    reset();
     ptr_ = std::exchange(o.ptr_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
+    release_ = std::exchange(o.release_, nullptr);
   }
   return *this;
 }

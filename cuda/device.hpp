@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -15,11 +16,15 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(size_t bytes, const char* what);
-  ~DeviceBuffer();
+  // Adopts `bytes` at `ptr` allocated elsewhere (NCCL windows); `release` frees it, never throwing.
+  DeviceBuffer(void* ptr, size_t bytes, std::function<void(void*)> release)
+      : ptr_(ptr), bytes_(bytes), release_(std::move(release)) {}
+  ~DeviceBuffer() { reset(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)),
-                                            bytes_(std::exchange(o.bytes_, 0)) {}
+                                            bytes_(std::exchange(o.bytes_, 0)),
+                                            release_(std::exchange(o.release_, nullptr)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
 
   void* get() const { return ptr_; }
@@ -27,8 +32,10 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
+  void reset() noexcept;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  std::function<void(void*)> release_;  // empty: cudaFree
 };
 
 class CudaStream {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <cmath>
 #include <random>
@@ -361,7 +362,8 @@ TEST_CASE("comm: mismatched groups are reported, not hung (loopback)", "[comm]")
   REQUIRE(msg.find("rank 0 sends 1 messages to rank 1, which posts 0 receives") != std::string::npos);
 }
 
-TEST_CASE("comm: NCCL on every visible GPU equals the host executor", "[comm][nccl]") {
+// One process driving every visible GPU (up to 8) as NCCL ranks.
+static NcclSetup all_gpus_setup(bool copy_engine) {
   const int ndev = std::min(device_count_noexcept(), 8);
   REQUIRE(ndev >= 1);
   NcclSetup st;
@@ -373,6 +375,13 @@ TEST_CASE("comm: NCCL on every visible GPU equals the host executor", "[comm][nc
   st.unique_id = make_nccl_id();
   st.timeout_s = 60;
   st.host = "test";
+  st.copy_engine = copy_engine;
+  return st;
+}
+
+TEST_CASE("comm: NCCL on every visible GPU equals the host executor", "[comm][nccl]") {
+  const NcclSetup st = all_gpus_setup(false);
+  const int ndev = st.nranks;
   CommContext ctx(make_nccl_fabric(st), 60.0);
   // plain: exact
   const int64_t count = 8192 * ndev;
@@ -418,4 +427,22 @@ TEST_CASE("comm: NCCL on every visible GPU equals the host executor", "[comm][nc
       REQUIRE(compare_with_host(ctx, "taco", coll, algo, 8 * ndev, 1024, depth, DType::BF16) == "");
       REQUIRE(compare_with_host(ctx, "fp8-row", coll, algo, 3 * ndev + 1, 256, depth, DType::F32) == "");
     }
+}
+
+// --nccl-ce: the compressed messages go through symmetric windows on a zero-CTA communicator (copy
+// engines between NVLink peers); the results must not change by a bit.
+TEST_CASE("comm: NCCL with copy-engine messages (--nccl-ce) equals the host executor", "[comm][nccl]") {
+  const NcclSetup st = all_gpus_setup(true);
+  const int ndev = st.nranks;
+  CommContext ctx(make_nccl_fabric(st), 60.0);
+  for (const auto& [coll, algo] : kAlgos)
+    for (int depth : {1, 3}) {
+      CAPTURE(comm::coll_name(coll), comm::algo_name(algo), depth);
+      REQUIRE(compare_with_host(ctx, "taco", coll, algo, 8 * ndev, 1024, depth, DType::BF16) == "");
+      REQUIRE(compare_with_host(ctx, "fp8-g128", coll, algo, 16 * ndev, 4096, depth, DType::F32) == "");
+    }
+  // With several NVLink GPUs and P2P allowed, NCCL must have taken the windows (else this case
+  // would test the kernel path twice).
+  const char* p2p_off = std::getenv("NCCL_P2P_DISABLE");
+  if (ndev >= 2 && !(p2p_off && std::string(p2p_off) == "1")) CHECK(ctx.fabric().wire_memory() == "nccl-window");
 }

@@ -19,6 +19,7 @@ def comm(taco):
     (["--codec-sms=-1"], "--codec-sms must be >= 0"),
     (["--loopback=-2"], "--loopback must be >= 0"),
     (["-g", "-1"], "-g/--ngpus must be >= 0"),
+    (["--nccl-ce", "--loopback", "2"], "--nccl-ce needs NCCL ranks"),
 ])
 def test_bad_comm_flags_exit_2_with_one_line(comm, args, msg):
     r = run(comm, "comm", *args)
@@ -30,3 +31,8 @@ def test_bad_comm_flags_exit_2_with_one_line(comm, args, msg):
 def test_codec_sms_is_documented(comm):
     out = run(comm, "comm", "--help").stdout
     assert "--codec-sms" in out and "NCCL kernels" in out
+
+
+def test_nccl_ce_is_documented(comm):
+    out = run(comm, "comm", "--help").stdout
+    assert "--nccl-ce" in out and "copy engines" in out
