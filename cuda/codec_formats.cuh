@@ -113,6 +113,17 @@ __device__ __forceinline__ uint32_t int_sym_code(float t, float qmax) {
   return uint32_t(int32_t(rne_small(clamp_nan0(t, -qmax, qmax)))) & 0xffu;
 }
 
+// Four int_sym_code codes as one word (|qmax| < 2^22). Adding 1.5 * 2^23 rounds to an integer
+// (ties to even, as rne_small) and leaves its two's complement in the low byte of the sum's bits,
+// so neither the subtraction nor a conversion is needed.
+__device__ __forceinline__ uint32_t int8x4_sym(float a, float b, float c, float d, float qmax) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  auto word = [qmax](float t) { return fbits(__fadd_rn(clamp_nan0(t, -qmax, qmax), kMagic)); };
+  const uint32_t lo = __byte_perm(word(a), word(b), 0x0040);  // a's low byte, then b's
+  const uint32_t hi = __byte_perm(word(c), word(d), 0x0040);
+  return __byte_perm(lo, hi, 0x5410);
+}
+
 // One element code for the non-TACO rules: t is already v / s.
 __device__ __forceinline__ uint32_t element_code(float t, const QuantRules& q) {
   switch (q.elem) {

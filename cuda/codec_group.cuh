@@ -225,8 +225,9 @@ __device__ __forceinline__ uint32_t fp8x4_sat(float a, float b, float c, float d
 
 // The element codes of t (already divided by the scale) as quads. The format branch is taken
 // once per group, not per element: with the kind a constant, two saturating FP8 codes are one
-// conversion instruction.
-template <int N>
+// conversion instruction, and four int8 codes four additions and three byte permutes
+// (kInt8: the caller may meet int8 elements).
+template <int N, bool kInt8>
 __device__ __forceinline__ void encode_quads(const float (&t)[N], uint32_t (&quad)[N / 4], const QuantRules& q) {
   if (q.saturate && q.elem == ElemKind::E4M3) {
 #pragma unroll
@@ -234,6 +235,9 @@ __device__ __forceinline__ void encode_quads(const float (&t)[N], uint32_t (&qua
   } else if (q.saturate && q.elem == ElemKind::E5M2) {
 #pragma unroll
     for (int i = 0; i < N / 4; ++i) quad[i] = fp8x4_sat<__NV_E5M2>(t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
+  } else if (kInt8 && q.elem == ElemKind::INT8) {
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) quad[i] = int8x4_sym(t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3], q.qmax);
   } else {
 #pragma unroll
     for (int i = 0; i < N / 4; ++i)
@@ -319,7 +323,9 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
       for (int r = 0; r < EPL; ++r) t[r] = t[r] > kClamp ? kClamp : (t[r] < -kClamp ? -kClamp : t[r]);
     }
-    encode_quads<EPL>(t, quad, q);  // TACO elements are FP8 (variant.cpp)
+    // TACO elements are FP8 (variant.cpp). Compiling the int8 branch into this path made the
+    // taco encode 2-3% slower (bench/records/2026-12-01-h200-v21-ab.md).
+    encode_quads<EPL, false>(t, quad, q);
     if (it.valid) {
       store_codes<L>(wire + it.b * Cfg::G, quad, lane, n, p.code_vec);
       if (leader) {
@@ -355,7 +361,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
       for (int r = 0; r < EPL; ++r) t[r] = __fdiv_rn(finite_or_zero(v[r]), so.s);
     }
-    encode_quads<EPL>(t, quad, q);
+    encode_quads<EPL, true>(t, quad, q);
     if (it.valid) {
       store_codes<L>(wire + it.b * Cfg::G, quad, lane, n, p.code_vec);
       if (leader) {
