@@ -196,12 +196,17 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&quad)
   }
 }
 
+// The byte-wise paths of unaligned scales are calls: inlined, ptxas predicates them next to the
+// aligned access, and all their byte loads or stores then issue in every group (profile of the
+// taco decode: 8 byte loads per lane and group).
+static __device__ __noinline__ void put_le4_unaligned(uint8_t* dst, uint32_t v) { put_le(dst, v, 4); }
+static __device__ __noinline__ uint32_t get_le4_unaligned(const uint8_t* src) { return get_le(src, 4); }
 __device__ __forceinline__ void store_f32_scalar(uint8_t* dst, float x, bool aligned) {
   if (aligned) *reinterpret_cast<float*>(dst) = x;
-  else put_le(dst, fbits(x), 4);
+  else put_le4_unaligned(dst, fbits(x));
 }
 __device__ __forceinline__ float load_f32_scalar(const uint8_t* src, bool aligned) {
-  return aligned ? __ldg(reinterpret_cast<const float*>(src)) : bitsf(get_le(src, 4));
+  return aligned ? __ldg(reinterpret_cast<const float*>(src)) : bitsf(get_le4_unaligned(src));
 }
 
 // ---- encode --------------------------------------------------------------------------------
