@@ -4,7 +4,8 @@
 # tool brings back at most 8 files); a short table is printed last.
 #
 #   scripts/comm_run.sh multi    2+ GPUs: comm GPU tests (NCCL with every GPU + loopback), sweeps
-#                                1 MiB..1 GiB for NVLink, NCCL_P2P_DISABLE=1 and NCCL_P2P_DISABLE=1
+#                                1 MiB..1 GiB for NVLink (NCCL kernels, then --nccl-ce copy
+#                                engines), NCCL_P2P_DISABLE=1 and NCCL_P2P_DISABLE=1
 #                                NCCL_SHM_DISABLE=1 (plain bf16 vs taco), the three all-reduce
 #                                algorithms at 256 MiB, mpirun -np N, nccl_anchor.py (NVLink)
 #   scripts/comm_run.sh single   one GPU: comm GPU tests, `taco comm -g 1` (real NCCL, one rank),
@@ -101,6 +102,9 @@ else
       2>> "$LOG" | tail -1 | tee -a "$SUMMARY"
   # Plain bf16 and taco (pipelined) per transport, 1 MiB .. 1 GiB.
   comm nvlink - -g "$NG" -b 1M -e "$MAXB" -f 2 -n "$ITERS" -w 5 --codec taco --pipeline 4 --transport nvlink
+  # The same with the compressed messages as copy-engine transfers (--nccl-ce, docs/comm.md).
+  comm nvlink_ce - -g "$NG" -b 1M -e "$MAXB" -f 2 -n "$ITERS" -w 5 --codec taco --pipeline 4 --nccl-ce \
+       --transport nvlink
   comm shm NCCL_P2P_DISABLE=1 -g "$NG" -b 1M -e "$MAXB" -f 4 -n 5 -w 2 --codec taco --pipeline 4 --transport shm
   comm socket "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1" -g "$NG" -b 1M -e "$MAXB" -f 4 -n 3 -w 1 --codec taco \
        --pipeline 4 --transport socket
