@@ -29,8 +29,9 @@ std::string rank_prefix(const RankTag& t) { return fmt::format("rank {} (host {}
 std::vector<DeviceBuffer> Fabric::alloc_wire(size_t bytes) {
   std::vector<DeviceBuffer> out;
   for (int l = 0; l < nlocal(); ++l) {
+    const std::string what = fmt::format("cudaMalloc(wire buffer) on {}", rank_prefix(tag(l)));
     TACO_CUDA_CHECK(cudaSetDevice(tag(l).device));
-    out.emplace_back(bytes, "cudaMalloc(wire buffer)");
+    out.emplace_back(bytes, what.c_str());
     TACO_CUDA_CHECK(cudaMemset(out.back().get(), 0, bytes));
   }
   return out;
