@@ -59,11 +59,29 @@ __global__ void __launch_bounds__(kGroupThreads) group_encode_kernel(const __gri
 // acc = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32), in layout Cfg::Out; `first`
 // holds the codes of src[0], already loaded. The first decode writes acc directly, so a plain
 // decode (one source) carries no loop state.
+// With 16 per lane the second source's codes load before the first decode, so a short launch
+// waits for one memory round trip, not two (bench/records/2026-12-01-h200-v23-ab.md).
 template <class Cfg>
 __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, const RawCodes<Cfg>& first,
                                            float (&acc)[Cfg::EPL], float* scratch) {
-  decode_codes<Cfg>(p, first, lane, acc, scratch);
-  for (int s = 1; s < p.nsrc; ++s) {
+  int s = 1;
+  if constexpr (Cfg::EPL <= 16) {
+    if (p.nsrc > 1) {
+      RawCodes<Cfg> second;
+      load_codes<Cfg>(p, p.src[1] + it.c * p.wire_in_stride, it, lane, second);
+      decode_codes<Cfg>(p, first, lane, acc, scratch);
+      float d[Cfg::EPL];
+      decode_codes<Cfg>(p, second, lane, d, scratch);
+#pragma unroll
+      for (int r = 0; r < Cfg::EPL; ++r) acc[r] = __fadd_rn(acc[r], d[r]);
+      s = 2;
+    } else {
+      decode_codes<Cfg>(p, first, lane, acc, scratch);
+    }
+  } else {
+    decode_codes<Cfg>(p, first, lane, acc, scratch);
+  }
+  for (; s < p.nsrc; ++s) {
     RawCodes<Cfg> raw;
     load_codes<Cfg>(p, p.src[s] + it.c * p.wire_in_stride, it, lane, raw);
     float d[Cfg::EPL];
