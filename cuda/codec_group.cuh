@@ -1,9 +1,12 @@
 #pragma once
 // The fused warp-group pipelines of the block-scaled codecs with flat groups of G (TACO,
 // fp8-g128, mxfp8, int8-g128, with or without a Hadamard transform). One templated family: the
-// group size and the transform are compile-time (they shape the register layout), everything
-// else (element format, scale format and rounding, TACO / dual rules, RHT signs, saturation,
-// dtypes) is run-time data in KernelParams and costs one uniform branch.
+// group size and the transform are compile-time (they shape the register layout), and so is the
+// rule family (TACO's adaptive and dual scales, or one block scale): a kernel's occupancy is set
+// by its heaviest path, and the TACO path's registers cost the block-scaled encodes a block per
+// multiprocessor (fp8-g128: 94 registers with both paths, 77 alone). Everything else (element
+// format, scale format and rounding, dual scale, RHT signs, saturation, dtypes) is run-time data
+// in KernelParams and costs one uniform branch.
 //
 // Work decomposition: a warp owns 32 / 2^LB groups at a time (2^LB lanes per group, 2^R
 // consecutive elements per lane, so a lane's input is one or more 16-byte loads); a grid-stride
@@ -24,7 +27,7 @@ namespace taco::gpu::detail {
 //    regroups the values into SectorLayout for the stores (fwht_to).
 enum class Lay { Lane, Sector, LaneToSector };
 
-template <int LG_, int R_, bool Had_, Lay K_>
+template <int LG_, int R_, bool Had_, Lay K_, bool Taco_>
 struct GroupCfg {
   static constexpr int LG = LG_, R = R_, LB = LG_ - R_;
   static constexpr int G = 1 << LG_;     // group size
@@ -32,6 +35,7 @@ struct GroupCfg {
   static constexpr int LPG = 1 << LB;    // lanes per group
   static constexpr int GPW = 32 / LPG;   // groups per warp
   static constexpr bool kHad = Had_;
+  static constexpr bool kTaco = Taco_;  // TACO rules (QuantRules::taco; the dispatch matches them)
   static_assert(LB >= 0 && LB <= 5, "a group spans at most one warp");
   static_assert(EPL >= 8, "16-byte bf16 loads need 8 elements per lane");
   static constexpr bool kRegroup = K_ == Lay::LaneToSector;
@@ -266,7 +270,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
   const int n = Cfg::kHad ? Cfg::G : it.m;  // codes stored
   uint32_t quad[EPL / 4];
 
-  if (q.taco) {
+  if constexpr (Cfg::kTaco) {
     // methods.md 1.4 / quant_codec.hpp "TACO rules", steps 2-6
     float s_a = 1.0f, S = 0.0f;
     if (q.dual) {
@@ -441,7 +445,7 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
   if (it.valid) {
     if (q.scale_bytes == 4) raw.s_bits = fbits(load_f32_scalar(wire + p.geo.scale_off + 4 * it.b, p.scale_vec4));
     else raw.s_bits = get_le(wire + p.geo.scale_off + it.b * q.scale_bytes, q.scale_bytes);
-    if (q.taco && q.dual) raw.s_a_bits = fbits(load_f32_scalar(wire + p.geo.aux_off + 4 * it.b, p.scale_vec4));
+    if (Cfg::kTaco && q.dual) raw.s_a_bits = fbits(load_f32_scalar(wire + p.geo.aux_off + 4 * it.b, p.scale_vec4));
   }
 }
 
@@ -476,7 +480,7 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   const QuantRules& q = p.rules;
   // A NaN/Inf code anywhere in the group spreads through the transform: one group-wide flag.
   bool finite = false;  // no NaN/Inf code in the whole group (only computed for TACO codecs)
-  if (q.taco) {
+  if constexpr (Cfg::kTaco) {
     // A byte is NaN/Inf when its exponent-and-mantissa bits (E4M3) or its exponent bits (E5M2)
     // are all ones: adding one at the lowest such bit then carries into bit 7 (never further).
     const bool e4 = q.elem == ElemKind::E4M3;
@@ -492,7 +496,7 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   float s = 1.0f, s_a = 1.0f;
   if (raw.valid) {
     s = q.scale_bytes == 4 ? bitsf(raw.s_bits) : decode_scale(raw.s_bits, q.scale);
-    if (q.taco && q.dual) s_a = bitsf(raw.s_a_bits);
+    if (Cfg::kTaco && q.dual) s_a = bitsf(raw.s_a_bits);
   }
   decode_elems<EPL>(raw.w, s, q.elem, v);
   if constexpr (Cfg::kHad) {
@@ -501,7 +505,7 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], q.hconst);
     if (q.rht) apply_rht_signs<Out>(v, lane, q);
   }
-  if (q.taco) {
+  if constexpr (Cfg::kTaco) {
     // Valid wires: finite codes and s_q in [2^-55, 2^60] make every value finite, and every
     // nonzero |value| at least s_q * 2^-41 (a multiple of the smallest code's float quantum,
     // times 1/sqrt(G)) and at most s_q * 2^24, so the fast division is exact (its conditions:

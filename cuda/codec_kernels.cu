@@ -33,8 +33,16 @@ constexpr int kScratchBlockFloats =
 // Encode: each warp iteration takes GPW groups (one per lane subgroup). Loading the next
 // iteration's groups ahead (as the decode kernel does) measured 10-13% slower here: the registers
 // it takes cost a block per multiprocessor (bench/records 2026-11-30 v4 A/B).
+// Blocks per multiprocessor asked of ptxas. The block-scaled untransformed bf16 encodes wait on
+// memory half the time (records v10 ncu: half the issue slots idle); 7 blocks (72 registers, no
+// spills; 8 would spill) made fp8-g128 and mxfp8 encodes 1.09-1.11x at 256 MiB - 1 GiB. The
+// others ask for 5 (at most 102 registers): left to itself, ptxas gave the TACO-only encode 114
+// registers, 4 blocks and 0.94x (bench/records/2026-12-01-h200-v26-ab.md).
 template <class Cfg, typename InT>
-__global__ void __launch_bounds__(kGroupThreads) group_encode_kernel(const __grid_constant__ KernelParams p) {
+constexpr int kEncodeMinBlocks = (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7 : 5;
+
+template <class Cfg, typename InT>
+__global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>) group_encode_kernel(const __grid_constant__ KernelParams p) {
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
@@ -103,7 +111,8 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
 // decoded values already are (a regrouping decode hands them over in SectorLayout).
 template <class Cfg>
 using ReencodeCfg = GroupCfg<Cfg::LG, Cfg::R, Cfg::kHad,
-                             std::is_same_v<typename Cfg::Out, typename Cfg::SectorL> ? Lay::Sector : Lay::Lane>;
+                             std::is_same_v<typename Cfg::Out, typename Cfg::SectorL> ? Lay::Sector : Lay::Lane,
+                             Cfg::kTaco>;
 
 // Decode (+ reduce): the first source's codes of the next iteration load while this one decodes
 // (6-7% faster than without on H200 for taco and fp8-g128 decodes: bench/records v4 A/B).
@@ -338,15 +347,15 @@ GroupKernel group_kernel(KernelFn fn) {
 // The re-encoding kernels decode as Dec does and encode in the layout the decode leaves
 // (ReencodeCfg): for regrouped groups of 128 that measured 1.02-1.05x over LaneLayout throughout
 // (bench/records/2026-12-01-h200-v19-ab.md).
-template <int LG, bool Had>
+template <int LG, bool Had, bool Taco>
 GroupKernels group_kernels() {
   constexpr int kEncodeR = LG >= 5 ? 5 : 4;
   constexpr int kDecodeR = Had ? kEncodeR : (LG >= 10 ? 5 : 4);
   constexpr Lay kPlain = Had ? Lay::Sector : Lay::Lane;
-  using Enc = GroupCfg<LG, kEncodeR, Had, kPlain>;
-  using Dec = GroupCfg<LG, kDecodeR, Had, Had && LG == 7 ? Lay::LaneToSector : kPlain>;
-  using Reenc = std::conditional_t<Dec::kRegroup, Dec, GroupCfg<LG, kDecodeR, Had, Lay::Lane>>;
-  using Small = GroupCfg<LG, (LG >= 10 ? 5 : 4), Had, kPlain>;  // Dec itself when untransformed
+  using Enc = GroupCfg<LG, kEncodeR, Had, kPlain, Taco>;
+  using Dec = GroupCfg<LG, kDecodeR, Had, Had && LG == 7 ? Lay::LaneToSector : kPlain, Taco>;
+  using Reenc = std::conditional_t<Dec::kRegroup, Dec, GroupCfg<LG, kDecodeR, Had, Lay::Lane, Taco>>;
+  using Small = GroupCfg<LG, (LG >= 10 ? 5 : 4), Had, kPlain, Taco>;  // Dec itself when untransformed
   GroupKernels k;
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
   k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);
@@ -359,15 +368,23 @@ GroupKernels group_kernels() {
 
 }  // namespace detail
 
-GroupKernels select_group_kernels(int group_size, bool transform) {
+namespace {
+template <int LG>
+GroupKernels group_kernels_of(bool transform, bool taco) {
+  if (transform) return taco ? detail::group_kernels<LG, true, true>() : detail::group_kernels<LG, true, false>();
+  return taco ? detail::group_kernels<LG, false, true>() : detail::group_kernels<LG, false, false>();
+}
+}  // namespace
+
+GroupKernels select_group_kernels(int group_size, bool transform, bool taco) {
   switch (group_size) {
-    case 16: return transform ? detail::group_kernels<4, true>() : detail::group_kernels<4, false>();
-    case 32: return transform ? detail::group_kernels<5, true>() : detail::group_kernels<5, false>();
-    case 64: return transform ? detail::group_kernels<6, true>() : detail::group_kernels<6, false>();
-    case 128: return transform ? detail::group_kernels<7, true>() : detail::group_kernels<7, false>();
-    case 256: return transform ? detail::group_kernels<8, true>() : detail::group_kernels<8, false>();
-    case 512: return transform ? detail::group_kernels<9, true>() : detail::group_kernels<9, false>();
-    case 1024: return transform ? detail::group_kernels<10, true>() : detail::group_kernels<10, false>();
+    case 16: return group_kernels_of<4>(transform, taco);
+    case 32: return group_kernels_of<5>(transform, taco);
+    case 64: return group_kernels_of<6>(transform, taco);
+    case 128: return group_kernels_of<7>(transform, taco);
+    case 256: return group_kernels_of<8>(transform, taco);
+    case 512: return group_kernels_of<9>(transform, taco);
+    case 1024: return group_kernels_of<10>(transform, taco);
     default:
       throw_input_error("GPU codecs: no kernel for group size {} (supported: 16, 32, 64, 128, 256, "
                         "512, 1024)", group_size);

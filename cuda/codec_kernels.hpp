@@ -27,7 +27,9 @@ struct GroupKernels {
   GroupKernel decode_add_encode;        // encode(decode(src[0]) + in): a ring all-reduce hop
 };
 
-GroupKernels select_group_kernels(int group_size, bool transform);
+// The kernels for groups of group_size, with or without the transform, for the TACO rules or
+// the block-scaled ones (QuantRules::taco).
+GroupKernels select_group_kernels(int group_size, bool transform, bool taco);
 
 inline constexpr int kGroupThreads = 128;  // threads per block of every group kernel
 // Decode launches of at most this many output elements (2 MiB of bf16) take decode_reduce_small

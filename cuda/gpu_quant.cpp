@@ -163,7 +163,7 @@ GpuQuant::GpuQuant(const std::string& variant) {
   TACO_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, dev));
   group_ = s.gran == Granularity::Group;
   if (group_) {
-    gk_ = select_group_kernels(s.block, q.transform != 0);
+    gk_ = select_group_kernels(s.block, q.transform != 0, q.taco != 0);
     occ_encode_ = occupancy(gk_.encode_bf16.fn, kGroupThreads);
     occ_encode_f32_ = occupancy(gk_.encode_f32.fn, kGroupThreads);
     occ_decode_ = occupancy(gk_.decode_reduce.fn, kGroupThreads);
