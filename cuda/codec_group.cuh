@@ -3,10 +3,11 @@
 // fp8-g128, mxfp8, int8-g128, with or without a Hadamard transform). One templated family: the
 // group size and the transform are compile-time (they shape the register layout), and so is the
 // rule family (TACO's adaptive and dual scales, or one block scale): a kernel's occupancy is set
-// by its heaviest path, and the TACO path's registers cost the block-scaled encodes a block per
-// multiprocessor (fp8-g128: 94 registers with both paths, 77 alone). Everything else (element
-// format, scale format and rounding, dual scale, RHT signs, saturation, dtypes) is run-time data
-// in KernelParams and costs one uniform branch.
+// by its heaviest path, and the TACO path's registers kept the block-scaled encodes from more
+// blocks per multiprocessor (fp8-g128: 94 registers with both paths; alone it fits 7 blocks, 72
+// registers, without spills: kEncodeMinBlocks). Everything else (element format, scale format
+// and rounding, dual scale, RHT signs, saturation, dtypes) is run-time data in KernelParams and
+// costs one uniform branch.
 //
 // Work decomposition: a warp owns 32 / 2^LB groups at a time (2^LB lanes per group, 2^R
 // consecutive elements per lane, so a lane's input is one or more 16-byte loads); a grid-stride
