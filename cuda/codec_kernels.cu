@@ -40,10 +40,12 @@ constexpr int kScratchBlockFloats =
 // 8-byte stack), 1.01-1.03x over 5 (records v27). The others ask for 5 (at most 102 registers):
 // left to itself, ptxas gave the TACO-only encode 114 registers, 4 blocks and 0.94x (v26).
 template <class Cfg, typename InT>
-constexpr int kEncodeMinBlocks = (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7 : (Cfg::kTaco && Cfg::kHad ? 6 : 5);
+constexpr int kEncodeMinBlocks =
+    (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7 : (Cfg::kTaco && Cfg::kHad ? 6 : 5);
 
 template <class Cfg, typename InT>
-__global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>) group_encode_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
+    group_encode_kernel(const __grid_constant__ KernelParams p) {
   const int lane = int(threadIdx.x & 31);
   const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
   const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
