@@ -37,11 +37,13 @@ constexpr int kScratchBlockFloats =
 // memory half the time (records v10 ncu: half the issue slots idle); 7 blocks (72 registers, no
 // spills; 8 would spill) made fp8-g128 and mxfp8 encodes 1.09-1.11x at 256 MiB - 1 GiB
 // (bench/records/2026-12-01-h200-v26-ab.md). Transformed TACO encodes: 6 (80 registers, an
-// 8-byte stack), 1.01-1.03x over 5 (records v27). The others ask for 5 (at most 102 registers):
-// left to itself, ptxas gave the TACO-only encode 114 registers, 4 blocks and 0.94x (v26).
+// 8-byte stack), 1.01-1.06x over 5 (records v27), but not for G = 64, whose 24-byte stack made
+// 8 MiB encodes 0.92x. The others ask for 5 (at most 102 registers): left to itself, ptxas gave
+// the TACO-only encode 114 registers, 4 blocks and 0.94x (v26).
 template <class Cfg, typename InT>
-constexpr int kEncodeMinBlocks =
-    (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7 : (Cfg::kTaco && Cfg::kHad ? 6 : 5);
+constexpr int kEncodeMinBlocks = (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7
+                                 : (Cfg::kTaco && Cfg::kHad && Cfg::LG != 6)       ? 6
+                                                                                   : 5;
 
 template <class Cfg, typename InT>
 __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
