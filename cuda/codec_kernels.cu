@@ -30,21 +30,21 @@ template <class Cfg>
 constexpr int kScratchBlockFloats =
     Cfg::kScratchFloats ? kGroupThreads / 32 * Cfg::GPW * Cfg::kScratchFloats : 4;
 
-// Encode: each warp iteration takes GPW groups (one per lane subgroup). Loading the next
-// iteration's groups ahead (as the decode kernel does) measured 10-13% slower here: the registers
-// it takes cost a block per multiprocessor (bench/records 2026-11-30 v4 A/B).
-// Blocks per multiprocessor asked of ptxas. The block-scaled untransformed bf16 encodes wait on
-// memory half the time (records v10 ncu: half the issue slots idle); 7 blocks (72 registers, no
-// spills; 8 would spill) made fp8-g128 and mxfp8 encodes 1.09-1.11x at 256 MiB - 1 GiB
-// (bench/records/2026-12-01-h200-v26-ab.md). Transformed TACO encodes: 6 (80 registers, an
-// 8-byte stack), 1.01-1.06x over 5 (records v27), but not for G = 64, whose 24-byte stack made
-// 8 MiB encodes 0.92x. The others ask for 5 (at most 102 registers): left to itself, ptxas gave
-// the TACO-only encode 114 registers, 4 blocks and 0.94x (v26).
+// Blocks per multiprocessor the encode kernel asks of ptxas. The block-scaled untransformed
+// bf16 encodes wait on memory half the time (records v10 ncu: half the issue slots idle); 7
+// blocks (72 registers, no spills; 8 would spill) made fp8-g128 and mxfp8 encodes 1.09-1.11x at
+// 256 MiB - 1 GiB (bench/records/2026-12-01-h200-v26-ab.md). Transformed TACO encodes: 6 (80
+// registers, an 8-byte stack), 1.01-1.06x over 5 (records v27), but not for G = 64, whose
+// 24-byte stack made 8 MiB encodes 0.92x (v30). The others ask for 5 (at most 102 registers):
+// left to itself, ptxas gave the TACO-only encode 114 registers, 4 blocks and 0.94x (v26).
 template <class Cfg, typename InT>
 constexpr int kEncodeMinBlocks = (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7
                                  : (Cfg::kTaco && Cfg::kHad && Cfg::LG != 6)       ? 6
                                                                                    : 5;
 
+// Encode: each warp iteration takes GPW groups (one per lane subgroup). Loading the next
+// iteration's groups ahead (as the decode kernel does) measured 10-13% slower here: the registers
+// it takes cost a block per multiprocessor (bench/records 2026-11-30 v4 A/B).
 template <class Cfg, typename InT>
 __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
     group_encode_kernel(const __grid_constant__ KernelParams p) {
