@@ -74,6 +74,16 @@ __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
 // decode (one source) carries no loop state.
 // With 16 per lane the second source's codes load before the first decode, so a short launch
 // waits for one memory round trip, not two (bench/records/2026-12-01-h200-v23-ab.md).
+// acc += decode(raw), in fp32.
+template <class Cfg>
+__device__ __forceinline__ void add_decoded(const KernelParams& p, const RawCodes<Cfg>& raw, int lane,
+                                            float (&acc)[Cfg::EPL], float* scratch) {
+  float d[Cfg::EPL];
+  decode_codes<Cfg>(p, raw, lane, d, scratch);
+#pragma unroll
+  for (int r = 0; r < Cfg::EPL; ++r) acc[r] = __fadd_rn(acc[r], d[r]);
+}
+
 template <class Cfg>
 __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, const RawCodes<Cfg>& first,
                                            float (&acc)[Cfg::EPL], float* scratch) {
@@ -83,10 +93,7 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
       RawCodes<Cfg> second;
       load_codes<Cfg>(p, p.src[1] + it.c * p.wire_in_stride, it, lane, second);
       decode_codes<Cfg>(p, first, lane, acc, scratch);
-      float d[Cfg::EPL];
-      decode_codes<Cfg>(p, second, lane, d, scratch);
-#pragma unroll
-      for (int r = 0; r < Cfg::EPL; ++r) acc[r] = __fadd_rn(acc[r], d[r]);
+      add_decoded<Cfg>(p, second, lane, acc, scratch);
       s = 2;
     } else {
       decode_codes<Cfg>(p, first, lane, acc, scratch);
@@ -97,10 +104,7 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
   for (; s < p.nsrc; ++s) {
     RawCodes<Cfg> raw;
     load_codes<Cfg>(p, p.src[s] + it.c * p.wire_in_stride, it, lane, raw);
-    float d[Cfg::EPL];
-    decode_codes<Cfg>(p, raw, lane, d, scratch);
-#pragma unroll
-    for (int r = 0; r < Cfg::EPL; ++r) acc[r] = __fadd_rn(acc[r], d[r]);
+    add_decoded<Cfg>(p, raw, lane, acc, scratch);
   }
 }
 
