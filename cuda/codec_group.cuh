@@ -60,30 +60,60 @@ __device__ __forceinline__ float* group_scratch(float* mem, int gsub) {
   else return mem + (int(threadIdx.x / 32) * Cfg::GPW + gsub) * Cfg::kScratchFloats;
 }
 
-// One lane's view of the group it works on.
+// One lane's view of the group it works on. Indices are 32-bit: the host splits launches so that
+// a launch has fewer than kMaxLaunchGroups groups (GpuQuant::launch_group).
 struct Item {
-  int64_t c = 0;     // chunk
-  int64_t b = 0;     // group inside the chunk
-  int m = 0;         // valid elements (G, or fewer for the tail group)
+  uint32_t c = 0;  // chunk
+  uint32_t b = 0;  // group inside the chunk
+  int m = 0;       // valid elements (G, or fewer for the tail group)
   bool valid = false;
 };
 
+// Offset of the item's group in a [chunks][stride] buffer of groups of G (elements or bytes),
+// and of its chunk.
 template <class Cfg>
-__device__ __forceinline__ Item make_item(const KernelParams& p, int64_t gg) {
+__device__ __forceinline__ int64_t group_at(const Item& it, int64_t stride) {
+  return int64_t(it.c) * stride + int64_t(it.b) * Cfg::G;
+}
+__device__ __forceinline__ int64_t chunk_at(const Item& it, int64_t stride) { return int64_t(it.c) * stride; }
+
+// Groups of the launch (chunks x nblocks, below 2^31).
+__device__ __forceinline__ uint32_t launch_groups(const KernelParams& p) {
+  return uint32_t(p.chunks * p.geo.nblocks);
+}
+
+// Valid elements of group b (the last group of a chunk may be short).
+template <class Cfg>
+__device__ __forceinline__ int group_elems(const KernelParams& p, uint32_t b) {
+  return b == uint32_t(p.geo.nblocks - 1) ? int(p.geo.numel - (p.geo.nblocks - 1) * Cfg::G) : Cfg::G;
+}
+
+// The item of flat group index gg (chunk-major); past the end: invalid, at group 0 so that no
+// address leaves the buffers. The chunk is gg / nblocks without a division (Granlund-Montgomery:
+// (umulhi(g, nb_magic) + g) >> nb_shift).
+template <class Cfg>
+__device__ __forceinline__ Item make_item(const KernelParams& p, uint32_t gg) {
   Item it;
-  const int64_t nb = p.geo.nblocks;
-  it.valid = gg < p.chunks * nb;
-  const int64_t g = it.valid ? gg : 0;
-  if (p.idx32) {
-    const uint32_t g32 = uint32_t(g);
-    it.c = int64_t((uint64_t(__umulhi(g32, p.nb_magic)) + g32) >> p.nb_shift);
-  } else {
-    it.c = g / nb;
-  }
-  it.b = g - it.c * nb;
-  const int64_t rem = p.geo.numel - it.b * Cfg::G;
-  it.m = int(rem < Cfg::G ? rem : Cfg::G);
+  it.valid = gg < launch_groups(p);
+  const uint32_t g = it.valid ? gg : 0u;
+  it.c = uint32_t((uint64_t(__umulhi(g, p.nb_magic)) + g) >> p.nb_shift);
+  it.b = g - it.c * uint32_t(p.geo.nblocks);
+  it.m = group_elems<Cfg>(p, it.b);
   return it;
+}
+
+// The lane's next item of a grid-stride walk, `step` groups on (flat index gg): inside the chunk
+// one addition; leaving it (or from an invalid item) through make_item. Re-deriving every item
+// in 64-bit arithmetic cost about 45 instructions per warp iteration.
+template <class Cfg>
+__device__ __forceinline__ void next_item(const KernelParams& p, Item& it, uint32_t gg, uint32_t step) {
+  const uint32_t b = it.b + step;
+  if (it.valid && b < uint32_t(p.geo.nblocks)) {
+    it.b = b;
+    it.m = group_elems<Cfg>(p, b);
+  } else {
+    it = make_item<Cfg>(p, gg);
+  }
 }
 
 template <class L>
@@ -111,11 +141,13 @@ __device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, 
   constexpr int kRunWords = K * int(sizeof(InT)) / 4;    // a run is whole 16-byte vectors
   static_assert(kRunWords % 4 == 0, "runs of at least 16 bytes");
   const int lo = L::lane_offset(lane);
-  const InT* src = static_cast<const InT*>(p.in) + it.c * p.in_stride + it.b * Cfg::G;
+  const InT* src = static_cast<const InT*>(p.in) + group_at<Cfg>(it, p.in_stride);
   if (it.valid && it.m == Cfg::G && p.in_vec16) {
 #pragma unroll
     for (int j = 0; j < Cfg::EPL / K; ++j) {
-      const uint4* s = reinterpret_cast<const uint4*>(src + (L::reg_offset(j * K) | lo));
+      // + rather than |: the bits are disjoint, and a constant added to one lane pointer is an
+      // immediate offset of the load (with |, a 64-bit address per load).
+      const uint4* s = reinterpret_cast<const uint4*>(src + lo + L::reg_offset(j * K));
 #pragma unroll
       for (int t = 0; t < kRunWords / 4; ++t) {
         const uint4 q = __ldg(s + t);
@@ -181,7 +213,7 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&quad)
 #pragma unroll
     for (int j = 0; j < kRuns; ++j) {
       const uint32_t* w = quad + j * K / 4;
-      uint8_t* d = dst + (L::reg_offset(j * K) | lo);
+      uint8_t* d = dst + lo + L::reg_offset(j * K);
       if constexpr (K == 4) {
         *reinterpret_cast<uint32_t*>(d) = w[0];
       } else if constexpr (K == 8) {
@@ -267,7 +299,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
   constexpr int EPL = Cfg::EPL;
   const QuantRules& q = p.rules;
   const bool leader = (lane & (Cfg::LPG - 1)) == 0;
-  uint8_t* wire = p.wire_out + it.c * p.wire_out_stride;
+  uint8_t* wire = p.wire_out + chunk_at(it, p.wire_out_stride);
   const int n = Cfg::kHad ? Cfg::G : it.m;  // codes stored
   uint32_t quad[EPL / 4];
 
@@ -337,10 +369,10 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     // taco encode 2-3% slower (bench/records/2026-12-01-h200-v21-ab.md).
     encode_quads<EPL, false>(t, quad, q);
     if (it.valid) {
-      store_codes<L>(wire + it.b * Cfg::G, quad, lane, n, p.code_vec);
+      store_codes<L>(wire + int64_t(it.b) * Cfg::G, quad, lane, n, p.code_vec);
       if (leader) {
-        store_f32_scalar(wire + p.geo.scale_off + 4 * it.b, s_q, p.scale_vec4);
-        if (q.dual) store_f32_scalar(wire + p.geo.aux_off + 4 * it.b, s_a, p.scale_vec4);
+        store_f32_scalar(wire + p.geo.scale_off + 4 * int64_t(it.b), s_q, p.scale_vec4);
+        if (q.dual) store_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), s_a, p.scale_vec4);
       }
     }
   } else {
@@ -373,9 +405,9 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     }
     encode_quads<EPL, true>(t, quad, q);
     if (it.valid) {
-      store_codes<L>(wire + it.b * Cfg::G, quad, lane, n, p.code_vec);
+      store_codes<L>(wire + int64_t(it.b) * Cfg::G, quad, lane, n, p.code_vec);
       if (leader) {
-        uint8_t* sp = wire + p.geo.scale_off + it.b * q.scale_bytes;
+        uint8_t* sp = wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes;
         if (q.scale_bytes == 4) store_f32_scalar(sp, bitsf(so.code), p.scale_vec4);
         else put_le(sp, so.code, q.scale_bytes);
       }
@@ -410,11 +442,11 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
   const QuantRules& q = p.rules;
   const int lo = L::lane_offset(lane);
   const int n = Cfg::kHad ? Cfg::G : it.m;
-  const uint8_t* cp = wire + it.b * Cfg::G;
+  const uint8_t* cp = wire + int64_t(it.b) * Cfg::G;
   if (it.valid && p.code_vec && n == Cfg::G) {
 #pragma unroll
     for (int j = 0; j < EPL / K; ++j) {
-      const uint8_t* s = cp + (L::reg_offset(j * K) | lo);
+      const uint8_t* s = cp + lo + L::reg_offset(j * K);
       uint32_t* w = raw.w + j * (K / 4);
       if constexpr (K == 8) {
         const uint2 q2 = __ldcs(reinterpret_cast<const uint2*>(s));
@@ -444,9 +476,9 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
   raw.s_bits = 0;
   raw.s_a_bits = 0;
   if (it.valid) {
-    if (q.scale_bytes == 4) raw.s_bits = fbits(load_f32_scalar(wire + p.geo.scale_off + 4 * it.b, p.scale_vec4));
-    else raw.s_bits = get_le(wire + p.geo.scale_off + it.b * q.scale_bytes, q.scale_bytes);
-    if (Cfg::kTaco && q.dual) raw.s_a_bits = fbits(load_f32_scalar(wire + p.geo.aux_off + 4 * it.b, p.scale_vec4));
+    if (q.scale_bytes == 4) raw.s_bits = fbits(load_f32_scalar(wire + p.geo.scale_off + 4 * int64_t(it.b), p.scale_vec4));
+    else raw.s_bits = get_le(wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes, q.scale_bytes);
+    if (Cfg::kTaco && q.dual) raw.s_a_bits = fbits(load_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), p.scale_vec4));
   }
 }
 
@@ -551,7 +583,7 @@ __device__ __forceinline__ void store_values(const KernelParams& p, int64_t firs
 #pragma unroll
         for (int t = 0; t < K / 2; ++t)
           w[t] = bf16x2_bits_hw(v[j * K + 2 * t], v[j * K + 2 * t + 1]);
-        uint16_t* d = out + (L::reg_offset(j * K) | lo);
+        uint16_t* d = out + lo + L::reg_offset(j * K);
         if constexpr (K == 4) {
           __stcs(reinterpret_cast<uint2*>(d), make_uint2(w[0], w[1]));
         } else {
@@ -572,7 +604,7 @@ __device__ __forceinline__ void store_values(const KernelParams& p, int64_t firs
     if (full && p.out_vec16 && K >= 4) {
 #pragma unroll
       for (int j = 0; j < kRuns; ++j) {
-        float* d = out + (L::reg_offset(j * K) | lo);
+        float* d = out + lo + L::reg_offset(j * K);
 #pragma unroll
         for (int t = 0; t < K / 4; ++t)
           __stcs(reinterpret_cast<float4*>(d) + t,

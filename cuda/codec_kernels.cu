@@ -49,13 +49,14 @@ template <class Cfg, typename InT>
 __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
     group_encode_kernel(const __grid_constant__ KernelParams p) {
   const int lane = int(threadIdx.x & 31);
-  const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
-  const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
-  const int64_t total = p.chunks * p.geo.nblocks;
+  const uint32_t warp = blockIdx.x * (kGroupThreads / 32) + threadIdx.x / 32;
+  const uint32_t nwarps = gridDim.x * (kGroupThreads / 32);
+  const uint32_t total = launch_groups(p);
   const int gsub = lane >> Cfg::LB;
   unsigned long long sat = 0, nonfin = 0;
-  for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
-    const Item it = make_item<Cfg>(p, base + gsub);
+  const uint32_t step = nwarps * Cfg::GPW;
+  Item it = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
+  for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step)) {
     RawInput<Cfg, InT> raw;
     load_raw<Cfg, InT>(p, it, lane, raw);
     float v[Cfg::EPL];
@@ -91,7 +92,7 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
   if constexpr (Cfg::EPL <= 16) {
     if (p.nsrc > 1) {
       RawCodes<Cfg> second;
-      load_codes<Cfg>(p, p.src[1] + it.c * p.wire_in_stride, it, lane, second);
+      load_codes<Cfg>(p, p.src[1] + chunk_at(it, p.wire_in_stride), it, lane, second);
       decode_codes<Cfg>(p, first, lane, acc, scratch);
       add_decoded<Cfg>(p, second, lane, acc, scratch);
       s = 2;
@@ -103,7 +104,7 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
   }
   for (; s < p.nsrc; ++s) {
     RawCodes<Cfg> raw;
-    load_codes<Cfg>(p, p.src[s] + it.c * p.wire_in_stride, it, lane, raw);
+    load_codes<Cfg>(p, p.src[s] + chunk_at(it, p.wire_in_stride), it, lane, raw);
     add_decoded<Cfg>(p, raw, lane, acc, scratch);
   }
 }
@@ -112,7 +113,7 @@ template <class Cfg>
 __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, float (&acc)[Cfg::EPL],
                                            float* scratch) {
   RawCodes<Cfg> first;
-  load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, first);
+  load_codes<Cfg>(p, p.src[0] + chunk_at(it, p.wire_in_stride), it, lane, first);
   decode_sum<Cfg>(p, it, lane, first, acc, scratch);
 }
 
@@ -128,24 +129,24 @@ using ReencodeCfg = GroupCfg<Cfg::LG, Cfg::R, Cfg::kHad,
 template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(const __grid_constant__ KernelParams p) {
   const int lane = int(threadIdx.x & 31);
-  const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
-  const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
-  const int64_t total = p.chunks * p.geo.nblocks;
-  const int64_t step = nwarps * Cfg::GPW;
+  const uint32_t warp = blockIdx.x * (kGroupThreads / 32) + threadIdx.x / 32;
+  const uint32_t nwarps = gridDim.x * (kGroupThreads / 32);
+  const uint32_t total = launch_groups(p);
+  const uint32_t step = nwarps * Cfg::GPW;
   const int gsub = lane >> Cfg::LB;
   __shared__ __align__(16) float scratch_mem[kScratchBlockFloats<Cfg>];
   float* scratch = group_scratch<Cfg>(scratch_mem, gsub);
   Item next = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
   RawCodes<Cfg> next_first;
-  load_codes<Cfg>(p, p.src[0] + next.c * p.wire_in_stride, next, lane, next_first);
-  for (int64_t base = warp * Cfg::GPW; base < total; base += step) {
+  load_codes<Cfg>(p, p.src[0] + chunk_at(next, p.wire_in_stride), next, lane, next_first);
+  for (uint32_t base = warp * Cfg::GPW; base < total; base += step) {
     const Item it = next;
     const RawCodes<Cfg> first = next_first;
-    next = make_item<Cfg>(p, base + step + gsub);
-    load_codes<Cfg>(p, p.src[0] + next.c * p.wire_in_stride, next, lane, next_first);
+    next_item<Cfg>(p, next, base + step + gsub, step);
+    load_codes<Cfg>(p, p.src[0] + chunk_at(next, p.wire_in_stride), next, lane, next_first);
     float acc[Cfg::EPL];
     decode_sum<Cfg>(p, it, lane, first, acc, scratch);
-    if (it.valid) store_values<typename Cfg::Out>(p, it.c * p.out_stride + it.b * Cfg::G, acc, lane, it.m);
+    if (it.valid) store_values<typename Cfg::Out>(p, group_at<Cfg>(it, p.out_stride), acc, lane, it.m);
   }
 }
 
@@ -154,15 +155,16 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
   using Enc = ReencodeCfg<Cfg>;
   using L = typename Enc::In;  // == Cfg::Out
   const int lane = int(threadIdx.x & 31);
-  const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
-  const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
-  const int64_t total = p.chunks * p.geo.nblocks;
+  const uint32_t warp = blockIdx.x * (kGroupThreads / 32) + threadIdx.x / 32;
+  const uint32_t nwarps = gridDim.x * (kGroupThreads / 32);
+  const uint32_t total = launch_groups(p);
   const int gsub = lane >> Cfg::LB;
   __shared__ __align__(16) float scratch_mem[kScratchBlockFloats<Cfg>];
   float* scratch = group_scratch<Cfg>(scratch_mem, gsub);
   unsigned long long sat = 0, nonfin = 0;
-  for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
-    const Item it = make_item<Cfg>(p, base + gsub);
+  const uint32_t step = nwarps * Cfg::GPW;
+  Item it = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
+  for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step)) {
     float acc[Cfg::EPL];
     decode_sum<Cfg>(p, it, lane, acc, scratch);
     // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
@@ -185,17 +187,18 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(
   using Enc = ReencodeCfg<Cfg>;
   using L = typename Enc::In;  // == Cfg::Out
   const int lane = int(threadIdx.x & 31);
-  const int64_t warp = int64_t(blockIdx.x) * (kGroupThreads / 32) + threadIdx.x / 32;
-  const int64_t nwarps = int64_t(gridDim.x) * (kGroupThreads / 32);
-  const int64_t total = p.chunks * p.geo.nblocks;
+  const uint32_t warp = blockIdx.x * (kGroupThreads / 32) + threadIdx.x / 32;
+  const uint32_t nwarps = gridDim.x * (kGroupThreads / 32);
+  const uint32_t total = launch_groups(p);
   const int gsub = lane >> Cfg::LB;
   __shared__ __align__(16) float scratch_mem[kScratchBlockFloats<Cfg>];
   float* scratch = group_scratch<Cfg>(scratch_mem, gsub);
   unsigned long long sat = 0;
-  for (int64_t base = warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
-    const Item it = make_item<Cfg>(p, base + gsub);
+  const uint32_t step = nwarps * Cfg::GPW;
+  Item it = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
+  for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step)) {
     RawCodes<Cfg> raw;
-    load_codes<Cfg>(p, p.src[0] + it.c * p.wire_in_stride, it, lane, raw);
+    load_codes<Cfg>(p, p.src[0] + chunk_at(it, p.wire_in_stride), it, lane, raw);
     float acc[Cfg::EPL];
     decode_codes<Cfg>(p, raw, lane, acc, scratch);
     float own[Cfg::EPL];  // the rank's own values in layout L, zero past m (load_raw)

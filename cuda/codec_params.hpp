@@ -57,9 +57,9 @@ struct KernelParams {
   QuantRules rules;
   ChunkGeometry geo;
   int64_t chunks;
-  // (chunk, block) of a flat group index g < chunks * nblocks without a 64-bit division, when
-  // idx32 (g fits in 31 bits): c = (umulhi(g, nb_magic) + g) >> nb_shift (Granlund-Montgomery).
-  int32_t idx32;
+  // Group kernels: the chunk of a flat group index g < chunks * nblocks (below 2^31, the host
+  // splits larger launches) without a division: c = (umulhi(g, nb_magic) + g) >> nb_shift
+  // (Granlund-Montgomery).
   uint32_t nb_magic;
   int32_t nb_shift;
 

@@ -188,10 +188,6 @@ __global__ void add_own_kernel(float* acc, const void* own, DataType t, int64_t 
 
 }  // namespace
 
-namespace {
-bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
-}  // namespace
-
 void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows,
                        int64_t cols, uint8_t* wire_out, float* scratch, cudaStream_t s) {
   const int64_t n = rows * cols;
@@ -203,41 +199,7 @@ void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* ow
     q.encode(scratch, DataType::F32, 1, rows, cols, wire_out, s);
     return;
   }
-  const QuantRules& rules = q.rules();
-  const GroupKernel& k = q.group_kernels().decode_add_encode;
-  const KernelFn fn = k.fn;
-  KernelParams p;
-  std::memset(&p, 0, sizeof p);
-  p.rules = rules;
-  p.geo = q.geometry(rows, cols);
-  p.chunks = 1;
-  p.in = own;
-  p.in_type = own_type;
-  p.in_stride = p.geo.numel;
-  p.wire_out = wire_out;
-  p.wire_out_stride = p.geo.total;
-  p.src[0] = wire_in;
-  p.nsrc = 1;
-  p.wire_in_stride = p.geo.total;
-  p.out_stride = p.geo.numel;
-  // Vector access only where GpuQuant would allow it for the same buffers.
-  p.code_vec = aligned(wire_in, 16) && aligned(wire_out, 16);
-  p.in_vec16 = aligned(own, 16);
-  p.scale_vec4 = aligned(wire_in + p.geo.scale_off, 4) && aligned(wire_out + p.geo.scale_off, 4) &&
-                 p.geo.aux_off % 4 == 0;
-  int dev = 0, sms = 0, occ = 0;
-  TACO_CUDA_CHECK(cudaGetDevice(&dev));
-  TACO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  TACO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(fn), kGroupThreads, 0));
-  const int gpw = k.groups_per_warp;
-  const int64_t groups = p.geo.nblocks;
-  const int64_t warps = (groups + gpw - 1) / gpw;
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>((warps + 3) / 4, int64_t(sms) * std::max(occ, 1)));
-  void* args[] = {&p};
-  const cudaError_t err =
-      cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(unsigned(blocks)), dim3(kGroupThreads), args, 0, s);
-  if (err != cudaSuccess) throw_cuda_error(err, "cudaLaunchKernel(group_decode_add_encode_kernel)", __FILE__, __LINE__);
-  TACO_CUDA_CHECK_LAUNCH("group_decode_add_encode_kernel", s);
+  q.decode_add_encode(wire_in, own, own_type, rows, cols, wire_out, s);
 }
 
 void fill_structured(void* out, DType t, int64_t count, int rank, const DataGen& g, cudaStream_t s) {

@@ -169,6 +169,7 @@ GpuQuant::GpuQuant(const std::string& variant) {
     occ_decode_ = occupancy(gk_.decode_reduce.fn, kGroupThreads);
     occ_decode_small_ = occupancy(gk_.decode_reduce_small.fn, kGroupThreads);
     occ_dre_ = occupancy(gk_.decode_reduce_encode.fn, kGroupThreads);
+    occ_dae_ = occupancy(gk_.decode_add_encode.fn, kGroupThreads);
   } else {
     occ_scoped_ = occupancy(scoped_quant_kernel(), kScopedThreads);
   }
@@ -205,10 +206,8 @@ KernelParams GpuQuant::base_params(int64_t chunks, int64_t rows, int64_t cols) c
   p.wire_out_stride = p.geo.total;
   p.wire_in_stride = p.geo.total;
   p.nsrc = 0;
-  const int64_t groups = chunks * p.geo.nblocks;
-  if (groups < (int64_t(1) << 31)) {
+  if (group_ && p.geo.nblocks >= 1 && p.geo.nblocks <= kMaxLaunchGroups) {
     const DivMagic dm = div_magic(uint32_t(p.geo.nblocks));
-    p.idx32 = 1;
     p.nb_magic = dm.magic;
     p.nb_shift = dm.shift;
   }
@@ -228,11 +227,32 @@ void GpuQuant::launch(KernelFn fn, int occ, int threads, int64_t blocks_needed, 
   TACO_CUDA_CHECK_LAUNCH(what, stream);
 }
 
+namespace {
+// p moved to chunk c0 of every buffer it addresses (a later launch of a split call).
+void skip_chunks(KernelParams& p, int64_t c0) {
+  if (p.in) p.in = static_cast<const uint8_t*>(p.in) + size_t(c0 * p.in_stride) * dtype_bytes(p.in_type);
+  if (p.wire_out) p.wire_out += c0 * p.wire_out_stride;
+  for (int s = 0; s < p.nsrc; ++s) p.src[s] += c0 * p.wire_in_stride;
+  if (p.out) p.out = static_cast<uint8_t*>(p.out) + size_t(c0 * p.out_stride) * dtype_bytes(p.out_type);
+}
+}  // namespace
+
 void GpuQuant::launch_group(const GroupKernel& k, int occ, const KernelParams& p, cudaStream_t stream,
                             const char* what) const {
-  const int64_t groups = p.chunks * p.geo.nblocks;
-  const int64_t warps = (groups + k.groups_per_warp - 1) / k.groups_per_warp;
-  launch(k.fn, occ, kGroupThreads, (warps + kGroupThreads / 32 - 1) / (kGroupThreads / 32), p, stream, what);
+  // Whole chunks per launch, so that a launch's group indices fit the kernels' 32 bits. Vector
+  // permissions carry over: with more than one chunk they already required aligned strides.
+  TACO_REQUIRE_INPUT(p.geo.nblocks <= max_launch_groups_,
+                     "GPU codec {}: a chunk of {} groups; the group kernels take at most {} per launch", name_,
+                     p.geo.nblocks, max_launch_groups_);
+  const int64_t per_launch = max_launch_groups_ / p.geo.nblocks;
+  for (int64_t c0 = 0; c0 < p.chunks; c0 += per_launch) {
+    KernelParams part = p;
+    part.chunks = std::min(per_launch, p.chunks - c0);
+    skip_chunks(part, c0);
+    const int64_t groups = part.chunks * part.geo.nblocks;
+    const int64_t warps = (groups + k.groups_per_warp - 1) / k.groups_per_warp;
+    launch(k.fn, occ, kGroupThreads, (warps + kGroupThreads / 32 - 1) / (kGroupThreads / 32), part, stream, what);
+  }
 }
 
 void GpuQuant::ensure_scratch(size_t bytes) const {
@@ -347,6 +367,22 @@ void GpuQuant::decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int
   e.stats = stats;
   e.code_vec = aligned(wire_out, 16) && (chunks == 1 || p.geo.total % 16 == 0);
   scoped_encode(e, sum_bytes, stream);
+}
+
+void GpuQuant::decode_add_encode(const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows,
+                                 int64_t cols, uint8_t* wire_out, cudaStream_t stream) const {
+  TACO_REQUIRE_INPUT(group_, "GPU codec {}: decode-add-encode is fused only for flat groups", name_);
+  KernelParams p = base_params(1, rows, cols);
+  p.in = own;
+  p.in_type = own_type;
+  p.wire_out = wire_out;
+  p.src[0] = wire_in;
+  p.nsrc = 1;
+  p.code_vec = aligned(wire_in, 16) && aligned(wire_out, 16);
+  p.in_vec16 = aligned(own, 16);
+  p.scale_vec4 = aligned(wire_in + p.geo.scale_off, 4) && aligned(wire_out + p.geo.scale_off, 4) &&
+                 p.geo.aux_off % 4 == 0;
+  launch_group(gk_.decode_add_encode, occ_dae_, p, stream, "group_decode_add_encode_kernel");
 }
 
 }  // namespace taco::gpu

@@ -9,6 +9,7 @@
 // chunks are one launch.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +51,12 @@ class GpuQuant {
                             int64_t cols, uint8_t* wire_out, bool round_bf16, cudaStream_t stream,
                             unsigned long long* stats = nullptr) const;
 
+  // wire_out = encode(decode(wire_in) + own) for one chunk in one kernel (a ring all-reduce hop):
+  // the sum in fp32, the encoder seeing it as a CPU encode of the sums would. Flat-group codecs
+  // only (fused()).
+  void decode_add_encode(const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows, int64_t cols,
+                         uint8_t* wire_out, cudaStream_t stream) const;
+
   // Decodes of at most this many output elements (chunks x rows x cols) launch
   // GroupKernels::decode_reduce_small; the tests set 0 or a large value to check both kernels.
   void set_small_decode_elems(int64_t n) { small_decode_elems_ = n; }
@@ -58,6 +65,10 @@ class GpuQuant {
   // collective that overlaps codec kernels with NCCL kernels leaves the rest to NCCL: the codec
   // grids are resident (grid-stride), so an uncapped one holds every SM until it finishes.
   void set_max_sms(int n) { max_sms_ = n; }
+
+  // At most this many groups per group-kernel launch (default and upper bound kMaxLaunchGroups);
+  // the tests lower it to check calls split over several launches.
+  void set_max_launch_groups(int64_t n) { max_launch_groups_ = std::clamp<int64_t>(n, 1, kMaxLaunchGroups); }
 
   // Names of the presets this backend implements (for help texts and error messages).
   static std::vector<std::string> supported_presets();
@@ -84,7 +95,9 @@ class GpuQuant {
   int sm_count_ = 0;
   int64_t small_decode_elems_ = kSmallDecodeElems;
   int max_sms_ = 0;
-  int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_small_ = 1, occ_dre_ = 1, occ_scoped_ = 1;
+  int64_t max_launch_groups_ = kMaxLaunchGroups;
+  int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_small_ = 1, occ_dre_ = 1, occ_dae_ = 1,
+      occ_scoped_ = 1;
   mutable DeviceBuffer scratch_;  // row / tensor codecs: per-block statistics, fp32 sums
   mutable ChunkGeometry geo_{};   // the last geometry computed (one object, one thread)
   mutable bool geo_valid_ = false;

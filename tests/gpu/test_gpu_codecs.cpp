@@ -438,6 +438,86 @@ TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU"
   }
 }
 
+// The group kernels walk their items by adding a step inside a chunk and dividing only when a
+// step leaves it; calls with more groups than a launch takes are split over consecutive chunks.
+// Both are checked against the CPU: chunks much longer than the grid's step (most steps stay in
+// the chunk, some lanes cross mid-walk), and a call forced into launches of two chunks and one.
+TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal the CPU", "[gpu][codec][large]") {
+  gpu::CudaStream stream;
+  uint64_t seed = 4242;
+  struct Case {
+    int64_t chunks, rows, cols, max_launch_groups;  // 0: the default
+  };
+  for (const char* variant : {"taco", "fp8-g128", "int8-g128-had", "e4m3:g32:dual"}) {
+    const auto cpu = make_codec(variant);
+    gpu::GpuQuant q(variant);
+    const int64_t G = q.spec().block;
+    for (const Case& k : {Case{3, 1024, 4100, 0}, Case{5, 7, 1000, 0}, Case{5, 7, 1000, 1}}) {
+      const int64_t n = k.rows * k.cols;
+      const gpu::ChunkGeometry g = q.geometry(k.rows, k.cols);
+      // launches of two chunks, two and one (the last limit is below three chunks' groups)
+      q.set_max_launch_groups(k.max_launch_groups ? 3 * g.nblocks - 1 : gpu::kMaxLaunchGroups);
+      CAPTURE(variant, k.chunks, k.rows, k.cols, k.max_launch_groups, G);
+      std::vector<std::vector<uint8_t>> wires;
+      std::vector<DeviceBuffer> d_wires;
+      DeviceBuffer d_in(size_t(k.chunks * n) * 2, "test input");
+      for (int src = 0; src < 2; ++src) {
+        const auto x = make_input(src ? Dist::Outliers : Dist::Laplace, k.chunks * k.rows, k.cols, ++seed, true);
+        std::vector<uint8_t> wire;
+        for (int64_t c = 0; c < k.chunks; ++c) {
+          const auto w = cpu->encode(x.data() + c * n, k.rows, k.cols);
+          wire.insert(wire.end(), w.begin(), w.end());
+        }
+        upload(d_in, to_bf16_bits(x));
+        d_wires.emplace_back(wire.size(), "test wire");
+        q.encode(d_in.get(), DataType::BF16, k.chunks, k.rows, k.cols, d_wires.back().as<uint8_t>(), stream.get());
+        stream.synchronize();
+        const auto got = download<uint8_t>(d_wires.back(), wire.size());
+        const int64_t bad = first_diff(got.data(), wire.data(), wire.size());
+        if (bad >= 0) {
+          const std::string where = describe_offset(g, bad);
+          CAPTURE(src, bad, where);
+          FAIL("GPU encode differs from the CPU wires");
+        }
+        wires.push_back(std::move(wire));
+      }
+      std::vector<float> sum(static_cast<size_t>(k.chunks * n)), dec(static_cast<size_t>(n));
+      for (int src = 0; src < 2; ++src)
+        for (int64_t c = 0; c < k.chunks; ++c) {
+          cpu->decode(wires[size_t(src)].data() + c * g.total, size_t(g.total), k.rows, k.cols, dec.data());
+          for (int64_t i = 0; i < n; ++i) {
+            float& a = sum[size_t(c * n + i)];
+            a = src ? a + dec[size_t(i)] : dec[size_t(i)];
+          }
+        }
+      const std::vector<const uint8_t*> srcs = {d_wires[0].as<uint8_t>(), d_wires[1].as<uint8_t>()};
+      DeviceBuffer d_out(size_t(k.chunks * n) * 4, "test out");
+      q.decode_reduce(srcs, k.chunks, k.rows, k.cols, d_out.get(), DataType::F32, stream.get());
+      stream.synchronize();
+      const auto got = download<float>(d_out, sum.size());
+      const int64_t bd = first_float_diff(got.data(), sum.data(), sum.size());
+      CAPTURE(bd);
+      CHECK(bd < 0);
+      std::vector<uint8_t> want;
+      for (int64_t c = 0; c < k.chunks; ++c) {
+        const auto w = cpu->encode(sum.data() + c * n, k.rows, k.cols);
+        want.insert(want.end(), w.begin(), w.end());
+      }
+      DeviceBuffer d_re(want.size(), "test re-encode");
+      q.decode_reduce_encode(srcs, k.chunks, k.rows, k.cols, d_re.as<uint8_t>(), false, stream.get());
+      stream.synchronize();
+      const auto gw = download<uint8_t>(d_re, want.size());
+      const int64_t br = first_diff(gw.data(), want.data(), want.size());
+      CAPTURE(br);
+      CHECK(br < 0);
+    }
+    // A chunk with more groups than a launch takes is an input error, not a wrong result.
+    q.set_max_launch_groups(10);
+    DeviceBuffer d_in(size_t(4 * 1024) * 2, "test input"), d_wire(size_t(q.chunk_bytes(4, 1024)), "test wire");
+    CHECK_THROWS_AS(q.encode(d_in.get(), DataType::BF16, 1, 4, 1024, d_wire.as<uint8_t>(), stream.get()), InputError);
+  }
+}
+
 TEST_CASE("GPU codecs: unaligned device pointers take the scalar paths and stay exact", "[gpu][codec]") {
   gpu::CudaStream stream;
   for (const char* variant : {"taco", "fp8-g128", "mxfp8", "fp8-row"}) {
