@@ -511,9 +511,11 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   constexpr int EPL = Cfg::EPL;
   using Out = typename Cfg::Out;
   const QuantRules& q = p.rules;
-  // A NaN/Inf code anywhere in the group spreads through the transform: one group-wide flag.
-  bool finite = false;  // no NaN/Inf code in the whole group (only computed for TACO codecs)
-  if constexpr (Cfg::kTaco) {
+  // No NaN/Inf code in the whole group (TACO codecs; a group-wide flag, since one such code
+  // spreads through the transform). Untransformed groups test the code bytes here; transformed
+  // ones test one value after the transform, below.
+  bool finite = false;
+  if constexpr (Cfg::kTaco && !Cfg::kHad) {
     // A byte is NaN/Inf when its exponent-and-mantissa bits (E4M3) or its exponent bits (E5M2)
     // are all ones: adding one at the lowest such bit then carries into bit 7 (never further).
     const bool e4 = q.elem == ElemKind::E4M3;
@@ -536,6 +538,11 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     fwht_to<typename Cfg::In, Out>(v, lane, scratch);
 #pragma unroll
     for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], q.hconst);
+    // Every output of the transform is a +- sum over every input, so a NaN or infinite product
+    // anywhere in the group makes each output NaN or infinite, and with s in the range tested
+    // below (no product overflows) that happens exactly when a code is NaN or infinite. One
+    // value per lane is the group's flag, without the byte test and its shuffles.
+    if constexpr (Cfg::kTaco) finite = !nonfinite(v[0]);
     if (q.rht) apply_rht_signs<Out>(v, lane, q);
   }
   if constexpr (Cfg::kTaco) {

@@ -518,6 +518,78 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
   }
 }
 
+// Decoding takes no valid wire for granted: NaN and infinite codes, and scales that are zero,
+// negative, subnormal, huge or not numbers, must decode as the CPU decodes them. The TACO
+// kernels decide per group between a fast path and the IEEE one (codec_group.cuh, decode_codes);
+// groups of every kind sit next to each other here, so that both paths and the decision run.
+TEST_CASE("GPU decodes of arbitrary wires (NaN and infinite codes, odd scales) equal the CPU", "[gpu][codec]") {
+  std::mt19937_64 rng(99);
+  std::uniform_int_distribution<int> byte(0, 255), pick(0, 15), expo(-70, 70);
+  std::uniform_real_distribution<float> frac(1.0f, 2.0f);
+  auto scale = [&]() -> float {
+    switch (pick(rng)) {
+      case 0: return 0.0f;
+      case 1: return -frac(rng);
+      case 2: return std::numeric_limits<float>::quiet_NaN();
+      case 3: return std::numeric_limits<float>::infinity();
+      case 4: return 1e-40f * frac(rng);  // subnormal
+      case 5: return bits_float(uint32_t(rng()));
+      default: return std::ldexp(frac(rng), expo(rng));
+    }
+  };
+  for (const char* variant : {"taco", "taco-noh", "taco-nosa", "taco-e5m2", "taco-rht", "taco-g32", "e4m3:g128:had:nosat:dual"}) {
+    const auto cpu = make_codec(variant);
+    const auto gpu_codec = gpu::make_gpu_codec(variant);
+    const gpu::GpuQuant q(variant);
+    for (const Shape& sh : {Shape{64, 1024}, Shape{3, 1000}}) {
+      const gpu::ChunkGeometry g = q.geometry(sh.rows, sh.cols);
+      const int64_t G = q.spec().block;
+      CAPTURE(variant, sh.rows, sh.cols);
+      std::vector<uint8_t> wire(size_t(g.total), 0);
+      const uint8_t nan_code = q.rules().elem == gpu::ElemKind::E4M3 ? 0x7f : 0x7e;
+      const uint8_t inf_code = q.rules().elem == gpu::ElemKind::E4M3 ? 0x7f : 0x7c;  // E4M3 has no Inf
+      for (int64_t b = 0; b < g.nblocks; ++b) {
+        const int kind = int(b % 4);  // 0, 1: finite codes; 2: one NaN code; 3: one Inf code
+        for (int64_t i = 0; i < G && b * G + i < g.code_bytes; ++i) {
+          uint8_t c = uint8_t(byte(rng));
+          if ((c & 0x7f) >= inf_code) c = uint8_t(c & 0xbf);  // keep the code finite
+          wire[size_t(b * G + i)] = c;
+        }
+        const int64_t at = b * G + int64_t(rng() % uint64_t(G));
+        if (kind == 2 && at < g.code_bytes) wire[size_t(at)] = uint8_t(nan_code | (rng() & 0x80));
+        if (kind == 3 && at < g.code_bytes) wire[size_t(at)] = uint8_t(inf_code | (rng() & 0x80));
+        const float s = kind < 2 && b % 8 < 4 ? std::ldexp(frac(rng), expo(rng) / 2) : scale();
+        std::memcpy(wire.data() + g.scale_off + 4 * b, &s, 4);
+        if (g.aux_off < g.total) {
+          const float a = kind < 2 && b % 8 < 4 ? std::ldexp(frac(rng), expo(rng) / 4) : scale();
+          std::memcpy(wire.data() + g.aux_off + 4 * b, &a, 4);
+        }
+      }
+      const int64_t n = sh.rows * sh.cols;
+      std::vector<float> dw(static_cast<size_t>(n)), dg(static_cast<size_t>(n));
+      cpu->decode(wire.data(), wire.size(), sh.rows, sh.cols, dw.data());
+      gpu_codec->decode(wire.data(), wire.size(), sh.rows, sh.cols, dg.data());
+      const int64_t bd = first_float_diff(dg.data(), dw.data(), dw.size());
+      if (bd >= 0) {
+        CAPTURE(bd, bd / G, dg[size_t(bd)], dw[size_t(bd)]);
+        FAIL("GPU decode of an arbitrary wire differs from the CPU decode");
+      }
+      // Both kinds of group were there: zeroed ones (a NaN or infinite code) and decoded ones.
+      int64_t zero_groups = 0, value_groups = 0;
+      for (int64_t b = 0; b * G < n; ++b) {
+        const int64_t e = std::min(n, (b + 1) * G);
+        const bool all_zero = std::all_of(dw.begin() + b * G, dw.begin() + e, [](float x) { return x == 0.0f; });
+        const bool finite_nonzero = std::any_of(dw.begin() + b * G, dw.begin() + e,
+                                                [](float x) { return x != 0.0f && std::isfinite(x); });
+        zero_groups += all_zero ? 1 : 0;
+        value_groups += finite_nonzero ? 1 : 0;
+      }
+      CHECK(zero_groups > 0);
+      CHECK(value_groups > 0);
+    }
+  }
+}
+
 TEST_CASE("GPU codecs: unaligned device pointers take the scalar paths and stay exact", "[gpu][codec]") {
   gpu::CudaStream stream;
   for (const char* variant : {"taco", "fp8-g128", "mxfp8", "fp8-row"}) {
