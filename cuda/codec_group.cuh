@@ -104,7 +104,9 @@ __device__ __forceinline__ Item make_item(const KernelParams& p, uint32_t gg) {
 
 // The lane's next item of a grid-stride walk, `step` groups on (flat index gg): inside the chunk
 // one addition; leaving it (or from an invalid item) through make_item. Re-deriving every item
-// in 64-bit arithmetic cost about 45 instructions per warp iteration.
+// in 64-bit arithmetic cost about 45 instructions per warp iteration; re-deriving it in 32 bits
+// (make_item alone, no state across iterations) freed registers but measured slower: taco
+// encode 0.98x, fp8-g128 decode 0.73-0.76x at 256 MiB (bench/records/2026-12-01-h200-v32-ab.md).
 template <class Cfg>
 __device__ __forceinline__ void next_item(const KernelParams& p, Item& it, uint32_t gg, uint32_t step) {
   const uint32_t b = it.b + step;
@@ -476,7 +478,9 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
   raw.s_bits = 0;
   raw.s_a_bits = 0;
   if (it.valid) {
-    if (q.scale_bytes == 4) raw.s_bits = fbits(load_f32_scalar(wire + p.geo.scale_off + 4 * int64_t(it.b), p.scale_vec4));
+    // TACO rules store fp32 scales (variant.cpp requires it): no run-time test of the width.
+    if (Cfg::kTaco || q.scale_bytes == 4)
+      raw.s_bits = fbits(load_f32_scalar(wire + p.geo.scale_off + 4 * int64_t(it.b), p.scale_vec4));
     else raw.s_bits = get_le(wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes, q.scale_bytes);
     if (Cfg::kTaco && q.dual) raw.s_a_bits = fbits(load_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), p.scale_vec4));
   }
@@ -530,7 +534,7 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   }
   float s = 1.0f, s_a = 1.0f;
   if (raw.valid) {
-    s = q.scale_bytes == 4 ? bitsf(raw.s_bits) : decode_scale(raw.s_bits, q.scale);
+    s = Cfg::kTaco || q.scale_bytes == 4 ? bitsf(raw.s_bits) : decode_scale(raw.s_bits, q.scale);
     if (Cfg::kTaco && q.dual) s_a = bitsf(raw.s_a_bits);
   }
   decode_elems<EPL>(raw.w, s, q.elem, v);
