@@ -446,18 +446,19 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
   gpu::CudaStream stream;
   uint64_t seed = 4242;
   struct Case {
-    int64_t chunks, rows, cols, max_launch_groups;  // 0: the default
+    int64_t chunks, rows, cols;
+    bool split;  // launches of at most two chunks' groups
   };
   for (const char* variant : {"taco", "fp8-g128", "int8-g128-had", "e4m3:g32:dual"}) {
     const auto cpu = make_codec(variant);
     gpu::GpuQuant q(variant);
     const int64_t G = q.spec().block;
-    for (const Case& k : {Case{3, 1024, 4100, 0}, Case{5, 7, 1000, 0}, Case{5, 7, 1000, 1}}) {
+    for (const Case& k : {Case{3, 1024, 4100, false}, Case{5, 7, 1000, false}, Case{5, 7, 1000, true}}) {
       const int64_t n = k.rows * k.cols;
       const gpu::ChunkGeometry g = q.geometry(k.rows, k.cols);
       // launches of two chunks, two and one (the last limit is below three chunks' groups)
-      q.set_max_launch_groups(k.max_launch_groups ? 3 * g.nblocks - 1 : gpu::kMaxLaunchGroups);
-      CAPTURE(variant, k.chunks, k.rows, k.cols, k.max_launch_groups, G);
+      q.set_max_launch_groups(k.split ? 3 * g.nblocks - 1 : gpu::kMaxLaunchGroups);
+      CAPTURE(variant, k.chunks, k.rows, k.cols, k.split, G);
       std::vector<std::vector<uint8_t>> wires;
       std::vector<DeviceBuffer> d_wires;
       DeviceBuffer d_in(size_t(k.chunks * n) * 2, "test input");
