@@ -40,7 +40,6 @@ using taco::gpu::code_divisor_ok;
 using taco::gpu::div_by_scale;
 using taco::gpu::scale_divisor;
 using taco::gpu::ScaleDivisor;
-using taco::gpu::value_divisor_ok;
 
 // ---- bf16 (core/dtype.hpp) -------------------------------------------------------------------
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t h) { return bitsf(h << 16); }

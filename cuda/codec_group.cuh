@@ -315,27 +315,25 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       var = __fadd_rn(var, q.lambda);
       var = var < 1e-12f ? 1e-12f : var;
       s_a = clampf(__fdiv_rn(q.fmax, __fsqrt_rn(var)), 1e-3f, 1e3f);
-#pragma unroll
-      for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], s_a);
     }
     if constexpr (Cfg::kHad) {
       if (q.rht) apply_rht_signs<L>(v, lane, q);
       fwht<L>(v, lane);
-#pragma unroll
-      for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], q.hconst);
     }
-    // M, and whether the group has a non-finite value: a warp with one anywhere takes the
-    // general path (NaN-ignoring max, zeroing). With s_a, a finite S bounds every |x| by 2^64,
-    // so every transformed value is finite and a float max (abs folded into FMNMX) is the max;
-    // without, the max of |v| as integer bits (NaN > Inf > finite) doubles as the test.
-    float M;
+    // s_a and 1/sqrt(G) as one factor, applied through M and r below
+    const float k = Cfg::kHad ? (q.dual ? __fmul_rn(s_a, q.hconst) : q.hconst) : s_a;
+    // A = max |v|, and whether the group has a non-finite value: a warp with one anywhere takes
+    // the general path (NaN-ignoring max, zeroing). With s_a, a finite S bounds every |x| by
+    // 2^64, so every transformed value is finite and a float max (abs folded into FMNMX) is the
+    // max; without, the max of |v| as integer bits (NaN > Inf > finite) doubles as the test.
+    float A;
     bool nonfinite_group;
     if (q.dual) {
-      M = 0.0f;
+      A = 0.0f;
 #pragma unroll
-      for (int r = 0; r < EPL; ++r) M = fmaxf(M, fabsf(v[r]));
+      for (int r = 0; r < EPL; ++r) A = fmaxf(A, fabsf(v[r]));
 #pragma unroll
-      for (int j = 0; j < L::LB; ++j) M = fmaxf(M, __shfl_xor_sync(kFullMask, M, 1 << j));
+      for (int j = 0; j < L::LB; ++j) A = fmaxf(A, __shfl_xor_sync(kFullMask, A, 1 << j));
       nonfinite_group = !(S <= 3.40282347e+38f);
     } else {
       uint32_t mb = 0;
@@ -343,25 +341,25 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       for (int r = 0; r < EPL; ++r) mb = max(mb, fbits(v[r]) & 0x7fffffffu);
 #pragma unroll
       for (int j = 0; j < L::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
-      M = bitsf(mb);
+      A = bitsf(mb);
       nonfinite_group = mb >= 0x7f800000u;
     }
-    const bool general = __any_sync(kFullMask, nonfinite_group) || !q.fast_div;
-    if (general) M = group_absmax_nan<L>(v);
+    const bool general = __any_sync(kFullMask, nonfinite_group);
+    if (general) A = group_absmax_nan<L>(v);
+    const float M = __fmul_rn(A, k);
     const float mv = M < 1e-12f ? 1e-12f : M;
     const float s_q = clampf(safe_div(mv, q.target), 1e-12f, 1e6f);
-    const bool div_ok = !(fabsf(s_q) < 1e-12f);
+    const float rq = __fdiv_rn(k, s_q);  // s_q >= 1e-12f: always divides
     constexpr float kClamp = 448.0f;
     // E4M3 SATFINITE already maps every |t| > 448 to 448: the clamp changes no code there.
     const bool clamp = !(q.elem == ElemKind::E4M3 && q.saturate);
     float t[EPL];
     if (!general) {
-      const ScaleDivisor d = scale_divisor(s_q);  // s_q in [1e-12, 1e6]: always code_divisor_ok
 #pragma unroll
-      for (int r = 0; r < EPL; ++r) t[r] = div_by_scale(v[r], d);
+      for (int r = 0; r < EPL; ++r) t[r] = __fmul_rn(v[r], rq);
     } else {
 #pragma unroll
-      for (int r = 0; r < EPL; ++r) t[r] = div_ok ? __fdiv_rn(finite_or_zero(v[r]), s_q) : 0.0f;
+      for (int r = 0; r < EPL; ++r) t[r] = __fmul_rn(finite_or_zero(v[r]), rq);
     }
     if (clamp) {
 #pragma unroll
@@ -496,11 +494,15 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
 // convert in one instruction (to half2, exact) and two widenings. (A compile-time kind per
 // branch drops the predicated second conversion but measured 0.91-0.96x on the decodes:
 // bench/records/2026-12-01-h200-v12-ab.md.)
-template <int N>
+// kScaled = false: the code values alone (TACO's transformed decode scales after the transform).
+template <int N, bool kScaled = true>
 __device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s, ElemKind kind, float (&v)[N]) {
   if (kind == ElemKind::INT8) {
 #pragma unroll
-    for (int r = 0; r < N; ++r) v[r] = __fmul_rn(float(int32_t(int8_t(uint8_t(w[r / 4] >> (8 * (r % 4)))))), s);
+    for (int r = 0; r < N; ++r) {
+      const float c = float(int32_t(int8_t(uint8_t(w[r / 4] >> (8 * (r % 4))))));
+      v[r] = kScaled ? __fmul_rn(c, s) : c;
+    }
     return;
   }
   const __nv_fp8_interpretation_t k = kind == ElemKind::E4M3 ? __NV_E4M3 : __NV_E5M2;
@@ -508,8 +510,8 @@ __device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s
   for (int r = 0; r < N; r += 2) {
     const uint32_t pair = (w[r / 4] >> (8 * (r % 4))) & 0xffffu;
     const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair), k)));
-    v[r] = __fmul_rn(f.x, s);
-    v[r + 1] = __fmul_rn(f.y, s);
+    v[r] = kScaled ? __fmul_rn(f.x, s) : f.x;
+    v[r + 1] = kScaled ? __fmul_rn(f.y, s) : f.y;
   }
 }
 
@@ -543,39 +545,39 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits) : decode_scale(raw.s_bits, q.scale);
     if (Cfg::kTaco && q.dual) s_a = bitsf(raw.s_a_bits);
   }
+  if constexpr (Cfg::kTaco) {
+    // quant_codec.hpp "TACO rules", decode: one factor per group, applied after the transform
+    float f = s;
+    if constexpr (Cfg::kHad) f = __fmul_rn(f, q.hconst);
+    if (q.dual) f = __fdiv_rn(f, s_a < 1e-12f ? 1e-12f : s_a);
+    if constexpr (Cfg::kHad) {
+      decode_elems<EPL, false>(raw.w, 1.0f, q.elem, v);
+      fwht_to<typename Cfg::In, Out>(v, lane, scratch);
+      // Every output of the transform is a +- sum over every input code, none of which
+      // overflows (|code| <= 57344, G <= 512): one NaN or infinite code makes every output NaN
+      // or infinite, so one value per lane is the group's flag, without the byte test.
+      finite = !nonfinite(v[0]);
+      if (q.rht) apply_rht_signs<Out>(v, lane, q);
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], f);
+    } else {
+      decode_elems<EPL>(raw.w, f, q.elem, v);
+    }
+    // Finite codes (|sum| < 2^25) times |f| <= 2^100 cannot overflow: the products are finite
+    // exactly when the codes are. Any other factor (only a wire not made by an encoder has one)
+    // zeroes element by element, as the reference does.
+    if (!(finite && fabsf(f) <= 1.26765060e+30f /* 2^100 */)) {
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(v[r]);
+    }
+    return;
+  }
   decode_elems<EPL>(raw.w, s, q.elem, v);
   if constexpr (Cfg::kHad) {
     fwht_to<typename Cfg::In, Out>(v, lane, scratch);
 #pragma unroll
     for (int r = 0; r < EPL; ++r) v[r] = __fmul_rn(v[r], q.hconst);
-    // Every output of the transform is a +- sum over every input, so a NaN or infinite product
-    // anywhere in the group makes each output NaN or infinite, and with s in the range tested
-    // below (no product overflows) that happens exactly when a code is NaN or infinite. One
-    // value per lane is the group's flag, without the byte test and its shuffles.
-    if constexpr (Cfg::kTaco) finite = !nonfinite(v[0]);
     if (q.rht) apply_rht_signs<Out>(v, lane, q);
-  }
-  if constexpr (Cfg::kTaco) {
-    // Valid wires: finite codes and s_q in [2^-55, 2^60] make every value finite, and every
-    // nonzero |value| at least s_q * 2^-41 (a multiple of the smallest code's float quantum,
-    // times 1/sqrt(G)) and at most s_q * 2^24, so the fast division is exact (its conditions:
-    // |a| in [2^-100, 2^100] or 0, divisor in [2^-20, 2^20]). Anything else takes the IEEE path.
-    const float a = s_a < 1e-12f ? 1e-12f : s_a;
-    const bool fast = finite && s >= 2.77555756e-17f /* 2^-55 */ && s <= 1.15292150e+18f /* 2^60 */ &&
-                      (!q.dual || value_divisor_ok(a));
-    if (fast) {
-      if (q.dual) {
-        const ScaleDivisor d = scale_divisor(a);
-#pragma unroll
-        for (int r = 0; r < EPL; ++r) v[r] = div_by_scale(v[r], d);
-      }
-    } else if (q.dual) {
-#pragma unroll
-      for (int r = 0; r < EPL; ++r) v[r] = __fdiv_rn(finite_or_zero(v[r]), a);
-    } else {
-#pragma unroll
-      for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(v[r]);
-    }
   }
 }
 

@@ -193,12 +193,12 @@ __device__ __forceinline__ float group_sum_squares(const float (&v)[L::kRegs], i
   float p[NP];
 #pragma unroll
   for (int k = 0; k < NP; ++k) {
-    // p = sq[first]; p = p + sq[next] ... (hadamard.hpp lane_tree_sum over v[i] * v[i])
+    // p = v[first]^2; p = fma(v[next], v[next], p) ... (hadamard.hpp lane_tree_sum_squares)
     float acc = __fmul_rn(v[I::reg_index(0, k)], v[I::reg_index(0, k)]);
 #pragma unroll
     for (int s = 1; s < (1 << K); ++s) {
       const float x = v[I::reg_index(s, k)];
-      acc = __fadd_rn(acc, __fmul_rn(x, x));
+      acc = __fmaf_rn(x, x, acc);
     }
     p[k] = acc;
   }

@@ -25,6 +25,7 @@ struct UParams {
   float* sumsq;
   float* s_a;
   float* s_q;
+  float* r;  // the codes' factor k / s_q
   const uint8_t* src;  // one decode source
   int first_source;    // accumulate: acc = y (1) or acc + y (0)
 };
@@ -54,7 +55,7 @@ __global__ void u_cast(const __grid_constant__ UParams u) {
   }
 }
 
-// 2. sum of squares per group, lane-tree order: one warp per group
+// 2. sum of squares per group, lane-tree order with fused multiply-adds: one warp per group
 __global__ void u_sumsq(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const int G = p.rules.group, L = G < 32 ? G : 32, S = G / L;
@@ -65,7 +66,7 @@ __global__ void u_sumsq(const __grid_constant__ UParams u) {
     const float* v = u.y + g * G;
     const int l = lane % L;
     float acc = __fmul_rn(v[l * S], v[l * S]);
-    for (int j = 1; j < S; ++j) acc = __fadd_rn(acc, __fmul_rn(v[l * S + j], v[l * S + j]));
+    for (int j = 1; j < S; ++j) acc = __fmaf_rn(v[l * S + j], v[l * S + j], acc);
     for (int s = L / 2; s >= 1; s >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, s, L));
     if (lane == 0) u.sumsq[g] = acc;
   }
@@ -85,16 +86,8 @@ __global__ void u_adaptive(const __grid_constant__ UParams u) {
   }
 }
 
-// 4. y *= s_a
-__global__ void u_apply(const __grid_constant__ UParams u) {
-  const KernelParams& p = u.k;
-  const int G = p.rules.group;
-  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p); t += int64_t(gridDim.x) * blockDim.x)
-    u.y[t] = __fmul_rn(u.y[t], u.s_a[t / G]);
-}
-
-// 5. Hadamard of every group in shared memory, one block per group (G/2 threads), strides
-// 1, 2, ..., G/2, then * 1/sqrt(G)
+// 4. Hadamard butterflies of every group in shared memory, one block per group (G/2 threads),
+// strides 1, 2, ..., G/2 (1/sqrt(G) is part of the per-group factors)
 __global__ void u_hadamard(const __grid_constant__ UParams u) {
   extern __shared__ float sh[];
   const KernelParams& p = u.k;
@@ -113,12 +106,12 @@ __global__ void u_hadamard(const __grid_constant__ UParams u) {
       }
     }
     __syncthreads();
-    for (int i = int(threadIdx.x); i < G; i += blockDim.x) v[i] = __fmul_rn(sh[i], p.rules.hconst);
+    for (int i = int(threadIdx.x); i < G; i += blockDim.x) v[i] = sh[i];
     __syncthreads();
   }
 }
 
-// 6. group max -> s_q (warp per group; NaN only for an all-NaN group)
+// 5. group max -> s_q and the codes' factor (warp per group; NaN only for an all-NaN group)
 __global__ void u_scales(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const int G = p.rules.group;
@@ -130,12 +123,18 @@ __global__ void u_scales(const __grid_constant__ UParams u) {
     float m = fabsf(v[lane % G]);
     for (int i = lane; i < G; i += 32) m = fmaxf(m, fabsf(v[i]));
     for (int s = 16; s >= 1; s >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, s));
-    const float mv = m < 1e-12f ? 1e-12f : m;
-    if (lane == 0) u.s_q[g] = clampf(safe_div(mv, p.rules.target), 1e-12f, 1e6f);
+    const float k = p.rules.transform ? __fmul_rn(u.s_a[g], p.rules.hconst) : u.s_a[g];
+    const float M = __fmul_rn(m, k);
+    const float mv = M < 1e-12f ? 1e-12f : M;
+    const float s_q = clampf(safe_div(mv, p.rules.target), 1e-12f, 1e6f);
+    if (lane == 0) {
+      u.s_q[g] = s_q;
+      u.r[g] = __fdiv_rn(k, s_q);
+    }
   }
 }
 
-// 7. quantize into the wire's code region
+// 6. quantize into the wire's code region
 __global__ void u_quant(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const QuantRules& q = p.rules;
@@ -145,8 +144,7 @@ __global__ void u_quant(const __grid_constant__ UParams u) {
     const int64_t c = g / p.geo.nblocks, b = g - c * p.geo.nblocks;
     const int n = q.transform ? G : group_valid(p, b);
     if (i >= n) continue;
-    const float s_q = u.s_q[g];
-    float x = fabsf(s_q) < 1e-12f ? 0.0f : __fdiv_rn(finite_or_zero(u.y[t]), s_q);
+    float x = __fmul_rn(finite_or_zero(u.y[t]), u.r[g]);
     x = x > 448.0f ? 448.0f : (x < -448.0f ? -448.0f : x);
     uint32_t code;
     if (q.saturate) code = fp8x2_sat(x, 0.0f, q.elem) & 0xffu;
@@ -155,7 +153,7 @@ __global__ void u_quant(const __grid_constant__ UParams u) {
   }
 }
 
-// decode 1. codes * s_q into padded groups (the scale read from the wire)
+// decode 1. code values into padded groups
 __global__ void u_dequant(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const QuantRules& q = p.rules;
@@ -166,21 +164,25 @@ __global__ void u_dequant(const __grid_constant__ UParams u) {
     const uint8_t* w = u.src + c * p.wire_in_stride;
     const int n = q.transform ? G : group_valid(p, b);
     float v = 0.0f;
-    if (i < n) v = __fmul_rn(fp8_to_float(w[b * G + i], q.elem), bitsf(get_le(w + p.geo.scale_off + 4 * b, 4)));
+    if (i < n) v = fp8_to_float(w[b * G + i], q.elem);
     u.y[t] = v;
   }
 }
 
-// decode 3. / max(s_a, 1e-12) and accumulate over the sources in order
+// decode 3. times the group's factor s_q * 1/sqrt(G) / max(s_a, 1e-12), accumulated over the
+// sources in order
 __global__ void u_unscale_acc(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const int G = p.rules.group;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p); t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t g = t / G;
     const int64_t c = g / p.geo.nblocks, b = g - c * p.geo.nblocks;
-    float a = bitsf(get_le(u.src + c * p.wire_in_stride + p.geo.aux_off + 4 * b, 4));
-    a = a < 1e-12f ? 1e-12f : a;
-    const float d = __fdiv_rn(finite_or_zero(u.y[t]), a);
+    const uint8_t* w = u.src + c * p.wire_in_stride;
+    float f = bitsf(get_le(w + p.geo.scale_off + 4 * b, 4));
+    if (p.rules.transform) f = __fmul_rn(f, p.rules.hconst);
+    const float a = bitsf(get_le(w + p.geo.aux_off + 4 * b, 4));
+    f = __fdiv_rn(f, a < 1e-12f ? 1e-12f : a);
+    const float d = finite_or_zero(__fmul_rn(u.y[t], f));
     u.acc[t] = u.first_source ? d : __fadd_rn(u.acc[t], d);
   }
 }
@@ -225,7 +227,7 @@ void UnfusedTaco::ensure(int64_t chunks, const ChunkGeometry& g) const {
   const size_t padded = size_t(chunks * g.nblocks) * size_t(q_.spec().block) * 4;
   if (y_.bytes() < padded) y_ = DeviceBuffer(padded, "cudaMalloc(unfused fp32 workspace)");
   if (acc_.bytes() < padded) acc_ = DeviceBuffer(padded, "cudaMalloc(unfused fp32 sums)");
-  const size_t per_group = size_t(chunks * g.nblocks) * 4 * 3;
+  const size_t per_group = size_t(chunks * g.nblocks) * 4 * 4;
   if (group_.bytes() < per_group) group_ = DeviceBuffer(per_group, "cudaMalloc(unfused group scalars)");
 }
 
@@ -255,11 +257,11 @@ void UnfusedTaco::encode(const void* in, DataType in_type, int64_t chunks, int64
   u.sumsq = group_.as<float>();
   u.s_a = u.sumsq + groups;
   u.s_q = u.s_a + groups;
+  u.r = u.s_q + groups;
   const int64_t padded = groups * G;
   TACO_UNFUSED_LAUNCH(u_cast, grid_for(padded, sm_count_), kThreads, 0);
   TACO_UNFUSED_LAUNCH(u_sumsq, grid_for(groups * 32, sm_count_), kThreads, 0);
   TACO_UNFUSED_LAUNCH(u_adaptive, grid_for(groups, sm_count_), kThreads, 0);
-  TACO_UNFUSED_LAUNCH(u_apply, grid_for(padded, sm_count_), kThreads, 0);
   if (u.k.rules.transform) {
     const int ht = int(std::min<int64_t>(G / 2, 512));
     TACO_UNFUSED_LAUNCH(u_hadamard, unsigned(std::min<int64_t>(groups, int64_t(sm_count_) * 16)), ht, size_t(G) * 4);

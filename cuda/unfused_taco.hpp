@@ -1,8 +1,8 @@
 #pragma once
 // The TACO codec as an unfused multi-kernel pipeline, shaped like the authors' first version
 // (methods.md 1.5, v1): separate kernels for the cast to fp32, the group mean square, the
-// adaptive scale, its application, a shared-memory Hadamard (one block per group), the group
-// max and scale, the quantization, and copies of the scales into the wire. It exists to be
+// adaptive scale, a shared-memory Hadamard (one block per group), the group max and scales,
+// the quantization, and copies of the scales into the wire. It exists to be
 // benchmarked against the fused kernels (`taco bench --impl unfused`); its bytes are the CPU
 // reference's too (every step does the same float operations), which the tests check.
 // Unlike v1 it allocates its workspace once (not per call) and does not synchronise.
@@ -30,9 +30,9 @@ class UnfusedTaco {
               uint8_t* wire, cudaStream_t stream) const;
   void decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
                      int64_t cols, void* out, DataType out_type, cudaStream_t stream) const;
-  // Kernel launches per call (for reports).
-  int encode_launches() const { return 7 + 2; }
-  int decode_launches(int nsrc) const { return 4 * nsrc + 1; }
+  // Kernel launches and copies per call (for reports).
+  int encode_launches() const { return (q_.spec().transform != Transform::None ? 6 : 5) + 2; }
+  int decode_launches(int nsrc) const { return (q_.spec().transform != Transform::None ? 3 : 2) * nsrc + 1; }
 
  private:
   KernelParams params(int64_t chunks, int64_t rows, int64_t cols) const;

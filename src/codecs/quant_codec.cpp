@@ -15,12 +15,13 @@
 
 // The hot loops are compiled twice, for the baseline ISA and for AVX2, from one source: the
 // kernels below are always-inline templates, and thin wrappers with a target attribute give the
-// compiler an AVX2 context to inline them into. The CPU picks the wrapper at run time. Both give
-// the same bytes: integer ops and IEEE float add/mul/div are exact or correctly rounded on either
-// ISA and nothing is contracted into FMA (-ffp-contract=off; the attribute does not enable FMA).
+// compiler an AVX2 + FMA context to inline them into. The CPU picks the wrapper at run time. Both
+// give the same bytes: integer ops and IEEE float add/mul/div/fma are exact or correctly rounded
+// on either ISA (std::fma is a library call on the baseline) and nothing is contracted into FMA
+// implicitly (-ffp-contract=off).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TACO_HAVE_AVX2_PATH 1
-#define TACO_TARGET_AVX2 __attribute__((target("avx2")))
+#define TACO_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #else
 #define TACO_HAVE_AVX2_PATH 0
 #define TACO_TARGET_AVX2
@@ -111,7 +112,7 @@ struct Counts {
 
 bool cpu_has_avx2() {
 #if TACO_HAVE_AVX2_PATH
-  return __builtin_cpu_supports("avx2");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   return false;
 #endif
@@ -404,7 +405,6 @@ struct QuantKernels {
     Counts n_out;
     for (int64_t b = b0; b < b1; ++b) {
       alignas(64) float v[kMaxGroup];
-      alignas(64) float sq[kMaxGroup];
       const int64_t off = b * G, m = std::min<int64_t>(G, numel - off);
       // 1. load, zero padding
       for (int64_t i = 0; i < m; ++i) v[i] = x[off + i];
@@ -412,47 +412,45 @@ struct QuantKernels {
       if (want)
         for (int64_t i = 0; i < m; ++i) n_out.nonfinite += is_nonfinite(v[i]);
       // 2. adaptive scale from the mean square of the m valid elements
+      float s_a = 1.0f;
       if (dual) {
-        for (int i = 0; i < G; ++i) sq[i] = v[i] * v[i];
-        const float S = lane_tree_sum(sq, G);
+        const float S = lane_tree_sum_squares(v, G);
         float var = S / float(m);
         var = var + lambda;
         var = var < 1e-12f ? 1e-12f : var;
-        const float s_a = clampf(Fmax / std::sqrt(var), 1e-3f, 1e3f);
-        for (int i = 0; i < G; ++i) v[i] = v[i] * s_a;
+        s_a = clampf(Fmax / std::sqrt(var), 1e-3f, 1e3f);
         put_f32(wire + L.aux_off + 4 * b, s_a);
       }
-      // 3-4. signs, Hadamard
+      // 3-4. signs, Hadamard butterflies; s_a and 1/sqrt(G) act later, as one factor k
       if (!c.signs_.empty())
         for (int i = 0; i < G; ++i) v[i] = bits_float(float_bits(v[i]) ^ c.signs_[size_t(i)]);
-      if (transformed) fwht(v, G);
-      // 5. quantization scale from the max magnitude (NaN-ignoring)
+      if (transformed) fwht_butterflies(v, G);
+      const float k = transformed ? (dual ? s_a * c.hconst_ : c.hconst_) : s_a;
+      // 5. quantization scale from the max magnitude (NaN-ignoring), scaled by k
       int32_t mb = 0;
       for (int i = 0; i < G; ++i) {
         const int32_t a = int32_t(float_bits(v[i]) & 0x7fffffffu);
         const int32_t t = a > 0x7f800000 ? 0 : a;
         mb = t > mb ? t : mb;
       }
-      float M = bits_float(uint32_t(mb));
+      float A = bits_float(uint32_t(mb));
       if (mb == 0) {  // fmaxf over an all-NaN group is NaN
         bool all_nan = true;
         for (int i = 0; i < G; ++i) all_nan = all_nan && std::isnan(v[i]);
-        if (all_nan) M = std::numeric_limits<float>::quiet_NaN();
+        if (all_nan) A = std::numeric_limits<float>::quiet_NaN();
       }
+      const float M = A * k;
       const float mv = M < 1e-12f ? 1e-12f : M;
       const float s_q = clampf(safe_div(mv, T), 1e-12f, 1e6f);
       put_f32(wire + L.scale_off + 4 * b, s_q);
-      // 6. codes. safe_div: s_q >= 1e-12f after its clamp, so this always divides; the check is
-      // kept for fidelity and hoisted, so the loop has no branch around the division.
+      // 6. codes: one multiply by r = k / s_q (s_q >= 1e-12f after its clamp). No product
+      // overflows (quant_codec.hpp), so only non-finite transform outputs need zeroing.
+      const float r = k / s_q;
       const int64_t n = transformed ? G : m;
       uint8_t* out = wire + (transformed ? b * G : off);
-      if (!(std::fabs(s_q) < 1e-12f)) {
-        for (int64_t i = 0; i < n; ++i) {
-          const float t = clamp_pm448(finite_or_zero(v[i]) / s_q);
-          out[i] = uint8_t(encode_minifloat<F>(t, sat_mode));
-        }
-      } else {
-        for (int64_t i = 0; i < n; ++i) out[i] = uint8_t(encode_minifloat<F>(0.0f, sat_mode));
+      for (int64_t i = 0; i < n; ++i) {
+        const float t = clamp_pm448(finite_or_zero(v[i]) * r);
+        out[i] = uint8_t(encode_minifloat<F>(t, sat_mode));
       }
       if (want)
         for (int64_t i = 0; i < n; ++i) n_out.saturated += c.is_sat_[out[i]];
@@ -524,18 +522,22 @@ struct QuantKernels {
     for (int64_t b = b0; b < b1; ++b) {
       alignas(64) float v[kMaxGroup];
       const int64_t off = b * G, m = std::min<int64_t>(G, L.numel - off);
-      const float s_q = get_f32(wire + L.scale_off + 4 * b);
+      // one factor per group: s_q, times 1/sqrt(G) (transform), over max(s_a, 1e-12f) (dual)
+      float f = get_f32(wire + L.scale_off + 4 * b);
+      if (transformed) f = f * c.hconst_;
+      if (dual) {
+        const float a = get_f32(wire + L.aux_off + 4 * b);
+        f = f / (a < 1e-12f ? 1e-12f : a);
+      }
       const int64_t n = transformed ? G : m;
       const uint8_t* cw = wire + (transformed ? b * G : off);
-      for (int64_t i = 0; i < n; ++i) v[i] = c.lut_[cw[i]] * s_q;
-      if (transformed) inverse_transform(c, v);
-      if (dual) {
-        float a = get_f32(wire + L.aux_off + 4 * b);
-        a = a < 1e-12f ? 1e-12f : a;
-        for (int64_t i = 0; i < m; ++i) out[off + i] = finite_or_zero(v[i]) / a;
-      } else {
-        for (int64_t i = 0; i < m; ++i) out[off + i] = finite_or_zero(v[i]);
+      for (int64_t i = 0; i < n; ++i) v[i] = c.lut_[cw[i]];
+      if (transformed) {
+        fwht_butterflies(v, G);
+        if (!c.signs_.empty())
+          for (int i = 0; i < G; ++i) v[i] = bits_float(float_bits(v[i]) ^ c.signs_[size_t(i)]);
       }
+      for (int64_t i = 0; i < m; ++i) out[off + i] = finite_or_zero(v[i] * f);
     }
     return {};
   }

@@ -41,24 +41,33 @@
 // E2M1 (OCP MX v1.0 section 6.3), clamped to E8M0's range; amax = 0 -> 2^-127; elements that land
 // above the element max saturate. This is the pinned definition (TE and NKI differ).
 //
-// TACO rules (taco / dual), per group, in float32, mirrored step by step by the GPU kernels:
+// TACO rules (taco / dual), per group, in float32, mirrored step by step by the GPU kernels.
+// The steps are methods.md 1.4's algorithm with the per-group scalars gathered into one factor
+// (H is linear and rounding is monotonic, so this is the same map up to float rounding): s_a and
+// 1/sqrt(G) multiply the transform's output once, through the quantization factor r, instead of
+// every input and every output, and the division by s_q is a multiply by r = k / s_q. That is
+// 1 multiply per element where the literal order takes 3 and a division; the codes differ from
+// the literal order's only where a quotient lies within a float rounding of an FP8 rounding
+// boundary (records 2026-12-01-h200-v37).
 //   1. v[i] = x[i] for i < m, 0 for m <= i < G
-//   2. (dual) S = lane_tree_sum(v[i] * v[i]); var = S / float(m); var = var + lambda;
+//   2. (dual) S = lane_tree_sum_squares(v) (FMA per element); var = S / float(m); var += lambda;
 //      var = (var < 1e-12f) ? 1e-12f : var;            (a NaN var passes through)
 //      s_a = clampf(F / sqrtf(var), 1e-3f, 1e3f);       F = 448 (E4M3) or 57344 (E5M2)
-//      v[i] = v[i] * s_a
+//      (without dual s_a = 1 and is not stored)
 //   3. (rht) v[i] = -v[i] where the sign mask is set
-//   4. (had/rht) butterflies, then v[i] = v[i] * float(1/sqrt(G))
-//   5. M = fmaxf over |v[i]|, i < G (NaN ignored; NaN only if every v[i] is NaN)
+//   4. (had/rht) butterflies only; k = s_a * float(1/sqrt(G)) (taco-noh: k = s_a)
+//   5. A = fmaxf over |v[i]|, i < G (NaN ignored; NaN only if every v[i] is NaN); M = A * k
 //      mv = (M < 1e-12f) ? 1e-12f : M;  s_q = clampf(safe_div(mv, T), 1e-12f, 1e6f)
-//   6. t = safe_div(finite(v[i]) ? v[i] : 0, s_q); t = min(max(t, -448), 448);
-//      code = fp8_rne(t, saturate)  (the +-448 clamp also for E5M2, as in the authors' code)
+//   6. r = k / s_q; t = (finite(v[i]) ? v[i] : 0) * r; t = min(max(t, -448), 448);
+//      code = fp8_rne(t, saturate)  (the +-448 clamp also for E5M2, as in the authors' code).
+//      No product overflows: |t| is about T or less unless s_q was clamped to 1e6, and then
+//      r <= 1e-3.
 //   clampf(x, lo, hi) = fmaxf(fminf(x, hi), lo) with IEEE/CUDA NaN-ignoring fminf/fmaxf (so a
 //   NaN maps to hi); safe_div(a, b) = |b| < 1e-12f ? 0 : a / b; sqrtf and / correctly rounded
 //   (the authors' kernel uses rsqrtf; the bytes here are the correctly rounded reference).
-//   Decode: y[i] = dec(code[i]) * s_q; inverse transform (butterflies, * 1/sqrt(G), signs);
-//   a = (s_a < 1e-12f) ? 1e-12f : s_a; out[i] = (finite(y[i]) ? y[i] : 0) / a (taco without
-//   dual: out[i] = finite(y[i]) ? y[i] : 0).
+//   Decode: f = s_q; (had/rht) f = f * float(1/sqrt(G)); (dual) f = f / max(s_a, 1e-12f);
+//   y[i] = dec(code[i]); (had/rht) butterflies, then the signs; out[i] = finite(y[i] * f) ?
+//   y[i] * f : 0 (one NaN or infinite code makes the whole transformed group 0).
 #include "codecs/codec.hpp"
 #include "codecs/variant.hpp"
 

@@ -55,9 +55,5 @@ TACO_HD float div_by_scale(float a, const ScaleDivisor& d) {
 TACO_HD bool code_divisor_ok(float b) {
   return b >= 8.27180613e-25f /* 2^-80 */ && b <= 1.32922800e+36f /* 2^120 */;
 }
-// b inside the range where div_by_scale is exact for every a with |a| in [2^-100, 2^100] or 0.
-TACO_HD bool value_divisor_ok(float b) {
-  return b >= 9.53674316e-07f /* 2^-20 */ && b <= 1048576.0f /* 2^20 */;
-}
 
 }  // namespace taco::gpu

@@ -1,5 +1,8 @@
 """Independent NumPy re-implementation of the TACO codec, written from docs methods.md section 1.4
 (and the bit-exactness rules in src/codecs/codec.hpp), used as an oracle for the C++ wire bytes.
+The per-group scalars are applied as one factor after the transform (s_a * 1/sqrt(G) / s_q when
+encoding, s_q * 1/sqrt(G) / s_a when decoding), the float order the toolkit pins in
+src/codecs/quant_codec.hpp ("TACO rules").
 
 Every step is float32 NumPy arithmetic in the order the spec gives (NumPy never fuses a*b+c, and
 its float32 add/mul/div/sqrt are correctly rounded), so the bytes must match the C++ reference
@@ -47,15 +50,30 @@ def hadamard_scale(n):
     return F32(1.0 / np.sqrt(np.float64(n)))
 
 
-def lane_tree_sum_rows(v):
-    """Per-row sum in the order of a warp owning the row (codec.hpp)."""
+def fma32(a, b, c):
+    """float32 fma(a, b, c), correctly rounded: a * b is exact in float64, the sum is rounded to
+    odd in float64 (two-sum for the error, then the last bit forced odd when inexact), and since
+    53 >= 24 + 2 bits, rounding that to float32 is the correctly rounded fma (Boldo-Melquiond)."""
+    a64, b64, c64 = (np.asarray(t, dtype=np.float64) for t in (a, b, c))
+    p = a64 * b64
+    s = p + c64
+    bb = s - p
+    err = (p - (s - bb)) + (c64 - bb)
+    fix = (err != 0) & ((s.view(np.int64) & 1) == 0) & np.isfinite(s)
+    s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(F32)
+
+
+def lane_tree_sum_squares_rows(v):
+    """Per-row sum of squares in the order of a warp owning the row (hadamard.hpp
+    lane_tree_sum_squares): lane partial p = v0 * v0, then p = fma(v, v, p); then a tree."""
     g, n = v.shape
     lanes = min(32, n)
     s = n // lanes
     w = v.reshape(g, lanes, s)
-    p = w[:, :, 0].copy()
+    p = w[:, :, 0] * w[:, :, 0]
     for j in range(1, s):
-        p = p + w[:, :, j]
+        p = fma32(w[:, :, j], w[:, :, j], p)
     stride = lanes // 2
     while stride >= 1:
         p[:, :stride] = p[:, :stride] + p[:, stride:2 * stride]
@@ -84,22 +102,24 @@ def encode(x, group=128, fmt="e4m3", hadamard=True, dual=True, target=448.0, lam
     with np.errstate(all="ignore"):
         s_a = np.ones(g, dtype=F32)
         if dual:
-            ssum = lane_tree_sum_rows(v * v)
+            ssum = lane_tree_sum_squares_rows(v)
             var = ssum / m.astype(F32)
             var = var + lam
             var = np.where(var < F32(1e-12), F32(1e-12), var)
             s_a = clampf(fmax / np.sqrt(var), 1e-3, 1e3).astype(F32)
-            v = v * s_a[:, None]
         transformed = hadamard or rht_seed is not None
         if rht_seed is not None:
             v = np.where(splitmix64_signs(group, rht_seed)[None, :], -v, v)
+        k = s_a
         if transformed:
-            v = fwht_rows(v) * hadamard_scale(group)
-        big = np.fmax.reduce(np.abs(v), axis=1)
+            v = fwht_rows(v)
+            k = s_a * hadamard_scale(group) if dual else np.full(g, hadamard_scale(group), dtype=F32)
+        big = np.fmax.reduce(np.abs(v), axis=1) * k
         mv = np.where(big < F32(1e-12), F32(1e-12), big)
         q = mv / T if abs(T) >= F32(1e-12) else np.zeros_like(mv)
         s_q = clampf(q, 1e-12, 1e6).astype(F32)
-        t = np.where(np.isfinite(v), v, F32(0)) / s_q[:, None]
+        r = k / s_q
+        t = np.where(np.isfinite(v), v, F32(0)) * r[:, None]
         t = np.minimum(np.maximum(t, F32(-448.0)), F32(448.0))
         codes = t.astype(fp8_type).view(np.uint8)
     code_bytes = codes.ravel() if transformed else codes.ravel()[:n]
@@ -119,14 +139,17 @@ def decode(wire, n, group=128, fmt="e4m3", hadamard=True, dual=True, rht_seed=No
     codes[:ncodes] = np.frombuffer(wire, dtype=np.uint8, count=ncodes)
     s_q = np.frombuffer(wire, dtype="<f4", count=g, offset=ncodes).astype(F32)
     with np.errstate(all="ignore"):
-        y = codes.view(fp8_type).astype(F32).reshape(g, group) * s_q[:, None]
+        f = s_q
         if transformed:
-            y = fwht_rows(y) * hadamard_scale(group)
-        if rht_seed is not None:
-            y = np.where(splitmix64_signs(group, rht_seed)[None, :], -y, y)
-        y = np.where(np.isfinite(y), y, F32(0))
+            f = f * hadamard_scale(group)
         if dual:
             s_a = np.frombuffer(wire, dtype="<f4", count=g, offset=ncodes + 4 * g).astype(F32)
-            a = np.where(s_a < F32(1e-12), F32(1e-12), s_a)
-            y = y / a[:, None]
+            f = f / np.where(s_a < F32(1e-12), F32(1e-12), s_a)
+        y = codes.view(fp8_type).astype(F32).reshape(g, group)
+        if transformed:
+            y = fwht_rows(y)
+        if rht_seed is not None:
+            y = np.where(splitmix64_signs(group, rht_seed)[None, :], -y, y)
+        y = y * f[:, None]
+        y = np.where(np.isfinite(y), y, F32(0))
     return y.ravel()[:n]
