@@ -174,6 +174,20 @@ __device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, 
   }
 }
 
+// Asks L2 for the input of the group this lane loads `step` groups on, when that group is in the
+// same chunk: a hint without registers or a result, so the next iteration's loads find their
+// lines in L2 instead of waiting on DRAM. The lanes of a group touch lines G / LPG elements apart
+// (all at the group's start for the chunk's last group, which may be short: every address stays
+// inside the input).
+template <class Cfg, typename InT>
+__device__ __forceinline__ void prefetch_input_l2(const KernelParams& p, const Item& it, int lane, uint32_t step) {
+  const uint32_t b = it.b + step;
+  if (!it.valid || b >= uint32_t(p.geo.nblocks)) return;
+  const int part = b + 1 < uint32_t(p.geo.nblocks) ? (lane & (Cfg::LPG - 1)) * (Cfg::G / Cfg::LPG) : 0;
+  const InT* src = static_cast<const InT*>(p.in) + int64_t(it.c) * p.in_stride + int64_t(b) * Cfg::G + part;
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(src));
+}
+
 template <class Cfg, typename InT>
 __device__ __forceinline__ void unpack_raw(const RawInput<Cfg, InT>& raw, float (&v)[Cfg::EPL]) {
 #pragma unroll
