@@ -567,9 +567,10 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     if constexpr (Cfg::kHad) {
       decode_elems<EPL, false>(raw.w, 1.0f, q.elem, v);
       fwht_to<typename Cfg::In, Out>(v, lane, scratch);
-      // Every output of the transform is a +- sum over every input code, none of which
-      // overflows (|code| <= 57344, G <= 512): one NaN or infinite code makes every output NaN
-      // or infinite, so one value per lane is the group's flag, without the byte test.
+      // Every output of the transform is a +- sum over every input code, and no such sum of
+      // finite codes overflows (|code| <= 57344, G <= 1024: below 2^26): one NaN or infinite
+      // code makes every output NaN or infinite, so one value per lane is the group's flag,
+      // without the byte test.
       finite = !nonfinite(v[0]);
       if (q.rht) apply_rht_signs<Out>(v, lane, q);
 #pragma unroll
@@ -577,7 +578,7 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     } else {
       decode_elems<EPL>(raw.w, f, q.elem, v);
     }
-    // Finite codes (|sum| < 2^25) times |f| <= 2^100 cannot overflow: the products are finite
+    // Finite codes (|sum| < 2^26) times |f| <= 2^100 cannot overflow: the products are finite
     // exactly when the codes are. Any other factor (only a wire not made by an encoder has one)
     // zeroes element by element, as the reference does.
     if (!(finite && fabsf(f) <= 1.26765060e+30f /* 2^100 */)) {
