@@ -46,7 +46,7 @@
 // (H is linear and rounding is monotonic, so this is the same map up to float rounding): s_a and
 // 1/sqrt(G) multiply the transform's output once, through the quantization factor r, instead of
 // every input and every output, and the division by s_q is a multiply by r = k / s_q. That is
-// 1 multiply per element where the literal order takes 3 and a division; the codes differ from
+// 1 multiply per element where the literal order takes 2 and a division; the codes differ from
 // the literal order's only where a quotient lies within a float rounding of an FP8 rounding
 // boundary (records 2026-12-01-h200-v37).
 //   1. v[i] = x[i] for i < m, 0 for m <= i < G
