@@ -425,7 +425,7 @@ struct QuantKernels {
       if (!c.signs_.empty())
         for (int i = 0; i < G; ++i) v[i] = bits_float(float_bits(v[i]) ^ c.signs_[size_t(i)]);
       if (transformed) fwht_butterflies(v, G);
-      const float k = transformed ? (dual ? s_a * c.hconst_ : c.hconst_) : s_a;
+      const float k = transformed ? s_a * c.hconst_ : s_a;  // s_a = 1 without dual: k = hconst_
       // 5. quantization scale from the max magnitude (NaN-ignoring), scaled by k
       int32_t mb = 0;
       for (int i = 0; i < G; ++i) {

@@ -113,7 +113,7 @@ def encode(x, group=128, fmt="e4m3", hadamard=True, dual=True, target=448.0, lam
         k = s_a
         if transformed:
             v = fwht_rows(v)
-            k = s_a * hadamard_scale(group) if dual else np.full(g, hadamard_scale(group), dtype=F32)
+            k = s_a * hadamard_scale(group)
         big = np.fmax.reduce(np.abs(v), axis=1) * k
         mv = np.where(big < F32(1e-12), F32(1e-12), big)
         q = mv / T if abs(T) >= F32(1e-12) else np.zeros_like(mv)
