@@ -174,17 +174,18 @@ __device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, 
   }
 }
 
-// Asks L2 for the input of the group this lane loads `step` groups on, when that group is in the
-// same chunk: a hint without registers or a result, so the next iteration's loads find their
-// lines in L2 instead of waiting on DRAM. The lanes of a group touch lines G / LPG elements apart
-// (all at the group's start for the chunk's last group, which may be short: every address stays
-// inside the input).
+// Asks L2 for the input of the group this lane loads `step` groups on, when that group is whole
+// and in the same chunk (the chunk's last group, which may be short, is left out, so every
+// address stays inside the input): a hint without registers or a result, so the next
+// iteration's loads find their lines in L2 instead of waiting on DRAM. The lanes of a group
+// touch lines G / LPG elements apart. The address is this group's (load_raw's, shared by the
+// compiler) plus loop-invariant offsets: deriving it from the item again cost 17 instructions
+// per lane and iteration.
 template <class Cfg, typename InT>
 __device__ __forceinline__ void prefetch_input_l2(const KernelParams& p, const Item& it, int lane, uint32_t step) {
-  const uint32_t b = it.b + step;
-  if (!it.valid || b >= uint32_t(p.geo.nblocks)) return;
-  const int part = b + 1 < uint32_t(p.geo.nblocks) ? (lane & (Cfg::LPG - 1)) * (Cfg::G / Cfg::LPG) : 0;
-  const InT* src = static_cast<const InT*>(p.in) + int64_t(it.c) * p.in_stride + int64_t(b) * Cfg::G + part;
+  if (!it.valid || it.b + step + 1 >= uint32_t(p.geo.nblocks)) return;
+  const InT* src = static_cast<const InT*>(p.in) + group_at<Cfg>(it, p.in_stride) + int64_t(step) * Cfg::G +
+                   (lane & (Cfg::LPG - 1)) * (Cfg::G / Cfg::LPG);
   asm volatile("prefetch.global.L2 [%0];" ::"l"(src));
 }
 
@@ -321,9 +322,12 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 
   if constexpr (Cfg::kTaco) {
     // methods.md 1.4 / quant_codec.hpp "TACO rules", steps 2-6
-    float s_a = 1.0f, S = 0.0f;
+    // S even where s_a is off (taco-nosa, 32 products to waste): under `if (q.dual)` ptxas
+    // unpacked the bf16 input there and again after it for the transform, 32 instructions per
+    // lane and group of the reference variant.
+    const float S = group_sum_squares<L>(v, lane);
+    float s_a = 1.0f;
     if (q.dual) {
-      S = group_sum_squares<L>(v, lane);
       // S / G is S * 2^-LG rounded once, the same value as the division.
       float var = it.m == Cfg::G ? __fmul_rn(S, 1.0f / float(Cfg::G)) : __fdiv_rn(S, float(it.m));
       var = __fadd_rn(var, q.lambda);
@@ -364,24 +368,26 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     const float mv = M < 1e-12f ? 1e-12f : M;
     const float s_q = clampf(safe_div(mv, q.target), 1e-12f, 1e6f);
     const float rq = __fdiv_rn(k, s_q);  // s_q >= 1e-12f: always divides
-    constexpr float kClamp = 448.0f;
-    // E4M3 SATFINITE already maps every |t| > 448 to 448: the clamp changes no code there.
-    const bool clamp = !(q.elem == ElemKind::E4M3 && q.saturate);
-    float t[EPL];
-    if (!general) {
+    if (!general && q.elem == ElemKind::E4M3 && q.saturate) {
+      // The common case in a block of its own, so that its products go straight into the
+      // conversions: merged with the general path below, ptxas moved all 32 of them between
+      // registers first. E4M3 SATFINITE already maps every |t| > 448 to 448 (no clamp).
 #pragma unroll
-      for (int r = 0; r < EPL; ++r) t[r] = __fmul_rn(v[r], rq);
+      for (int i = 0; i < EPL / 4; ++i)
+        quad[i] = fp8x4_sat<__NV_E4M3>(__fmul_rn(v[4 * i], rq), __fmul_rn(v[4 * i + 1], rq),
+                                       __fmul_rn(v[4 * i + 2], rq), __fmul_rn(v[4 * i + 3], rq));
     } else {
+      constexpr float kClamp = 448.0f;
+      float t[EPL];
 #pragma unroll
-      for (int r = 0; r < EPL; ++r) t[r] = __fmul_rn(finite_or_zero(v[r]), rq);
+      for (int r = 0; r < EPL; ++r) {
+        const float x = __fmul_rn(finite_or_zero(v[r]), rq);
+        t[r] = x > kClamp ? kClamp : (x < -kClamp ? -kClamp : x);
+      }
+      // TACO elements are FP8 (variant.cpp). Compiling the int8 branch into this path made the
+      // taco encode 2-3% slower (bench/records/2026-12-01-h200-v21-ab.md).
+      encode_quads<EPL, false>(t, quad, q);
     }
-    if (clamp) {
-#pragma unroll
-      for (int r = 0; r < EPL; ++r) t[r] = t[r] > kClamp ? kClamp : (t[r] < -kClamp ? -kClamp : t[r]);
-    }
-    // TACO elements are FP8 (variant.cpp). Compiling the int8 branch into this path made the
-    // taco encode 2-3% slower (bench/records/2026-12-01-h200-v21-ab.md).
-    encode_quads<EPL, false>(t, quad, q);
     if (it.valid) {
       store_codes<L>(wire + int64_t(it.b) * Cfg::G, quad, lane, n, p.code_vec);
       if (leader) {
