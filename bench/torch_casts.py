@@ -13,21 +13,7 @@ import sys
 
 import torch
 
-
-def median_seconds(fn, iters):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    times.sort()
-    return times[len(times) // 2]
+from torch_timing import emit, median_us
 
 
 def main() -> int:
@@ -51,16 +37,12 @@ def main() -> int:
     }
     res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "elements": n}
     for name, (fn, nbytes) in shapes.items():
-        t = median_seconds(fn, a.iters)
-        res[name] = {"us": round(t * 1e6, 2), "GBps": round(nbytes / t / 1e9, 1)}
+        us = median_us(fn, iters=a.iters)
+        res[name] = {"us": round(us, 2), "GBps": round(nbytes / us / 1e3, 1)}
     copy = res["copy_bf16"]["GBps"]
     for name in shapes:
         res[name]["pct_copy"] = round(100 * res[name]["GBps"] / copy, 1)
-    text = json.dumps(res)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    emit(res, a.out)
     return 0
 
 

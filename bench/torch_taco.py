@@ -13,6 +13,8 @@ import sys
 
 import torch
 
+from torch_timing import emit, median_us
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -56,20 +58,7 @@ def main() -> int:
         return (q.float() * s).to(torch.bfloat16)
 
     def bench(fn, *args):
-        for _ in range(5):
-            fn(*args)
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(a.iters):
-            s = torch.cuda.Event(enable_timing=True)
-            e = torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn(*args)
-            e.record()
-            torch.cuda.synchronize()
-            ts.append(s.elapsed_time(e))
-        ts.sort()
-        return ts[len(ts) // 2] * 1e3  # us
+        return median_us(fn, *args, iters=a.iters)
 
     res = {"numel": N, "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "results": {}}
     wire_taco = N + 8 * N // G
@@ -96,11 +85,7 @@ def main() -> int:
                                          "bytes": wire_g128 + 2 * N}
     except Exception as ex:
         res["results"]["decode"] = {"error": str(ex)[:300]}
-    text = json.dumps(res, indent=1)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    emit(res, a.out, indent=1)
     return 0
 
 
