@@ -191,30 +191,31 @@ int main(int argc, char** argv) {
     const double copy_ms = median_ms([&] { check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync"); },
                                      "memcpy");
     const double copy_gbs = 2.0 * double(bytes) / copy_ms / 1e6;
-    auto row = [&](const char* shape, const char* kernel, int threads, int bpsm, double logical, double ms) {
+    auto row = [&](const char* shape, const char* kernel, const std::string& grid, double logical, double ms) {
       const double gbs = logical / ms / 1e6;
-      std::printf("| %zu MiB | %s | %s | %d x %d | %.1f | %.0f | %.1f |\n", bytes >> 20, shape, kernel, threads, bpsm,
+      std::printf("| %zu MiB | %s | %s | %s | %.1f | %.0f | %.1f |\n", bytes >> 20, shape, kernel, grid.c_str(),
                   ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
     };
-    row("copy 2:2", "cudaMemcpy D2D", 0, 0, 2.0 * double(bytes), copy_ms);
+    row("copy 2:2", "cudaMemcpy D2D", "-", 2.0 * double(bytes), copy_ms);
     const auto* in = static_cast<const uint4*>(src);
     auto* out = static_cast<uint4*>(dst);
     struct Shape {
       int threads, bpsm;
+      std::string name() const { return std::to_string(threads) + " x " + std::to_string(bpsm); }
     };
     for (const Shape c : {Shape{128, 4}, Shape{128, 6}, Shape{128, 8}, Shape{256, 3}, Shape{256, 4}}) {
       const unsigned grid = unsigned(sms * c.bpsm);
-      row("expand 1:2", "16-B stores", c.threads, c.bpsm, 3.0 * double(elems),
+      row("expand 1:2", "16-B stores", c.name(), 3.0 * double(elems),
           median_ms([&] { expand<false><<<grid, c.threads>>>(in, out, n16); }, "expand"));
-      row("expand 1:2", "streaming stores", c.threads, c.bpsm, 3.0 * double(elems),
+      row("expand 1:2", "streaming stores", c.name(), 3.0 * double(elems),
           median_ms([&] { expand<true><<<grid, c.threads>>>(in, out, n16); }, "expand"));
-      row("shrink 2:1", "16-B stores", c.threads, c.bpsm, 3.0 * double(elems),
+      row("shrink 2:1", "16-B stores", c.name(), 3.0 * double(elems),
           median_ms([&] { shrink<false><<<grid, c.threads>>>(in, out, n16); }, "shrink"));
     }
     for (const Shape c : {Shape{256, 4}, Shape{256, 6}, Shape{256, 8}, Shape{512, 3}, Shape{512, 4}}) {
       const int smem = 2 * c.threads * 32;
       check(cudaFuncSetAttribute(expand_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "cudaFuncSetAttribute");
-      row("expand 1:2", "bulk (TMA) stores", c.threads, c.bpsm, 3.0 * double(elems),
+      row("expand 1:2", "bulk (TMA) stores", c.name(), 3.0 * double(elems),
           median_ms([&] { expand_bulk<<<unsigned(sms * c.bpsm), c.threads, smem>>>(in, out, n16); }, "expand_bulk"));
     }
     // The bulk path writes what the plain one does.
