@@ -87,6 +87,14 @@ inline std::vector<uint32_t> rht_sign_masks(int n, uint64_t seed) {
   return m;
 }
 
+// The L lane partials p[0, L) combined as the warp does: an xor butterfly of strides L/2, ..., 1.
+// p[l] + p[l ^ s] equals p[l ^ s] + p[l], so the lower half holds every lane's value.
+inline float combine_lane_partials(float* p, int L) {
+  for (int s = L / 2; s >= 1; s >>= 1)
+    for (int l = 0; l < s; ++l) p[l] = p[l] + p[l + s];
+  return p[0];
+}
+
 // Sum of v[0, n) in the order of a warp that owns the group (codecs/codec.hpp): L = min(32, n)
 // lanes, lane l adds its S = n / L consecutive elements left to right, then the lane partials
 // are combined with an xor butterfly of strides L/2, ..., 1. n is a power of two <= 4096.
@@ -96,10 +104,7 @@ inline float lane_tree_sum(const float* v, int n) {
   for (int l = 0; l < L; ++l) p[l] = v[l * S];
   for (int j = 1; j < S; ++j)
     for (int l = 0; l < L; ++l) p[l] = p[l] + v[l * S + j];
-  // p[l] + p[l ^ s] equals p[l ^ s] + p[l], so the lower half holds every lane's value.
-  for (int s = L / 2; s >= 1; s >>= 1)
-    for (int l = 0; l < s; ++l) p[l] = p[l] + p[l + s];
-  return p[0];
+  return combine_lane_partials(p, L);
 }
 
 // Sum of v[i]^2 over v[0, n) in the same lane order, each lane's squares accumulated with fused
@@ -111,9 +116,7 @@ inline float lane_tree_sum_squares(const float* v, int n) {
   for (int l = 0; l < L; ++l) p[l] = v[l * S] * v[l * S];
   for (int j = 1; j < S; ++j)
     for (int l = 0; l < L; ++l) p[l] = std::fma(v[l * S + j], v[l * S + j], p[l]);
-  for (int s = L / 2; s >= 1; s >>= 1)
-    for (int l = 0; l < s; ++l) p[l] = p[l] + p[l + s];
-  return p[0];
+  return combine_lane_partials(p, L);
 }
 
 }  // namespace taco
