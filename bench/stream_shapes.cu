@@ -7,27 +7,29 @@
 // the encode's shape), each at several block shapes, with plain 16-byte stores, streaming stores,
 // or (expand) shared memory and bulk (TMA) stores. What the best of them reaches is what a
 // kernel of that shape can reach on the machine (bench/records/2026-12-02-h200-v44..v47).
-// Cold like `taco bench`: the L2 is flushed (a memset of max(2 x L2, 128 MiB)) before every
-// sample; median of the samples after three warm-ups.
+// Cold like `taco bench` (its Timer): the L2 is flushed (a memset of max(2 x L2, 128 MiB)) before
+// every sample; median of the samples after three warm-ups.
 //
 //   taco_stream_shapes [--sizes 256M,1G] [--samples 25] [--device 0]
+// Built on the project's pieces: `Timer::cold` (the L2 flush and CUDA-event samples of `taco
+// bench`), `DeviceBuffer`, checked CUDA calls, and the CLI's size lists.
+#include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "apps/cli_parse.hpp"
+#include "core/error.hpp"
+#include "cuda/bench_timer.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/device.hpp"
+
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "taco_stream_shapes: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
+using taco::gpu::DeviceBuffer;
 
 // The eight bytes of a and b, each as the high byte of a 16-bit half (a decode's output width).
 __device__ __forceinline__ uint4 widen(uint32_t a, uint32_t b) {
@@ -96,141 +98,123 @@ __global__ void shrink(const uint4* __restrict__ in, uint4* __restrict__ out, si
   }
 }
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "taco_stream_shapes: %s\nusage: taco_stream_shapes [--sizes 256M,1G] [--samples N] [--device N]\n",
-               msg.c_str());
-  std::exit(2);
-}
-
-// "256M", "1G", "65536": bytes of bf16 input (binary K/M/G), a positive multiple of 16 KiB (whole
-// stages of the bulk kernel).
-size_t parse_size(const std::string& s) {
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  size_t mul = 1;
-  const std::string unit(end);
-  if (unit == "K") mul = size_t(1) << 10;
-  else if (unit == "M") mul = size_t(1) << 20;
-  else if (unit == "G") mul = size_t(1) << 30;
-  else if (!unit.empty()) usage_error("bad size '" + s + "'");
-  const size_t bytes = size_t(v) * mul;
-  if (end == s.c_str() || bytes == 0 || bytes % 16384 != 0 || bytes > (size_t(16) << 30))
-    usage_error("size '" + s + "' must be a multiple of 16K up to 16G");
-  return bytes;
-}
-
-int parse_int(const std::string& s, const char* what, int lo, int hi) {
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (end == s.c_str() || *end != '\0' || v < lo || v > hi) usage_error(std::string("bad ") + what + " '" + s + "'");
-  return int(v);
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::vector<size_t> sizes = {size_t(256) << 20, size_t(1) << 30};
-  int samples = 25, device = 0;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    if (a + 1 >= argc) usage_error("missing value after '" + arg + "'");
-    const std::string val = argv[++a];
-    if (arg == "--sizes") {
-      sizes.clear();
-      for (size_t p = 0; p <= val.size();) {
-        const size_t q = std::min(val.find(',', p), val.size());
-        sizes.push_back(parse_size(val.substr(p, q - p)));
-        p = q + 1;
-      }
-    } else if (arg == "--samples") {
-      samples = parse_int(val, "sample count", 5, 1000);
-    } else if (arg == "--device") {
-      device = parse_int(val, "device", 0, 63);
-    } else {
-      usage_error("unknown option '" + arg + "'");
-    }
+// Sizes in bytes of bf16 input (K/M/G binary), each a multiple of 16 KiB (whole stages of the
+// bulk kernel).
+std::vector<size_t> parse_sizes(const std::string& list) {
+  std::vector<size_t> sizes;
+  for (const auto& s : taco::cli::split_list(list, "--sizes")) {
+    const int64_t bytes = taco::cli::parse_bytes(s, "--sizes");
+    TACO_REQUIRE_INPUT(bytes % 16384 == 0 && bytes <= (int64_t(16) << 30),
+                       "--sizes '{}': must be a multiple of 16K up to 16G", s);
+    sizes.push_back(size_t(bytes));
   }
-  check(cudaSetDevice(device), "cudaSetDevice");
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-  const int sms = prop.multiProcessorCount;
-  const size_t flush_bytes = std::max(size_t(2) * size_t(prop.l2CacheSize), size_t(128) << 20);
-  void* flush = nullptr;
-  check(cudaMalloc(&flush, flush_bytes), "cudaMalloc(flush)");
-  cudaEvent_t e0, e1;
-  check(cudaEventCreate(&e0), "cudaEventCreate");
-  check(cudaEventCreate(&e1), "cudaEventCreate");
-  std::printf("# taco_stream_shapes: %s (%d SMs, L2 %d MiB); cold (L2 flushed), median of %d samples\n",
-              prop.name, sms, prop.l2CacheSize >> 20, samples);
+  return sizes;
+}
+
+void run(const std::vector<size_t>& sizes, int samples, int device) {
+  TACO_CUDA_CHECK(cudaSetDevice(device));
+  const taco::gpu::DeviceInfo dev = taco::gpu::query_device(device);
+  const int sms = dev.sm_count;
+  const taco::gpu::CudaStream stream;
+  taco::gpu::TimingOptions opts;  // exactly `samples` samples after 3 warm-ups
+  opts.warmup = 3;
+  opts.min_samples = opts.max_samples = samples;
+  opts.min_time_s = 0;
+  opts.timeout_s = 1e9;
+  taco::gpu::Timer timer(dev, opts, stream.get());
+  std::printf("# taco_stream_shapes: %s (%d SMs, L2 %d MiB), CUDA runtime %s, driver %s; cold (L2 flushed), "
+              "median of %d samples\n",
+              dev.name.c_str(), sms, dev.l2_bytes >> 20, taco::gpu::cuda_version_string(dev.runtime_version).c_str(),
+              dev.driver_version.empty() ? "?" : dev.driver_version.c_str(), samples);
   std::printf("| bf16 size | shape | kernel | threads x blocks/SM | median us | GB/s | %% memcpy |\n");
   std::printf("|---:|---|---|---|---:|---:|---:|\n");
 
   for (const size_t bytes : sizes) {
     const size_t elems = bytes / 2, n16 = elems / 16;
-    void *src = nullptr, *dst = nullptr;
-    check(cudaMalloc(&src, bytes), "cudaMalloc(src)");
-    check(cudaMalloc(&dst, bytes), "cudaMalloc(dst)");
-    fill_pattern<<<unsigned(sms * 4), 256>>>(static_cast<uint32_t*>(src), bytes / 4);
-    check(cudaGetLastError(), "fill_pattern");
-    auto median_ms = [&](auto&& launch, const char* what) {
-      std::vector<float> t;
-      for (int s = 0; s < samples + 3; ++s) {
-        check(cudaMemsetAsync(flush, s & 0xff, flush_bytes), "cudaMemsetAsync(flush)");
-        check(cudaEventRecord(e0), "cudaEventRecord");
-        launch();
-        check(cudaGetLastError(), what);
-        check(cudaEventRecord(e1), "cudaEventRecord");
-        check(cudaEventSynchronize(e1), what);
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-        if (s >= 3) t.push_back(ms);
-      }
-      std::sort(t.begin(), t.end());
-      return double(t[t.size() / 2]);
+    const DeviceBuffer src(bytes, "cudaMalloc(input)"), dst(bytes, "cudaMalloc(output)");
+    const cudaStream_t st = stream.get();
+    fill_pattern<<<unsigned(sms * 4), 256, 0, st>>>(src.as<uint32_t>(), bytes / 4);
+    TACO_CUDA_CHECK_LAUNCH("fill_pattern", st);
+    const auto* in = src.as<const uint4>();
+    auto* out = dst.as<uint4>();
+    const double copy_us = timer.cold([&](int) {
+      TACO_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, st));
+    }).median_us;
+    const double copy_gbs = 2.0 * double(bytes) / copy_us / 1e3;
+    auto row = [&](const char* shape, const char* kernel, const std::string& grid, double logical, double us) {
+      const double gbs = logical / us / 1e3;
+      std::printf("| %zu MiB | %s | %s | %s | %.1f | %.0f | %.1f |\n", bytes >> 20, shape, kernel, grid.c_str(), us,
+                  gbs, 100.0 * gbs / copy_gbs);
     };
-    const double copy_ms = median_ms([&] { check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync"); },
-                                     "memcpy");
-    const double copy_gbs = 2.0 * double(bytes) / copy_ms / 1e6;
-    auto row = [&](const char* shape, const char* kernel, const std::string& grid, double logical, double ms) {
-      const double gbs = logical / ms / 1e6;
-      std::printf("| %zu MiB | %s | %s | %s | %.1f | %.0f | %.1f |\n", bytes >> 20, shape, kernel, grid.c_str(),
-                  ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
-    };
-    row("copy 2:2", "cudaMemcpy D2D", "-", 2.0 * double(bytes), copy_ms);
-    const auto* in = static_cast<const uint4*>(src);
-    auto* out = static_cast<uint4*>(dst);
+    row("copy 2:2", "cudaMemcpy D2D", "-", 2.0 * double(bytes), copy_us);
     struct Shape {
       int threads, bpsm;
       std::string name() const { return std::to_string(threads) + " x " + std::to_string(bpsm); }
     };
+    auto median_us = [&](const char* what, auto&& launch) {
+      return timer.cold([&](int) {
+        launch();
+        TACO_CUDA_CHECK_LAUNCH(what, st);
+      }).median_us;
+    };
+    const double logical = 3.0 * double(elems);
     for (const Shape c : {Shape{128, 4}, Shape{128, 6}, Shape{128, 8}, Shape{256, 3}, Shape{256, 4}}) {
       const unsigned grid = unsigned(sms * c.bpsm);
-      row("expand 1:2", "16-B stores", c.name(), 3.0 * double(elems),
-          median_ms([&] { expand<false><<<grid, c.threads>>>(in, out, n16); }, "expand"));
-      row("expand 1:2", "streaming stores", c.name(), 3.0 * double(elems),
-          median_ms([&] { expand<true><<<grid, c.threads>>>(in, out, n16); }, "expand"));
-      row("shrink 2:1", "16-B stores", c.name(), 3.0 * double(elems),
-          median_ms([&] { shrink<false><<<grid, c.threads>>>(in, out, n16); }, "shrink"));
+      row("expand 1:2", "16-B stores", c.name(), logical,
+          median_us("expand", [&] { expand<false><<<grid, c.threads, 0, st>>>(in, out, n16); }));
+      row("expand 1:2", "streaming stores", c.name(), logical,
+          median_us("expand", [&] { expand<true><<<grid, c.threads, 0, st>>>(in, out, n16); }));
+      row("shrink 2:1", "16-B stores", c.name(), logical,
+          median_us("shrink", [&] { shrink<false><<<grid, c.threads, 0, st>>>(in, out, n16); }));
     }
     for (const Shape c : {Shape{256, 4}, Shape{256, 6}, Shape{256, 8}, Shape{512, 3}, Shape{512, 4}}) {
       const int smem = 2 * c.threads * 32;
-      check(cudaFuncSetAttribute(expand_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "cudaFuncSetAttribute");
-      row("expand 1:2", "bulk (TMA) stores", c.name(), 3.0 * double(elems),
-          median_ms([&] { expand_bulk<<<unsigned(sms * c.bpsm), c.threads, smem>>>(in, out, n16); }, "expand_bulk"));
+      TACO_CUDA_CHECK(cudaFuncSetAttribute(expand_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      row("expand 1:2", "bulk (TMA) stores", c.name(), logical, median_us("expand_bulk", [&] {
+            expand_bulk<<<unsigned(sms * c.bpsm), c.threads, smem, st>>>(in, out, n16);
+          }));
     }
     // The bulk path writes what the plain one does.
     std::vector<unsigned char> plain(bytes), bulk(bytes);
-    expand<false><<<unsigned(sms * 4), 128>>>(in, out, n16);
-    check(cudaMemcpy(plain.data(), dst, bytes, cudaMemcpyDeviceToHost), "expand");
-    check(cudaMemset(dst, 0, bytes), "cudaMemset");
-    expand_bulk<<<unsigned(sms * 4), 256, 2 * 256 * 32>>>(in, out, n16);
-    check(cudaMemcpy(bulk.data(), dst, bytes, cudaMemcpyDeviceToHost), "expand_bulk");
-    if (plain != bulk) {
-      std::fprintf(stderr, "taco_stream_shapes: the bulk expand wrote other bytes than the plain one\n");
-      return 1;
-    }
-    check(cudaFree(src), "cudaFree");
-    check(cudaFree(dst), "cudaFree");
+    expand<false><<<unsigned(sms * 4), 128, 0, st>>>(in, out, n16);
+    TACO_CUDA_CHECK_LAUNCH("expand", st);
+    TACO_CUDA_CHECK(cudaMemcpyAsync(plain.data(), dst.get(), bytes, cudaMemcpyDeviceToHost, st));
+    TACO_CUDA_CHECK(cudaMemsetAsync(dst.get(), 0, bytes, st));
+    expand_bulk<<<unsigned(sms * 4), 256, 2 * 256 * 32, st>>>(in, out, n16);
+    TACO_CUDA_CHECK_LAUNCH("expand_bulk", st);
+    TACO_CUDA_CHECK(cudaMemcpyAsync(bulk.data(), dst.get(), bytes, cudaMemcpyDeviceToHost, st));
+    stream.synchronize();
+    if (plain != bulk) throw taco::Error("the bulk expand wrote other bytes than the plain one");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"taco_stream_shapes: streaming rates of the codecs' traffic shapes against cudaMemcpy",
+               "taco_stream_shapes"};
+  std::string sizes = "256M,1G";
+  int samples = 25, device = 0;
+  app.add_option("--sizes", sizes, "Comma-separated bf16 input sizes (K/M/G binary, multiples of 16K)")
+      ->capture_default_str();
+  app.add_option("--samples", samples, "Cold samples per measurement, after 3 warm-ups")
+      ->check(CLI::Range(5, 1000))
+      ->capture_default_str();
+  app.add_option("--device", device, "CUDA device index")->check(CLI::Range(0, 63))->capture_default_str();
+  try {
+    app.parse(argc, argv);
+    run(parse_sizes(sizes), samples, device);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "taco_stream_shapes: error: %s\n", e.what());
+    return 2;
+  } catch (const taco::InputError& e) {
+    std::fprintf(stderr, "taco_stream_shapes: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "taco_stream_shapes: error: %s\n", e.what());
+    return 1;
   }
   return 0;
 }
