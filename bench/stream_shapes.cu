@@ -5,8 +5,9 @@
 // both against a copy (2 B read, 2 B written). These kernels do no codec work at all, only the
 // traffic: expand (1 B read, 2 B written: the decode's shape) and shrink (2 B read, 1 B written:
 // the encode's shape), each at several block shapes, with plain 16-byte stores, streaming stores,
-// or (expand) shared memory and bulk (TMA) stores. What the best of them reaches is what a
-// kernel of that shape can reach on the machine (bench/records/2026-12-02-h200-v44..v47).
+// or (expand) shared memory and bulk (TMA) stores, and (expand) with one or four loads in flight
+// per thread. What the best of them reaches is what a kernel of that shape can reach on the
+// machine (bench/records/2026-12-02-h200-v44..v47, v51).
 // Cold like `taco bench` (its Timer): the L2 is flushed (a memset of max(2 x L2, 128 MiB)) before
 // every sample; median of the samples after three warm-ups.
 //
@@ -37,42 +38,62 @@ __device__ __forceinline__ uint4 widen(uint32_t a, uint32_t b) {
                     __byte_perm(b, 0, 0x3424));
 }
 
-// n16 vectors of 16 codes in, 2 x n16 vectors out (grid-stride; n16 whole).
-template <bool kStreaming>
+// n16 vectors of 16 codes in, 2 x n16 vectors out (grid-stride; n16 whole). Each thread issues
+// kLoads loads (kLoads grid strides apart) before its stores: more bytes in flight per thread,
+// as a codec kernel that loads ahead has.
+template <bool kStreaming, int kLoads>
 __global__ void expand(const uint4* __restrict__ in, uint4* __restrict__ out, size_t n16) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) {
-    const uint4 v = __ldg(in + i);
-    const uint4 a = widen(v.x, v.y), b = widen(v.z, v.w);
-    if (kStreaming) {
-      __stcs(out + 2 * i, a);
-      __stcs(out + 2 * i + 1, b);
-    } else {
-      out[2 * i] = a;
-      out[2 * i + 1] = b;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i0 = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i0 < n16; i0 += kLoads * stride) {
+    uint4 v[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const size_t i = i0 + u * stride;
+      v[u] = i < n16 ? __ldg(in + i) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const size_t i = i0 + u * stride;
+      if (i >= n16) break;
+      const uint4 a = widen(v[u].x, v[u].y), b = widen(v[u].z, v[u].w);
+      if (kStreaming) {
+        __stcs(out + 2 * i, a);
+        __stcs(out + 2 * i + 1, b);
+      } else {
+        out[2 * i] = a;
+        out[2 * i + 1] = b;
+      }
     }
   }
 }
 
-// The same through shared memory: each block iteration widens blockDim.x vectors into one of two
-// stages and one thread stores the stage with one bulk copy (n16 a multiple of blockDim.x).
+// The same through shared memory: each block iteration widens kLoads x blockDim.x consecutive
+// vectors (each thread's kLoads loads issued first) into one of two stages, and one thread stores
+// the stage with one bulk copy (n16 a multiple of kLoads x blockDim.x).
+template <int kLoads>
 __global__ void expand_bulk(const uint4* __restrict__ in, uint4* __restrict__ out, size_t n16) {
   extern __shared__ __align__(128) uint4 stage_mem[];
-  const int t = threadIdx.x, T = blockDim.x;
+  const int t = threadIdx.x, T = blockDim.x, tile = kLoads * T;
   int stage = 0;
-  for (size_t base = size_t(blockIdx.x) * T; base < n16; base += size_t(gridDim.x) * T) {
-    const uint4 v = __ldg(in + base + t);
+  for (size_t base = size_t(blockIdx.x) * tile; base < n16; base += size_t(gridDim.x) * tile) {
+    uint4 v[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) v[u] = __ldg(in + base + u * T + t);
     // the bulk store that last read this stage (two iterations ago) must be done with it
     if (t == 0) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
     __syncthreads();
-    uint4* s = stage_mem + stage * 2 * T;
-    s[2 * t] = widen(v.x, v.y);
-    s[2 * t + 1] = widen(v.z, v.w);
+    uint4* s = stage_mem + stage * 2 * tile;
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      s[2 * (u * T + t)] = widen(v[u].x, v[u].y);
+      s[2 * (u * T + t) + 1] = widen(v[u].z, v[u].w);
+    }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // visible to the bulk copy
     __syncthreads();
     if (t == 0) {
       const uint32_t src = uint32_t(__cvta_generic_to_shared(s));
       asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(out + 2 * base), "r"(src),
-                   "r"(T * 32)
+                   "r"(tile * 32)
                    : "memory");
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
@@ -161,30 +182,48 @@ void run(const std::vector<size_t>& sizes, int samples, int device) {
     for (const Shape c : {Shape{128, 4}, Shape{128, 6}, Shape{128, 8}, Shape{256, 3}, Shape{256, 4}}) {
       const unsigned grid = unsigned(sms * c.bpsm);
       row("expand 1:2", "16-B stores", c.name(), logical,
-          median_us("expand", [&] { expand<false><<<grid, c.threads, 0, st>>>(in, out, n16); }));
+          median_us("expand", [&] { expand<false, 1><<<grid, c.threads, 0, st>>>(in, out, n16); }));
       row("expand 1:2", "streaming stores", c.name(), logical,
-          median_us("expand", [&] { expand<true><<<grid, c.threads, 0, st>>>(in, out, n16); }));
+          median_us("expand", [&] { expand<true, 1><<<grid, c.threads, 0, st>>>(in, out, n16); }));
       row("shrink 2:1", "16-B stores", c.name(), logical,
           median_us("shrink", [&] { shrink<false><<<grid, c.threads, 0, st>>>(in, out, n16); }));
     }
-    for (const Shape c : {Shape{256, 4}, Shape{256, 6}, Shape{256, 8}, Shape{512, 3}, Shape{512, 4}}) {
-      const int smem = 2 * c.threads * 32;
-      TACO_CUDA_CHECK(cudaFuncSetAttribute(expand_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      row("expand 1:2", "bulk (TMA) stores", c.name(), logical, median_us("expand_bulk", [&] {
-            expand_bulk<<<unsigned(sms * c.bpsm), c.threads, smem, st>>>(in, out, n16);
-          }));
+    // Four loads in flight per thread before its stores.
+    for (const Shape c : {Shape{128, 4}, Shape{128, 8}, Shape{256, 4}}) {
+      const unsigned grid = unsigned(sms * c.bpsm);
+      row("expand 1:2", "16-B stores, 4 loads ahead", c.name(), logical,
+          median_us("expand", [&] { expand<false, 4><<<grid, c.threads, 0, st>>>(in, out, n16); }));
+      row("expand 1:2", "streaming stores, 4 loads ahead", c.name(), logical,
+          median_us("expand", [&] { expand<true, 4><<<grid, c.threads, 0, st>>>(in, out, n16); }));
     }
-    // The bulk path writes what the plain one does.
-    std::vector<unsigned char> plain(bytes), bulk(bytes);
-    expand<false><<<unsigned(sms * 4), 128, 0, st>>>(in, out, n16);
-    TACO_CUDA_CHECK_LAUNCH("expand", st);
-    TACO_CUDA_CHECK(cudaMemcpyAsync(plain.data(), dst.get(), bytes, cudaMemcpyDeviceToHost, st));
-    TACO_CUDA_CHECK(cudaMemsetAsync(dst.get(), 0, bytes, st));
-    expand_bulk<<<unsigned(sms * 4), 256, 2 * 256 * 32, st>>>(in, out, n16);
-    TACO_CUDA_CHECK_LAUNCH("expand_bulk", st);
-    TACO_CUDA_CHECK(cudaMemcpyAsync(bulk.data(), dst.get(), bytes, cudaMemcpyDeviceToHost, st));
-    stream.synchronize();
-    if (plain != bulk) throw taco::Error("the bulk expand wrote other bytes than the plain one");
+    auto bulk_rows = [&](auto kernel, int loads, const char* name, std::initializer_list<Shape> shapes) {
+      for (const Shape c : shapes) {
+        const int smem = 2 * loads * c.threads * 32;
+        TACO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        row("expand 1:2", name, c.name(), logical, median_us("expand_bulk", [&] {
+              kernel<<<unsigned(sms * c.bpsm), c.threads, smem, st>>>(in, out, n16);
+            }));
+      }
+    };
+    bulk_rows(expand_bulk<1>, 1, "bulk (TMA) stores",
+              {Shape{256, 4}, Shape{256, 6}, Shape{256, 8}, Shape{512, 3}, Shape{512, 4}});
+    bulk_rows(expand_bulk<4>, 4, "bulk (TMA) stores, 4 loads ahead", {Shape{128, 4}, Shape{128, 6}});
+    // Every variant writes what the plain one does.
+    std::vector<unsigned char> plain(bytes), other(bytes);
+    auto written = [&](std::vector<unsigned char>& to, auto&& launch) {
+      TACO_CUDA_CHECK(cudaMemsetAsync(dst.get(), 0, bytes, st));
+      launch();
+      TACO_CUDA_CHECK_LAUNCH("expand", st);
+      TACO_CUDA_CHECK(cudaMemcpyAsync(to.data(), dst.get(), bytes, cudaMemcpyDeviceToHost, st));
+      stream.synchronize();
+    };
+    written(plain, [&] { expand<false, 1><<<unsigned(sms * 4), 128, 0, st>>>(in, out, n16); });
+    written(other, [&] { expand<true, 4><<<unsigned(sms * 4), 128, 0, st>>>(in, out, n16); });
+    if (plain != other) throw taco::Error("the 4-loads expand wrote other bytes than the plain one");
+    written(other, [&] { expand_bulk<1><<<unsigned(sms * 4), 256, 2 * 256 * 32, st>>>(in, out, n16); });
+    if (plain != other) throw taco::Error("the bulk expand wrote other bytes than the plain one");
+    written(other, [&] { expand_bulk<4><<<unsigned(sms * 4), 128, 2 * 4 * 128 * 32, st>>>(in, out, n16); });
+    if (plain != other) throw taco::Error("the 4-loads bulk expand wrote other bytes than the plain one");
   }
 }
 
