@@ -264,6 +264,25 @@ __device__ __forceinline__ float load_f32_scalar(const uint8_t* src, bool aligne
 }
 
 // ---- encode --------------------------------------------------------------------------------
+// Correctly rounded x / y and sqrt(x) as the fast paths of __fdiv_rn and __fsqrt_rn (the same
+// instructions, so the same bits), without their range tests and called slow paths: valid for
+// normal operands whose quotient is normal (division) and for x in [2^-100, FLT_MAX] (root).
+// Outside those ranges the results are wrong; the callers only pass values inside them.
+__device__ __forceinline__ float div_rn_in_range(float x, float y) {
+  float r0;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(y));
+  const float r = __fmaf_rn(r0, __fmaf_rn(-y, r0, 1.0f), r0);
+  const float q0 = __fmaf_rn(x, r, 0.0f);
+  return __fmaf_rn(r, __fmaf_rn(-y, q0, x), q0);
+}
+__device__ __forceinline__ float sqrt_rn_in_range(float x) {
+  float y, s, h;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  asm("mul.ftz.f32 %0, %1, %2;" : "=f"(s) : "f"(x), "f"(y));
+  asm("mul.ftz.f32 %0, %1, 0f3F000000;" : "=f"(h) : "f"(y));
+  return __fmaf_rn(__fmaf_rn(-s, s, x), h, s);
+}
+
 // Four saturating FP8 codes (a in the low byte) as two pair conversions whose 16-bit results
 // form the two halves of one 32-bit register. The same conversion as fp8x2_sat; written in PTX so
 // that no mask of the 16-bit results comes between them (the intrinsic's 16-bit return type
@@ -322,22 +341,25 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 
   if constexpr (Cfg::kTaco) {
     // methods.md 1.4 / quant_codec.hpp "TACO rules", steps 2-6
-    // S even where s_a is off (taco-nosa, 32 products to waste): under `if (q.dual)` ptxas
-    // unpacked the bf16 input there and again after it for the transform, 32 instructions per
-    // lane and group of the reference variant.
+    // S, var and s_a even where s_a is off (taco-nosa): under `if (q.dual)` ptxas unpacked the
+    // bf16 input there and again after it for the transform (32 instructions per lane and group
+    // of the reference variant), and the branch kept the s_a chain out of the transform's block.
     const float S = group_sum_squares<L>(v, lane);
-    float s_a = 1.0f;
-    if (q.dual) {
-      // S / G is S * 2^-LG rounded once, the same value as the division.
-      float var = it.m == Cfg::G ? __fmul_rn(S, 1.0f / float(Cfg::G)) : __fdiv_rn(S, float(it.m));
-      var = __fadd_rn(var, q.lambda);
-      var = var < 1e-12f ? 1e-12f : var;
-      s_a = clampf(__fdiv_rn(q.fmax, __fsqrt_rn(var)), 1e-3f, 1e3f);
-    }
+    // S / G is S * 2^-LG rounded once, the same value as the division.
+    float var = it.m == Cfg::G ? __fmul_rn(S, 1.0f / float(Cfg::G)) : __fdiv_rn(S, float(it.m));
+    var = __fadd_rn(var, q.lambda);
+    var = var < 1e-12f ? 1e-12f : var;
     if constexpr (Cfg::kHad) {
       if (q.rht) apply_rht_signs<L>(v, lane, q);
-      fwht<L>(v, lane);
     }
+    // s_a = fmax / sqrt(var) without branches (computed even when s_a is off), so that ptxas can
+    // schedule its dependent chain between the transform's additions: var is at least 1e-12, so
+    // the square root and the division (of the format's max) take the intrinsics' fast paths,
+    // whose sequences these are; var = +inf (S overflowed) gives 0 as sqrt and division would.
+    float s_a = div_rn_in_range(q.fmax, sqrt_rn_in_range(var));
+    s_a = var == __int_as_float(0x7f800000) ? 0.0f : s_a;
+    s_a = q.dual ? clampf(s_a, 1e-3f, 1e3f) : 1.0f;
+    if constexpr (Cfg::kHad) fwht<L>(v, lane);
     // s_a and 1/sqrt(G) as one factor, applied through M and r below
     const float k = Cfg::kHad ? (q.dual ? __fmul_rn(s_a, q.hconst) : q.hconst) : s_a;
     // A = max |v|, and whether the group has a non-finite value: a warp with one anywhere takes
@@ -347,16 +369,12 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     float A;
     bool nonfinite_group;
     if (q.dual) {
-      A = 0.0f;
-#pragma unroll
-      for (int r = 0; r < EPL; ++r) A = fmaxf(A, fabsf(v[r]));
+      A = lane_absmax(v);
 #pragma unroll
       for (int j = 0; j < L::LB; ++j) A = fmaxf(A, __shfl_xor_sync(kFullMask, A, 1 << j));
       nonfinite_group = !(S <= 3.40282347e+38f);
     } else {
-      uint32_t mb = 0;
-#pragma unroll
-      for (int r = 0; r < EPL; ++r) mb = max(mb, fbits(v[r]) & 0x7fffffffu);
+      uint32_t mb = lane_absmax_bits(v);
 #pragma unroll
       for (int j = 0; j < L::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
       A = bitsf(mb);
@@ -406,9 +424,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(__fmul_rn(v[r], q.hconst));
     }
     // The max of |v| bits doubles as the non-finite test (as in the TACO path).
-    uint32_t mb = 0;
-#pragma unroll
-    for (int r = 0; r < EPL; ++r) mb = max(mb, fbits(v[r]) & 0x7fffffffu);
+    uint32_t mb = lane_absmax_bits(v);
 #pragma unroll
     for (int j = 0; j < L::LB; ++j) mb = max(mb, __shfl_xor_sync(kFullMask, mb, 1 << j));
     const bool nonfinite_warp = __any_sync(kFullMask, mb >= 0x7f800000u);

@@ -83,6 +83,42 @@ template <int R, int LB>
 using SectorLayout = Layout<R, LB, sector_perm(R, LB)>;
 
 // ---- maxima over the group (order-free) ----------------------------------------------------
+// The max of |v| over one lane's registers, as a pairwise tree: log2(N) dependent steps where a
+// running max is N (the encode's 31-step chain of FMNMX after the transform). The max is exact
+// and order-free, so the result is the same. lane_absmax: IEEE maxNum (ignores a NaN unless all
+// are); lane_absmax_bits: the max of the |v| bit patterns (NaN > Inf > finite).
+namespace tree_detail {
+// m[i] = op(m[i], m[i + W]) for i < W, then W / 2, ..., 1 (compile-time, fully unrolled)
+template <int W, class T, int M, class Op>
+__device__ __forceinline__ void fold(T (&m)[M], Op op) {
+  if constexpr (W >= 1) {
+#pragma unroll
+    for (int i = 0; i < W; ++i) m[i] = op(m[i], m[i + W]);
+    fold<W / 2>(m, op);
+  }
+}
+}  // namespace tree_detail
+
+template <int N>
+__device__ __forceinline__ float lane_absmax(const float (&v)[N]) {
+  static_assert(N >= 2 && (N & (N - 1)) == 0, "a power of two of registers");
+  float m[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) m[i] = fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
+  tree_detail::fold<N / 4>(m, [](float a, float b) { return fmaxf(a, b); });
+  return m[0];
+}
+template <int N>
+__device__ __forceinline__ uint32_t lane_absmax_bits(const float (&v)[N]) {
+  static_assert(N >= 2 && (N & (N - 1)) == 0, "a power of two of registers");
+  uint32_t m[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i)
+    m[i] = max(__float_as_uint(v[2 * i]) & 0x7fffffffu, __float_as_uint(v[2 * i + 1]) & 0x7fffffffu);
+  tree_detail::fold<N / 4>(m, [](uint32_t a, uint32_t b) { return max(a, b); });
+  return m[0];
+}
+
 // fmaxf over |v| (IEEE maxNum: a NaN is ignored), NaN only when every value is NaN: the CPU's
 // TACO rule (a max of |v| bits that skips NaN, NaN for an all-NaN group).
 template <class L>
