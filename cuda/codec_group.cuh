@@ -384,8 +384,15 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     if (general) A = group_absmax_nan<L>(v);
     const float M = __fmul_rn(A, k);
     const float mv = M < 1e-12f ? 1e-12f : M;
-    const float s_q = clampf(safe_div(mv, q.target), 1e-12f, 1e6f);
-    const float rq = __fdiv_rn(k, s_q);  // s_q >= 1e-12f: always divides
+    // Both divisions without their range tests where that gives the same bits. s_q: with T in
+    // [2^-39, 2^40] every quotient that survives the clamp to [1e-12, 1e6] has both operands and
+    // itself normal (mv within [2^-80, 2^60]); larger ones come out >= 1e6, inf or NaN and
+    // smaller ones below 1e-12, which the clamp maps as it maps the exact quotient (the safe_div
+    // zero case needs T < 1e-12). rq: k within [2^-15, 2^10] and s_q within [1e-12, 1e6].
+    float s_q = div_rn_in_range(mv, q.target);
+    if (!q.target_in_range) s_q = safe_div(mv, q.target);
+    s_q = clampf(s_q, 1e-12f, 1e6f);
+    const float rq = div_rn_in_range(k, s_q);
     if (!general && q.elem == ElemKind::E4M3 && q.saturate) {
       // The common case in a block of its own, so that its products go straight into the
       // conversions: merged with the general path below, ptxas moved all 32 of them between

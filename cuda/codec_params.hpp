@@ -40,6 +40,9 @@ struct QuantRules {
   int32_t fast_div;        // 1: per-group scale divisions may use the reciprocal + FMA correction
                            // (exact for every quotient that matters, see codec_formats.cuh); 0
                            // when the target range is so large that quotients could overflow
+  int32_t target_in_range;  // TACO: T in [2^-39, 2^40], so s_q = max(M, 1e-12) / T may skip the
+                            // division's range test wherever the clamp to [1e-12, 1e6] lets it
+                            // through (codec_group.cuh encode_group)
   uint32_t rht_neg[kMaxGroupSize / 32];  // bit i of word i/32: element i is negated
   uint32_t sat_code[8];                  // bit c: code c counts as saturated (EncodeStats)
 };

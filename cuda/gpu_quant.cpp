@@ -150,6 +150,7 @@ GpuQuant::GpuQuant(const std::string& variant) {
   q.qmax = s.elem == ElemFormat::INT8 ? elem_max(s.elem, false) : 0.0f;
   // Quotients stay below ~2 T (TACO: below T or v / 1e6), far from overflow, for T <= 1e20.
   q.fast_div = s.target <= 1e20f ? 1 : 0;
+  q.target_in_range = s.target >= 0x1p-39f && s.target <= 0x1p40f ? 1 : 0;
   if (q.rht) {
     const std::vector<uint32_t> m = rht_sign_masks(s.block, s.seed);
     for (int i = 0; i < s.block; ++i)

@@ -143,7 +143,9 @@ std::vector<std::string> test_variants() {
   for (const char* s : {"e4m3:g128:had:sbf16", "e5m2:g64:se8m0", "e4m3:g256:sf16:sround=rne", "int8:row",
                         "e5m2:tensor:nosat", "e4m3:g128:had:nosat:dual", "e4m3:g32:rht:seed=7",
                         "int8:g16:had", "e4m3:g1024:had:dual", "e4m3:g512:dual", "e5m2:row:sbf16",
-                        "e4m3:g128:se8m0:sround=rne", "e4m3:g64:dual:T=300", "int8:tensor"})
+                        "e4m3:g128:se8m0:sround=rne", "e4m3:g64:dual:T=300", "int8:tensor",
+                        // TACO targets outside [2^-39, 2^40]: s_q's division with its range test
+                        "e4m3:g128:had:dual:T=1e-20", "e4m3:g128:had:taco:T=1e30"})
     v.emplace_back(s);
   return v;
 }
