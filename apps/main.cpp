@@ -1,4 +1,5 @@
 // taco: the command line. Each subcommand lives in its own cmd_*.cpp.
+#include "cli_main.hpp"
 #include "command.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
@@ -6,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
 
 int main(int argc, char** argv) {
   CLI::App app{"taco: study and speed up the compression of tensor-parallel communication", "taco"};
@@ -24,26 +24,5 @@ int main(int argc, char** argv) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [order, add] : table) add(app);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "taco: error: %s\n", e.what());
-    return 2;
-  } catch (const taco::InputError& e) {
-    std::fprintf(stderr, "taco: error: %s\n", e.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "taco: error: out of host memory\n");
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "taco: error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return taco::cli::run_main(app, "taco", argc, argv, [] {});
 }

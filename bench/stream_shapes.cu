@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli_main.hpp"
 #include "apps/cli_parse.hpp"
 #include "core/error.hpp"
 #include "cuda/bench_timer.hpp"
@@ -240,20 +241,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(5, 1000))
       ->capture_default_str();
   app.add_option("--device", device, "CUDA device index")->check(CLI::Range(0, 63))->capture_default_str();
-  try {
-    app.parse(argc, argv);
-    run(parse_sizes(sizes), samples, device);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "taco_stream_shapes: error: %s\n", e.what());
-    return 2;
-  } catch (const taco::InputError& e) {
-    std::fprintf(stderr, "taco_stream_shapes: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "taco_stream_shapes: error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return taco::cli::run_main(app, "taco_stream_shapes", argc, argv,
+                              [&] { run(parse_sizes(sizes), samples, device); });
 }
