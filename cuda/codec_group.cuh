@@ -134,7 +134,9 @@ struct RawInput {
   uint32_t w[kWords];
 };
 
-template <class Cfg, typename InT>
+// kWhole: the item is a whole group of a single-chunk launch whose accesses may all be vectors
+// (group_encode_kernel's whole-group walk), so the general case's tests drop out at compile time.
+template <class Cfg, typename InT, bool kWhole = false>
 __device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, int lane,
                                          RawInput<Cfg, InT>& raw) {
   using L = typename Cfg::In;
@@ -144,7 +146,7 @@ __device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, 
   static_assert(kRunWords % 4 == 0, "runs of at least 16 bytes");
   const int lo = L::lane_offset(lane);
   const InT* src = static_cast<const InT*>(p.in) + group_at<Cfg>(it, p.in_stride);
-  if (it.valid && it.m == Cfg::G && p.in_vec16) {
+  if (kWhole || (it.valid && it.m == Cfg::G && p.in_vec16)) {
 #pragma unroll
     for (int j = 0; j < Cfg::EPL / K; ++j) {
       // + rather than |: the bits are disjoint, and a constant added to one lane pointer is an
@@ -325,8 +327,8 @@ __device__ __forceinline__ void encode_quads(const float (&t)[N], uint32_t (&qua
 }
 
 // Encodes one group held in its layout (values already zero past m) into the chunk's wire
-// buffer: codes, scale(s). Adds the saturated codes it stored to `sat`.
-template <class Cfg>
+// buffer: codes, scale(s). Adds the saturated codes it stored to `sat`. kWhole: as load_raw's.
+template <class Cfg, bool kWhole = false>
 __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& it, int lane,
                                              float (&v)[Cfg::EPL], unsigned long long& sat) {
   // Regrouping inside the transform made encodes slower (bench/records/2026-12-01-h200-v13-ab.md).
@@ -335,8 +337,10 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
   constexpr int EPL = Cfg::EPL;
   const QuantRules& q = p.rules;
   const bool leader = (lane & (Cfg::LPG - 1)) == 0;
-  uint8_t* wire = p.wire_out + chunk_at(it, p.wire_out_stride);
-  const int n = Cfg::kHad ? Cfg::G : it.m;  // codes stored
+  uint8_t* wire = kWhole ? p.wire_out : p.wire_out + chunk_at(it, p.wire_out_stride);
+  const int n = Cfg::kHad || kWhole ? Cfg::G : it.m;  // codes stored
+  const bool whole = kWhole || it.m == Cfg::G;
+  const bool code_vec = kWhole || p.code_vec, scale_vec4 = kWhole || p.scale_vec4;
   uint32_t quad[EPL / 4];
 
   if constexpr (Cfg::kTaco) {
@@ -346,7 +350,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     // of the reference variant), and the branch kept the s_a chain out of the transform's block.
     const float S = group_sum_squares<L>(v, lane);
     // S / G is S * 2^-LG rounded once, the same value as the division.
-    float var = it.m == Cfg::G ? __fmul_rn(S, 1.0f / float(Cfg::G)) : __fdiv_rn(S, float(it.m));
+    float var = whole ? __fmul_rn(S, 1.0f / float(Cfg::G)) : __fdiv_rn(S, float(it.m));
     var = __fadd_rn(var, q.lambda);
     var = var < 1e-12f ? 1e-12f : var;
     if constexpr (Cfg::kHad) {
@@ -414,10 +418,10 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       encode_quads<EPL, false>(t, quad, q);
     }
     if (it.valid) {
-      store_codes<L>(wire + int64_t(it.b) * Cfg::G, quad, lane, n, p.code_vec);
+      store_codes<L>(wire + int64_t(it.b) * Cfg::G, quad, lane, n, code_vec);
       if (leader) {
-        store_f32_scalar(wire + p.geo.scale_off + 4 * int64_t(it.b), s_q, p.scale_vec4);
-        if (q.dual) store_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), s_a, p.scale_vec4);
+        store_f32_scalar(wire + p.geo.scale_off + 4 * int64_t(it.b), s_q, scale_vec4);
+        if (q.dual) store_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), s_a, scale_vec4);
       }
     }
   } else {
@@ -448,10 +452,10 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     }
     encode_quads<EPL, true>(t, quad, q);
     if (it.valid) {
-      store_codes<L>(wire + int64_t(it.b) * Cfg::G, quad, lane, n, p.code_vec);
+      store_codes<L>(wire + int64_t(it.b) * Cfg::G, quad, lane, n, code_vec);
       if (leader) {
         uint8_t* sp = wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes;
-        if (q.scale_bytes == 4) store_f32_scalar(sp, bitsf(so.code), p.scale_vec4);
+        if (q.scale_bytes == 4) store_f32_scalar(sp, bitsf(so.code), scale_vec4);
         else put_le(sp, so.code, q.scale_bytes);
       }
     }

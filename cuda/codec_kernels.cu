@@ -42,6 +42,43 @@ constexpr int kEncodeMinBlocks = (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2)
                                  : (Cfg::kTaco && Cfg::kHad && Cfg::LG != 6)       ? 6
                                                                                    : 5;
 
+// One item of an encode: load, (TACO) L2 prefetch of the next, unpack, count non-finite inputs,
+// encode_group. kWhole: the item is from the whole-group walk of group_encode_kernel.
+template <class Cfg, typename InT, bool kWhole>
+__device__ __forceinline__ void encode_item(const KernelParams& p, const Item& it, int lane, uint32_t step,
+                                            unsigned long long& sat, unsigned long long& nonfin) {
+  RawInput<Cfg, InT> raw;
+  load_raw<Cfg, InT, kWhole>(p, it, lane, raw);
+  // TACO encodes wait on their loads (records v38): the L2 prefetch of the next iteration's
+  // input made them 1.02-1.09x at 256 MiB - 1 GiB; fp8-g128's encode, already at 94% of copy,
+  // lost 2% (records v41), so the block-scaled encodes do without.
+  if constexpr (Cfg::kTaco) prefetch_input_l2<Cfg, InT>(p, it, lane, step);
+  float v[Cfg::EPL];
+  unpack_raw<Cfg, InT>(raw, v);
+  // The TACO encodes keep the unpacked input in registers (an empty asm makes each value opaque):
+  // left to itself, ptxas unpacked the bf16 words a second time for the transform, 32
+  // instructions per lane and group. The block-scaled encodes (72 registers) lose occupancy with
+  // it (records v51: fp8-g128 0.84x).
+  if constexpr (Cfg::kTaco) {
+#pragma unroll
+    for (int r = 0; r < Cfg::EPL; ++r) asm volatile("" : "+f"(v[r]));
+  }
+  if (p.stats) {
+    // a whole-walk item past the end holds a real group's values (its clamped index), not zeros
+#pragma unroll
+    for (int r = 0; r < Cfg::EPL; ++r) nonfin += (it.valid && nonfinite(v[r])) ? 1u : 0u;
+  }
+  encode_group<Cfg, kWhole>(p, it, lane, v, sat);
+}
+
+// Whether a launch is one chunk of whole groups whose every access may be a vector (`taco bench`
+// and any single aligned tensor whose size is a multiple of G): then the TACO encodes walk groups
+// by index alone, with no chunk bookkeeping and none of the general case's tests per item.
+template <class Cfg>
+__device__ __forceinline__ bool whole_single_chunk(const KernelParams& p) {
+  return p.chunks == 1 && p.geo.numel == p.geo.nblocks * Cfg::G && p.in_vec16 && p.code_vec && p.scale_vec4;
+}
+
 // Encode: each warp iteration takes GPW groups (one per lane subgroup). Loading the next
 // iteration's groups ahead (as the decode kernel does) measured 10-13% slower here: the registers
 // it takes cost a block per multiprocessor (bench/records 2026-11-30 v4 A/B).
@@ -55,29 +92,25 @@ __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
   const int gsub = lane >> Cfg::LB;
   unsigned long long sat = 0, nonfin = 0;
   const uint32_t step = nwarps * Cfg::GPW;
-  Item it = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
-  for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step)) {
-    RawInput<Cfg, InT> raw;
-    load_raw<Cfg, InT>(p, it, lane, raw);
-    // TACO encodes wait on their loads (records v38): the L2 prefetch of the next iteration's
-    // input made them 1.02-1.09x at 256 MiB - 1 GiB; fp8-g128's encode, already at 94% of copy,
-    // lost 2% (records v41), so the block-scaled encodes do without.
-    if constexpr (Cfg::kTaco) prefetch_input_l2<Cfg, InT>(p, it, lane, step);
-    float v[Cfg::EPL];
-    unpack_raw<Cfg, InT>(raw, v);
-    // The TACO encodes keep the unpacked input in registers (an empty asm makes each value opaque):
-    // left to itself, ptxas unpacked the bf16 words a second time for the transform, 32
-    // instructions per lane and group. The block-scaled encodes (72 registers) lose occupancy with
-    // it (records v51: fp8-g128 0.84x).
-    if constexpr (Cfg::kTaco) {
-#pragma unroll
-      for (int r = 0; r < Cfg::EPL; ++r) asm volatile("" : "+f"(v[r]));
+  bool walked = false;
+  if constexpr (Cfg::kTaco) {
+    if (whole_single_chunk<Cfg>(p)) {
+      // A lane past the end takes the last group (in bounds, stores nothing: encode_group and
+      // the counters test `valid`), so loads and the loop branch stay warp-uniform.
+      for (uint32_t base = warp * Cfg::GPW; base < total; base += step) {
+        Item it;
+        it.valid = base + gsub < total;
+        it.b = min(base + gsub, total - 1);
+        it.m = Cfg::G;
+        encode_item<Cfg, InT, true>(p, it, lane, step, sat, nonfin);
+      }
+      walked = true;
     }
-    if (p.stats) {
-#pragma unroll
-      for (int r = 0; r < Cfg::EPL; ++r) nonfin += nonfinite(v[r]) ? 1u : 0u;
-    }
-    encode_group<Cfg>(p, it, lane, v, sat);
+  }
+  if (!walked) {
+    Item it = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
+    for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step))
+      encode_item<Cfg, InT, false>(p, it, lane, step, sat, nonfin);
   }
   if (p.stats) flush_stats(p.stats, sat, nonfin);
 }
