@@ -171,7 +171,10 @@ using ReencodeCfg = GroupCfg<Cfg::LG, Cfg::R, Cfg::kHad,
 
 // Decode (+ reduce): the first source's codes of the next iteration load while this one decodes
 // (6-7% faster than without on H200 for taco and fp8-g128 decodes: bench/records v4 A/B).
-template <class Cfg>
+// kOneSource: a plain decode (nsrc == 1) compiled without the reduction, whose second buffer of
+// decoded values sets the registers of the general kernel (the taco decode: 95 registers and 5
+// blocks per multiprocessor instead of 126 and 4; group_kernels() says where it is used).
+template <class Cfg, bool kOneSource = false>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(const __grid_constant__ KernelParams p) {
   const int lane = int(threadIdx.x & 31);
   const uint32_t warp = blockIdx.x * (kGroupThreads / 32) + threadIdx.x / 32;
@@ -190,7 +193,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
     next_item<Cfg>(p, next, base + step + gsub, step);
     load_codes<Cfg>(p, p.src[0] + chunk_at(next, p.wire_in_stride), next, lane, next_first);
     float acc[Cfg::EPL];
-    decode_sum<Cfg>(p, it, lane, first, acc, scratch);
+    if constexpr (kOneSource) decode_codes<Cfg>(p, first, lane, acc, scratch);
+    else decode_sum<Cfg>(p, it, lane, first, acc, scratch);
     if (it.valid) store_values<typename Cfg::Out>(p, group_at<Cfg>(it, p.out_stride), acc, lane, it.m);
   }
 }
@@ -417,6 +421,13 @@ GroupKernels group_kernels() {
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
   k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);
   k.decode_reduce = group_kernel<Dec>(group_decode_reduce_kernel<Dec>);
+  // The one-source decode for transformed TACO groups only: records v56 measured the taco decode
+  // 1.03x / 1.01x at 256 MiB / 1 GiB with it, mxfp8 1.01-1.02x, int8-g128-had 0.99x and fp8-g128
+  // 0.76-0.78x (its 16-per-lane kernel; the cause was not profiled).
+  // Asking ptxas for 6 or 7 blocks of the taco one (80 or 72 registers) gave 0.99-1.01x and
+  // 0.98-0.99x.
+  if constexpr (Taco && Had) k.decode = group_kernel<Dec>(group_decode_reduce_kernel<Dec, true>);
+  else k.decode = k.decode_reduce;
   k.decode_reduce_small = group_kernel<Small>(group_decode_reduce_kernel<Small>);
   k.decode_reduce_encode = group_kernel<Reenc>(group_decode_reduce_encode_kernel<Reenc>);
   k.decode_add_encode = group_kernel<Reenc>(group_decode_add_encode_kernel<Reenc>);

@@ -21,6 +21,7 @@ struct GroupKernel {
 // The fused kernels of one (group size, transform) pair.
 struct GroupKernels {
   GroupKernel encode_bf16, encode_f32;  // [chunks] groups of the input dtype -> wire_out
+  GroupKernel decode;                   // one wire (nsrc == 1) decoded -> out
   GroupKernel decode_reduce;            // sum over nsrc (>= 1) decoded wires -> out
   GroupKernel decode_reduce_small;      // the same, for at most kSmallDecodeElems outputs
   GroupKernel decode_reduce_encode;     // the same sum, re-encoded -> wire_out

@@ -167,7 +167,8 @@ GpuQuant::GpuQuant(const std::string& variant) {
     gk_ = select_group_kernels(s.block, q.transform != 0, q.taco != 0);
     occ_encode_ = occupancy(gk_.encode_bf16.fn, kGroupThreads);
     occ_encode_f32_ = occupancy(gk_.encode_f32.fn, kGroupThreads);
-    occ_decode_ = occupancy(gk_.decode_reduce.fn, kGroupThreads);
+    occ_decode_ = occupancy(gk_.decode.fn, kGroupThreads);
+    occ_decode_reduce_ = occupancy(gk_.decode_reduce.fn, kGroupThreads);
     occ_decode_small_ = occupancy(gk_.decode_reduce_small.fn, kGroupThreads);
     occ_dre_ = occupancy(gk_.decode_reduce_encode.fn, kGroupThreads);
     occ_dae_ = occupancy(gk_.decode_add_encode.fn, kGroupThreads);
@@ -321,8 +322,10 @@ void GpuQuant::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t ch
   if (group_) {
     if (chunks * p.geo.numel <= small_decode_elems_)
       launch_group(gk_.decode_reduce_small, occ_decode_small_, p, stream, "group_decode_reduce_kernel<small>");
+    else if (p.nsrc == 1)
+      launch_group(gk_.decode, occ_decode_, p, stream, "group_decode_reduce_kernel<one source>");
     else
-      launch_group(gk_.decode_reduce, occ_decode_, p, stream, "group_decode_reduce_kernel");
+      launch_group(gk_.decode_reduce, occ_decode_reduce_, p, stream, "group_decode_reduce_kernel");
   } else {
     const int64_t n = p.chunks * p.geo.numel;
     launch(scoped_decode_reduce_kernel(), occ_scoped_, kScopedThreads, (n + kScopedThreads - 1) / kScopedThreads, p,

@@ -96,8 +96,8 @@ class GpuQuant {
   int64_t small_decode_elems_ = kSmallDecodeElems;
   int max_sms_ = 0;
   int64_t max_launch_groups_ = kMaxLaunchGroups;
-  int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_small_ = 1, occ_dre_ = 1, occ_dae_ = 1,
-      occ_scoped_ = 1;
+  int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_reduce_ = 1, occ_decode_small_ = 1,
+      occ_dre_ = 1, occ_dae_ = 1, occ_scoped_ = 1;
   mutable DeviceBuffer scratch_;  // row / tensor codecs: per-block statistics, fp32 sums
   mutable ChunkGeometry geo_{};   // the last geometry computed (one object, one thread)
   mutable bool geo_valid_ = false;
