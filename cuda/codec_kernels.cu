@@ -421,13 +421,15 @@ GroupKernels group_kernels() {
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
   k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);
   k.decode_reduce = group_kernel<Dec>(group_decode_reduce_kernel<Dec>);
-  // The one-source decode for transformed TACO groups only: records v56 measured the taco decode
-  // 1.03x / 1.01x at 256 MiB / 1 GiB with it, mxfp8 1.01-1.02x, int8-g128-had 0.99x and fp8-g128
-  // 0.76-0.78x (its 16-per-lane kernel; the cause was not profiled).
-  // Asking ptxas for 6 or 7 blocks of the taco one (80 or 72 registers) gave 0.99-1.01x and
-  // 0.98-0.99x.
-  if constexpr (Taco && Had) k.decode = group_kernel<Dec>(group_decode_reduce_kernel<Dec, true>);
-  else k.decode = k.decode_reduce;
+  // The one-source decode where it measured faster (records v56, 256 MiB): transformed TACO
+  // groups of 128 (taco, taco-rht, taco-e5m2 1.03x; 1.01-1.02x at 1 GiB) and of 32 (1.03x). It
+  // was slower for TACO groups of 64 (0.93x) and 256 (0.96x), even at 512 (1.00x), and for
+  // fp8-g128 (0.76-0.78x; its 16-per-lane kernel, not profiled); mxfp8 1.01-1.02x, int8-g128-had
+  // 0.99x. Asking ptxas for 6 or 7 blocks of the taco one (80 or 72 registers) gave 0.98-1.01x.
+  if constexpr (Taco && Had && (LG == 5 || LG == 7))
+    k.decode = group_kernel<Dec>(group_decode_reduce_kernel<Dec, true>);
+  else
+    k.decode = k.decode_reduce;
   k.decode_reduce_small = group_kernel<Small>(group_decode_reduce_kernel<Small>);
   k.decode_reduce_encode = group_kernel<Reenc>(group_decode_reduce_encode_kernel<Reenc>);
   k.decode_add_encode = group_kernel<Reenc>(group_decode_add_encode_kernel<Reenc>);
