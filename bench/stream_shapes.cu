@@ -6,8 +6,9 @@
 // traffic: expand (1 B read, 2 B written: the decode's shape) and shrink (2 B read, 1 B written:
 // the encode's shape), each at several block shapes, with plain 16-byte stores, streaming stores,
 // or (expand) shared memory and bulk (TMA) stores, and (expand) with one or four loads in flight
-// per thread. What the best of them reaches is what a kernel of that shape can reach on the
-// machine (bench/records/2026-12-02-h200-v44..v47, v51).
+// per thread, or with bulk loads through per-warp rings of shared-memory stages (the streaming
+// decode's scheme). What the best of them reaches is what a kernel of that shape can reach on
+// the machine (bench/records/2026-12-02-h200-v44..v47, v51, v58).
 // Cold like `taco bench` (its Timer): the L2 is flushed (a memset of max(2 x L2, 128 MiB)) before
 // every sample; median of the samples after three warm-ups.
 //
@@ -26,12 +27,14 @@
 #include "apps/cli_parse.hpp"
 #include "core/error.hpp"
 #include "cuda/bench_timer.hpp"
+#include "cuda/bulk_copy.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device.hpp"
 
 namespace {
 
 using taco::gpu::DeviceBuffer;
+using namespace taco::gpu::detail;  // the bulk-copy wrappers (cuda/bulk_copy.cuh)
 
 // The eight bytes of a and b, each as the high byte of a 16-bit half (a decode's output width).
 __device__ __forceinline__ uint4 widen(uint32_t a, uint32_t b) {
@@ -81,7 +84,7 @@ __global__ void expand_bulk(const uint4* __restrict__ in, uint4* __restrict__ ou
 #pragma unroll
     for (int u = 0; u < kLoads; ++u) v[u] = __ldg(in + base + u * T + t);
     // the bulk store that last read this stage (two iterations ago) must be done with it
-    if (t == 0) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+    if (t == 0) bulk_wait_read<1>();
     __syncthreads();
     uint4* s = stage_mem + stage * 2 * tile;
 #pragma unroll
@@ -89,18 +92,83 @@ __global__ void expand_bulk(const uint4* __restrict__ in, uint4* __restrict__ ou
       s[2 * (u * T + t)] = widen(v[u].x, v[u].y);
       s[2 * (u * T + t) + 1] = widen(v[u].z, v[u].w);
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // visible to the bulk copy
+    fence_shared_for_bulk();
     __syncthreads();
-    if (t == 0) {
-      const uint32_t src = uint32_t(__cvta_generic_to_shared(s));
-      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(out + 2 * base), "r"(src),
-                   "r"(tile * 32)
-                   : "memory");
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    }
+    if (t == 0) bulk_store(out + 2 * base, s, uint32_t(tile * 32));
     stage ^= 1;
   }
-  if (t == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  if (t == 0) bulk_wait_all();
+}
+
+// Per-warp pipelines, as a decode kernel whose warps stream independently would run them: each
+// warp takes tiles of 32 x kVec input vectors (grid-stride over warps); lane 0 keeps kStages
+// tiles on their way with bulk (TMA) loads into the warp's ring of shared-memory stages (an
+// mbarrier per stage), so the loads in flight need no registers. The widened output goes out as
+// 16-byte stores, or (kBulkStore) through two output stages and one bulk store per tile.
+constexpr int kMaxWarpsPerBlock = 8;
+
+template <int kStages, int kVec, bool kBulkStore>
+__host__ __device__ constexpr int tma_warp_vectors() {
+  return kStages * 32 * kVec + (kBulkStore ? 2 * 2 * 32 * kVec : 0);
+}
+
+template <int kStages, int kVec, bool kBulkStore>
+__global__ void expand_tma(const uint4* __restrict__ in, uint4* __restrict__ out, size_t n16) {
+  extern __shared__ __align__(128) uint4 tma_mem[];
+  __shared__ __align__(8) uint64_t bars[kMaxWarpsPerBlock][kStages];
+  constexpr int kTile = 32 * kVec;
+  const int lane = int(threadIdx.x & 31), w = int(threadIdx.x >> 5), wpb = int(blockDim.x >> 5);
+  uint4* ring = tma_mem + w * tma_warp_vectors<kStages, kVec, kBulkStore>();
+  uint4* ostage = ring + kStages * kTile;
+  uint64_t* full = bars[w];
+  const size_t ntiles = n16 / kTile, nw = size_t(gridDim.x) * wpb;
+  const size_t first = size_t(blockIdx.x) * wpb + w;
+  const auto fetch = [&](int s, size_t t) {  // lane 0: tile t into stage s
+    mbar_arrive_expect(&full[s], kTile * 16);
+    bulk_load(ring + s * kTile, in + t * kTile, kTile * 16, &full[s]);
+  };
+  if (lane == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s]);
+    mbar_init_fence();
+    for (int s = 0; s < kStages; ++s)
+      if (first + s * nw < ntiles) fetch(s, first + s * nw);
+  }
+  __syncwarp();
+  int k = 0;
+  for (size_t t = first; t < ntiles; t += nw, ++k) {
+    const int s = k % kStages;
+    mbar_wait(&full[s], uint32_t(k / kStages) & 1u);
+    uint4 v[kVec];
+#pragma unroll
+    for (int u = 0; u < kVec; ++u) v[u] = ring[s * kTile + u * 32 + lane];
+    __syncwarp();  // every lane has read stage s: refill it
+    if (lane == 0) {
+      const size_t tn = t + kStages * nw;
+      if (tn < ntiles) fetch(s, tn);
+    }
+    if constexpr (!kBulkStore) {
+#pragma unroll
+      for (int u = 0; u < kVec; ++u) {
+        const size_t i = t * kTile + u * 32 + lane;
+        out[2 * i] = widen(v[u].x, v[u].y);
+        out[2 * i + 1] = widen(v[u].z, v[u].w);
+      }
+    } else {
+      uint4* o = ostage + (k & 1) * 2 * kTile;
+      // the bulk store that last read this output stage (two tiles ago) must be done with it
+      if (lane == 0) bulk_wait_read<1>();
+      __syncwarp();
+#pragma unroll
+      for (int u = 0; u < kVec; ++u) {
+        o[2 * (u * 32 + lane)] = widen(v[u].x, v[u].y);
+        o[2 * (u * 32 + lane) + 1] = widen(v[u].z, v[u].w);
+      }
+      fence_shared_for_bulk();
+      __syncwarp();
+      if (lane == 0) bulk_store(out + 2 * t * kTile, o, uint32_t(2 * kTile * 16));
+    }
+  }
+  if (kBulkStore && lane == 0) bulk_wait_all();
 }
 
 __global__ void fill_pattern(uint32_t* p, size_t n) {
@@ -209,6 +277,34 @@ void run(const std::vector<size_t>& sizes, int samples, int device) {
     bulk_rows(expand_bulk<1>, 1, "bulk (TMA) stores",
               {Shape{256, 4}, Shape{256, 6}, Shape{256, 8}, Shape{512, 3}, Shape{512, 4}});
     bulk_rows(expand_bulk<4>, 4, "bulk (TMA) stores, 4 loads ahead", {Shape{128, 4}, Shape{128, 6}});
+    // Bulk (TMA) loads through per-warp rings, 16-byte or bulk stores.
+    struct TmaShape {
+      Shape shape;
+      int stages, vec;
+    };
+    auto tma_rows = [&](auto kernel, int warp_vectors, const char* name, std::initializer_list<TmaShape> shapes) {
+      for (const TmaShape c : shapes) {
+        const int smem = c.shape.threads / 32 * warp_vectors * 16;
+        TACO_ASSERT(c.shape.threads / 32 <= kMaxWarpsPerBlock, "expand_tma: too many warps per block");
+        TACO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        const std::string label = std::string(name) + ", " + std::to_string(c.stages) + " stages of " +
+                                  std::to_string(c.vec * 512) + " B";
+        row("expand 1:2", label.c_str(), c.shape.name(), logical, median_us("expand_tma", [&] {
+              kernel<<<unsigned(sms * c.shape.bpsm), c.shape.threads, smem, st>>>(in, out, n16);
+            }));
+      }
+    };
+    tma_rows(expand_tma<4, 2, false>, tma_warp_vectors<4, 2, false>(), "TMA loads, 16-B stores",
+             {TmaShape{Shape{128, 4}, 4, 2}, TmaShape{Shape{128, 6}, 4, 2}});
+    tma_rows(expand_tma<8, 2, false>, tma_warp_vectors<8, 2, false>(), "TMA loads, 16-B stores",
+             {TmaShape{Shape{128, 4}, 8, 2}});
+    tma_rows(expand_tma<4, 2, true>, tma_warp_vectors<4, 2, true>(), "TMA loads, bulk stores",
+             {TmaShape{Shape{128, 3}, 4, 2}, TmaShape{Shape{128, 4}, 4, 2}, TmaShape{Shape{128, 5}, 4, 2},
+              TmaShape{Shape{128, 6}, 4, 2}, TmaShape{Shape{256, 3}, 4, 2}});
+    tma_rows(expand_tma<8, 2, true>, tma_warp_vectors<8, 2, true>(), "TMA loads, bulk stores",
+             {TmaShape{Shape{128, 3}, 8, 2}, TmaShape{Shape{128, 4}, 8, 2}});
+    tma_rows(expand_tma<4, 4, true>, tma_warp_vectors<4, 4, true>(), "TMA loads, bulk stores",
+             {TmaShape{Shape{128, 2}, 4, 4}, TmaShape{Shape{128, 3}, 4, 4}});
     // Every variant writes what the plain one does.
     std::vector<unsigned char> plain(bytes), other(bytes);
     auto written = [&](std::vector<unsigned char>& to, auto&& launch) {
@@ -225,6 +321,14 @@ void run(const std::vector<size_t>& sizes, int samples, int device) {
     if (plain != other) throw taco::Error("the bulk expand wrote other bytes than the plain one");
     written(other, [&] { expand_bulk<4><<<unsigned(sms * 4), 128, 2 * 4 * 128 * 32, st>>>(in, out, n16); });
     if (plain != other) throw taco::Error("the 4-loads bulk expand wrote other bytes than the plain one");
+    written(other, [&] {
+      expand_tma<4, 2, false><<<unsigned(sms * 4), 128, 4 * tma_warp_vectors<4, 2, false>() * 16, st>>>(in, out, n16);
+    });
+    if (plain != other) throw taco::Error("the TMA-load expand wrote other bytes than the plain one");
+    written(other, [&] {
+      expand_tma<4, 2, true><<<unsigned(sms * 4), 128, 4 * tma_warp_vectors<4, 2, true>() * 16, st>>>(in, out, n16);
+    });
+    if (plain != other) throw taco::Error("the TMA-load bulk-store expand wrote other bytes than the plain one");
   }
 }
 

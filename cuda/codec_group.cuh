@@ -486,37 +486,48 @@ struct RawCodes {
   bool valid;
 };
 
+// The lane's EPL codes of a whole group whose first code is at cp, as vector loads: streaming
+// loads from global memory, or (kShared) loads from a shared-memory stage of the same layout.
+template <class Cfg, bool kShared = false>
+__device__ __forceinline__ void load_code_runs(const uint8_t* cp, int lane, uint32_t (&w)[Cfg::EPL / 4]) {
+  using L = typename Cfg::In;
+  constexpr int K = 1 << L::run_log2();  // consecutive codes per run: 8 or a multiple of 16
+  static_assert(K == 8 || K % 16 == 0, "code runs of 8 or 16k bytes");
+  const int lo = L::lane_offset(lane);
+#pragma unroll
+  for (int j = 0; j < Cfg::EPL / K; ++j) {
+    const uint8_t* s = cp + lo + L::reg_offset(j * K);
+    uint32_t* wj = w + j * (K / 4);
+    if constexpr (K == 8) {
+      const uint2* s2 = reinterpret_cast<const uint2*>(s);
+      const uint2 q2 = kShared ? *s2 : __ldcs(s2);
+      wj[0] = q2.x;
+      wj[1] = q2.y;
+    } else {
+#pragma unroll
+      for (int t = 0; t < K / 16; ++t) {
+        const uint4* s4 = reinterpret_cast<const uint4*>(s) + t;
+        const uint4 q4 = kShared ? *s4 : __ldcs(s4);
+        wj[4 * t] = q4.x;
+        wj[4 * t + 1] = q4.y;
+        wj[4 * t + 2] = q4.z;
+        wj[4 * t + 3] = q4.w;
+      }
+    }
+  }
+}
+
 template <class Cfg>
 __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t* wire, const Item& it,
                                            int lane, RawCodes<Cfg>& raw) {
   using L = typename Cfg::In;
   constexpr int EPL = Cfg::EPL;
-  constexpr int K = 1 << L::run_log2();  // consecutive codes per run: 8 or a multiple of 16
-  static_assert(K == 8 || K % 16 == 0, "code runs of 8 or 16k bytes");
   const QuantRules& q = p.rules;
   const int lo = L::lane_offset(lane);
   const int n = Cfg::kHad ? Cfg::G : it.m;
   const uint8_t* cp = wire + int64_t(it.b) * Cfg::G;
   if (it.valid && p.code_vec && n == Cfg::G) {
-#pragma unroll
-    for (int j = 0; j < EPL / K; ++j) {
-      const uint8_t* s = cp + lo + L::reg_offset(j * K);
-      uint32_t* w = raw.w + j * (K / 4);
-      if constexpr (K == 8) {
-        const uint2 q2 = __ldcs(reinterpret_cast<const uint2*>(s));
-        w[0] = q2.x;
-        w[1] = q2.y;
-      } else {
-#pragma unroll
-        for (int t = 0; t < K / 16; ++t) {
-          const uint4 q4 = __ldcs(reinterpret_cast<const uint4*>(s) + t);
-          w[4 * t] = q4.x;
-          w[4 * t + 1] = q4.y;
-          w[4 * t + 2] = q4.z;
-          w[4 * t + 3] = q4.w;
-        }
-      }
-    }
+    load_code_runs<Cfg>(cp, lane, raw.w);
   } else {
 #pragma unroll
     for (int k = 0; k < EPL / 4; ++k) raw.w[k] = 0;
@@ -634,33 +645,67 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
 // loads: the decodes touch each byte once, and the hints made them up to 1.21x faster (taco
 // decode, 256 MiB; bench/records/2026-12-01-h200-v15-ab.md). The same hints on the encodes
 // measured 0.98-1.00x, so those keep the default caching.
+// A whole group held in layout L, written as vectors of out_type to `out` (its first element,
+// 16-byte aligned): streaming stores to global memory, or (kShared) stores to a shared-memory
+// stage of the same layout.
+template <class L, bool kShared = false>
+__device__ __forceinline__ void store_value_runs(void* out, DataType out_type, const float (&v)[L::kRegs], int lane) {
+  constexpr int K = 1 << L::run_log2();
+  static_assert(K >= 4, "vector stores need runs of at least 4 elements");
+  constexpr int kRuns = L::kRegs / K;
+  const int lo = L::lane_offset(lane);
+  if (out_type == DataType::BF16) {
+#pragma unroll
+    for (int j = 0; j < kRuns; ++j) {
+      uint32_t w[K / 2];
+#pragma unroll
+      for (int t = 0; t < K / 2; ++t) w[t] = bf16x2_bits_hw(v[j * K + 2 * t], v[j * K + 2 * t + 1]);
+      uint16_t* d = static_cast<uint16_t*>(out) + lo + L::reg_offset(j * K);
+      if constexpr (K == 4) {
+        const uint2 x = make_uint2(w[0], w[1]);
+        if constexpr (kShared) *reinterpret_cast<uint2*>(d) = x;
+        else __stcs(reinterpret_cast<uint2*>(d), x);
+      } else {
+#pragma unroll
+        for (int t = 0; t < K / 8; ++t) {
+          const uint4 x = make_uint4(w[4 * t], w[4 * t + 1], w[4 * t + 2], w[4 * t + 3]);
+          if constexpr (kShared) reinterpret_cast<uint4*>(d)[t] = x;
+          else __stcs(reinterpret_cast<uint4*>(d) + t, x);
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kRuns; ++j) {
+      float* d = static_cast<float*>(out) + lo + L::reg_offset(j * K);
+#pragma unroll
+      for (int t = 0; t < K / 4; ++t) {
+        const float4 x = make_float4(v[j * K + 4 * t], v[j * K + 4 * t + 1], v[j * K + 4 * t + 2], v[j * K + 4 * t + 3]);
+        if constexpr (kShared) reinterpret_cast<float4*>(d)[t] = x;
+        else __stcs(reinterpret_cast<float4*>(d) + t, x);
+      }
+    }
+  }
+}
+
+// Writes the first m values of a group held in layout L to out (element type out_type). Whole
+// groups go out as streaming stores (st.global.cs), and load_codes reads codes as streaming
+// loads: the decodes touch each byte once, and the hints made them up to 1.21x faster (taco
+// decode, 256 MiB; bench/records/2026-12-01-h200-v15-ab.md). The same hints on the encodes
+// measured 0.98-1.00x, so those keep the default caching.
 template <class L>
 __device__ __forceinline__ void store_values(const KernelParams& p, int64_t first, const float (&v)[L::kRegs],
                                              int lane, int m) {
-  constexpr int K = 1 << L::run_log2();
-  constexpr int kRuns = L::kRegs / K;
   const int lo = L::lane_offset(lane);
-  const bool full = m == (1 << L::LG);
+  if (m == (1 << L::LG) && p.out_vec16 && L::run_log2() >= 2) {
+    if constexpr (L::run_log2() >= 2) {
+      const size_t bytes = p.out_type == DataType::BF16 ? 2 : 4;
+      store_value_runs<L>(static_cast<uint8_t*>(p.out) + size_t(first) * bytes, p.out_type, v, lane);
+    }
+    return;
+  }
   if (p.out_type == DataType::BF16) {
     uint16_t* out = static_cast<uint16_t*>(p.out) + first;
-    if (full && p.out_vec16 && K >= 4) {
-#pragma unroll
-      for (int j = 0; j < kRuns; ++j) {
-        uint32_t w[K / 2];
-#pragma unroll
-        for (int t = 0; t < K / 2; ++t)
-          w[t] = bf16x2_bits_hw(v[j * K + 2 * t], v[j * K + 2 * t + 1]);
-        uint16_t* d = out + lo + L::reg_offset(j * K);
-        if constexpr (K == 4) {
-          __stcs(reinterpret_cast<uint2*>(d), make_uint2(w[0], w[1]));
-        } else {
-#pragma unroll
-          for (int t = 0; t < K / 8; ++t)
-            __stcs(reinterpret_cast<uint4*>(d) + t, make_uint4(w[4 * t], w[4 * t + 1], w[4 * t + 2], w[4 * t + 3]));
-        }
-      }
-      return;
-    }
 #pragma unroll
     for (int r = 0; r < L::kRegs; ++r) {
       const int i = L::reg_offset(r) | lo;
@@ -668,17 +713,6 @@ __device__ __forceinline__ void store_values(const KernelParams& p, int64_t firs
     }
   } else {
     float* out = static_cast<float*>(p.out) + first;
-    if (full && p.out_vec16 && K >= 4) {
-#pragma unroll
-      for (int j = 0; j < kRuns; ++j) {
-        float* d = out + lo + L::reg_offset(j * K);
-#pragma unroll
-        for (int t = 0; t < K / 4; ++t)
-          __stcs(reinterpret_cast<float4*>(d) + t,
-              make_float4(v[j * K + 4 * t], v[j * K + 4 * t + 1], v[j * K + 4 * t + 2], v[j * K + 4 * t + 3]));
-      }
-      return;
-    }
 #pragma unroll
     for (int r = 0; r < L::kRegs; ++r) {
       const int i = L::reg_offset(r) | lo;

@@ -5,6 +5,7 @@
 #include "cuda/codec_kernels.hpp"
 
 #include "core/error.hpp"
+#include "cuda/bulk_copy.cuh"
 #include "cuda/codec_group.cuh"
 
 namespace taco::gpu {
@@ -199,6 +200,97 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
   }
 }
 
+// Streaming decode of one wire: one chunk of whole groups, every buffer aligned for bulk copies
+// (GpuQuant checks; the tail of fewer than a tile's groups goes the ordinary way). Each warp
+// walks tiles of kTileIters x GPW consecutive groups (grid-stride); its lane 0 keeps kStages
+// tiles of codes and scales on their way with bulk (TMA) loads into the warp's ring of stages,
+// and sends each decoded tile out of one of two output stages with one bulk store. The loads in
+// flight hold no registers, and the stores leave as whole lines: the decode traffic alone
+// (taco_stream_shapes) reached 91-92% of cudaMemcpy this way at 384 threads per SM, where every
+// kernel with 16-byte stores stayed at 88-89% (records v58).
+template <class Cfg, int kStages, int kTileIters, int kOutStages>
+__global__ void __launch_bounds__(kGroupThreads) group_decode_stream_kernel(const __grid_constant__ KernelParams p) {
+  constexpr int kTileGroups = kTileIters * Cfg::GPW;
+  constexpr int kWarps = kGroupThreads / 32;
+  extern __shared__ __align__(128) uint8_t stream_mem[];
+  __shared__ __align__(8) uint64_t full[kWarps][kStages];  // stage s of warp w: its tile has landed
+  __shared__ __align__(16) float scratch_mem[kScratchBlockFloats<Cfg>];
+  const int lane = int(threadIdx.x & 31), wib = int(threadIdx.x / 32);
+  const uint32_t warp = blockIdx.x * kWarps + wib;
+  const uint32_t nwarps = gridDim.x * kWarps;
+  const int gsub = lane >> Cfg::LB;
+  float* scratch = group_scratch<Cfg>(scratch_mem, gsub);
+  const QuantRules& q = p.rules;
+  const bool dual = Cfg::kTaco && q.dual;
+  const int out_elem = p.out_type == DataType::BF16 ? 2 : 4;
+  const StreamTileLayout tl = stream_tile_layout(kTileGroups, kStages, kOutStages, Cfg::G, q.scale_bytes, dual, out_elem);
+  uint8_t* mine = stream_mem + wib * tl.warp_bytes;
+  uint64_t* bar = full[wib];
+  const uint8_t* wire = p.src[0];
+  const uint32_t total = launch_groups(p);
+  const uint32_t ntiles = total / kTileGroups;
+  const auto fetch = [&](int s, uint32_t t) {  // lane 0: tile t into stage s
+    uint8_t* st = mine + s * tl.stage_bytes;
+    const int64_t g0 = int64_t(t) * kTileGroups;
+    mbar_arrive_expect(&bar[s], uint32_t(tl.code_bytes + tl.scale_bytes + tl.aux_bytes));
+    bulk_load(st, wire + g0 * Cfg::G, tl.code_bytes, &bar[s]);
+    bulk_load(st + tl.scale_at, wire + p.geo.scale_off + g0 * q.scale_bytes, tl.scale_bytes, &bar[s]);
+    if (dual) bulk_load(st + tl.aux_at, wire + p.geo.aux_off + g0 * 4, tl.aux_bytes, &bar[s]);
+  };
+  if (lane == 0) {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) mbar_init(&bar[s]);
+    mbar_init_fence();
+#pragma unroll
+    for (int s = 0; s < kStages; ++s)
+      if (warp + s * nwarps < ntiles) fetch(s, warp + s * nwarps);
+  }
+  __syncwarp();
+  uint32_t k = 0;
+  for (uint32_t t = warp; t < ntiles; t += nwarps, ++k) {
+    const int s = int(k % kStages);
+    mbar_wait(&bar[s], (k / kStages) & 1u);
+    const uint8_t* st = mine + s * tl.stage_bytes;
+    RawCodes<Cfg> raw[kTileIters];
+#pragma unroll
+    for (int i = 0; i < kTileIters; ++i) {
+      const int g = i * Cfg::GPW + gsub;  // the lane's group in the tile
+      load_code_runs<Cfg, true>(st + g * Cfg::G, lane, raw[i].w);
+      raw[i].valid = true;
+      const uint8_t* sp = st + tl.scale_at + g * q.scale_bytes;  // shared memory: no __ldg
+      raw[i].s_bits = fp32_scales<Cfg>(q) ? *reinterpret_cast<const uint32_t*>(sp) : get_le(sp, q.scale_bytes);
+      raw[i].s_a_bits = dual ? *reinterpret_cast<const uint32_t*>(st + tl.aux_at + 4 * g) : 0u;
+    }
+    __syncwarp();  // the warp is done with stage s: refill it
+    if (lane == 0) {
+      if (t + kStages * nwarps < ntiles) fetch(s, t + kStages * nwarps);
+      bulk_wait_read<kOutStages - 1>();  // the bulk store that last used the output stage has read it
+    }
+    __syncwarp();
+    uint8_t* o = mine + tl.out_at + (k % kOutStages) * tl.out_bytes;
+#pragma unroll
+    for (int i = 0; i < kTileIters; ++i) {
+      float v[Cfg::EPL];
+      decode_codes<Cfg>(p, raw[i], lane, v, scratch);
+      store_value_runs<typename Cfg::Out, true>(o + (i * Cfg::GPW + gsub) * Cfg::G * out_elem, p.out_type, v, lane);
+    }
+    fence_shared_for_bulk();
+    __syncwarp();
+    if (lane == 0)
+      bulk_store(static_cast<uint8_t*>(p.out) + int64_t(t) * tl.out_bytes, o, uint32_t(tl.out_bytes));
+  }
+  // The last total % kTileGroups groups, from global memory.
+  for (uint32_t base = ntiles * kTileGroups + warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
+    const Item it = make_item<Cfg>(p, base + gsub);
+    RawCodes<Cfg> raw;
+    load_codes<Cfg>(p, wire, it, lane, raw);
+    float v[Cfg::EPL];
+    decode_codes<Cfg>(p, raw, lane, v, scratch);
+    if (it.valid) store_values<typename Cfg::Out>(p, group_at<Cfg>(it, p.out_stride), v, lane, it.m);
+  }
+  if (lane == 0) bulk_wait_all();
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kernel(const __grid_constant__ KernelParams p) {
   using Enc = ReencodeCfg<Cfg>;
@@ -384,7 +476,18 @@ __global__ void __launch_bounds__(kScopedThreads) scoped_decode_reduce(const __g
 
 template <class Cfg>
 GroupKernel group_kernel(KernelFn fn) {
-  return {fn, Cfg::GPW, Cfg::EPL};
+  return {fn, Cfg::GPW, Cfg::EPL, 0, 0, 0, 0};
+}
+
+template <class Cfg, int kStages, int kTileIters, int kOutStages>
+GroupKernel stream_decode_kernel(int64_t min_elems) {
+  return {group_decode_stream_kernel<Cfg, kStages, kTileIters, kOutStages>,
+          Cfg::GPW,
+          Cfg::EPL,
+          kTileIters * Cfg::GPW,
+          kStages,
+          kOutStages,
+          min_elems};
 }
 
 // Elements per lane (2^R): more per lane means fewer warp shuffles in the transform and the
@@ -408,6 +511,19 @@ GroupKernel group_kernel(KernelFn fn) {
 // The re-encoding kernels decode as Dec does and encode in the layout the decode leaves
 // (ReencodeCfg): for regrouped groups of 128 that measured 1.02-1.05x over LaneLayout throughout
 // (bench/records/2026-12-01-h200-v19-ab.md).
+// The streaming decode's ring and tile (records v58): STAGES tiles of TILE_ITERS warp iterations.
+#ifndef TACO_STREAM_STAGES
+#define TACO_STREAM_STAGES 4
+#endif
+#ifndef TACO_STREAM_TILE_ITERS
+#define TACO_STREAM_TILE_ITERS 2
+#endif
+#ifndef TACO_STREAM_OUT_STAGES
+#define TACO_STREAM_OUT_STAGES 2
+#endif
+constexpr int kStreamStages = TACO_STREAM_STAGES, kStreamTileIters = TACO_STREAM_TILE_ITERS,
+              kStreamOutStages = TACO_STREAM_OUT_STAGES;
+
 template <int LG, bool Had, bool Taco>
 GroupKernels group_kernels() {
   constexpr int kEncodeR = LG >= 5 ? 5 : 4;
@@ -433,6 +549,13 @@ GroupKernels group_kernels() {
   k.decode_reduce_small = group_kernel<Small>(group_decode_reduce_kernel<Small>);
   k.decode_reduce_encode = group_kernel<Reenc>(group_decode_reduce_encode_kernel<Reenc>);
   k.decode_add_encode = group_kernel<Reenc>(group_decode_add_encode_kernel<Reenc>);
+  // The streaming decode (records v58) for transformed TACO groups of 128 from 64 M outputs on
+  // (bf16 taco decodes of 8 / 32 / 64 MiB measured 0.88 / 0.95 / 0.99x, of 256 MiB and 1 GiB
+  // 1.05 / 1.06x), and of 32 wherever the small-launch kernel does not run (1.25x at 8 MiB,
+  // 1.6x from 32 MiB on: the general kernel's lanes each store a whole group, 64 bytes apart).
+  if constexpr (Taco && Had && (LG == 5 || LG == 7))
+    k.decode_stream = stream_decode_kernel<Dec, kStreamStages, kStreamTileIters, kStreamOutStages>(
+        LG == 7 ? int64_t(1) << 26 : 0);
   return k;
 }
 

@@ -16,7 +16,39 @@ struct GroupKernel {
   KernelFn fn = nullptr;
   int groups_per_warp = 0;
   int lane_elems = 0;
+  int stream_tile_groups = 0;  // the streaming decode: groups per tile (0: any other kernel),
+  int stream_stages = 0;       //   tiles in each warp's ring of loads
+  int stream_out_stages = 0;   //   and of stores;
+  int64_t stream_min_elems = 0;  // smaller decodes (output elements) take `decode` instead
 };
+
+// Shared memory of the streaming decode (group_decode_stream_kernel) per warp, in bytes: a ring
+// of `stages` stages, each a tile of consecutive groups' codes, scales and (dual) s_a exactly as
+// the wire holds them, then `out_stages` stages of a tile's decoded output. Parts start 16-byte aligned
+// (bulk copies). Computed alike by the host (launch size, eligibility) and the kernel.
+struct StreamTileLayout {
+  int code_bytes, scale_bytes, aux_bytes;  // of one tile, as loaded
+  int scale_at, aux_at, stage_bytes;       // inside a stage
+  int out_at, out_bytes, warp_bytes;       // the output stages; everything per warp
+};
+
+__host__ __device__ constexpr int round_up16(int n) { return (n + 15) / 16 * 16; }
+
+__host__ __device__ constexpr StreamTileLayout stream_tile_layout(int tile_groups, int stages, int out_stages,
+                                                                 int group_size, int scale_bytes, bool dual,
+                                                                 int out_elem_bytes) {
+  StreamTileLayout t{};
+  t.code_bytes = tile_groups * group_size;
+  t.scale_bytes = tile_groups * scale_bytes;
+  t.aux_bytes = dual ? tile_groups * 4 : 0;
+  t.scale_at = round_up16(t.code_bytes);
+  t.aux_at = t.scale_at + round_up16(t.scale_bytes);
+  t.stage_bytes = t.aux_at + round_up16(t.aux_bytes);
+  t.out_at = stages * t.stage_bytes;
+  t.out_bytes = tile_groups * group_size * out_elem_bytes;
+  t.warp_bytes = t.out_at + out_stages * t.out_bytes;
+  return t;
+}
 
 // The fused kernels of one (group size, transform) pair.
 struct GroupKernels {
@@ -26,6 +58,8 @@ struct GroupKernels {
   GroupKernel decode_reduce_small;      // the same, for at most kSmallDecodeElems outputs
   GroupKernel decode_reduce_encode;     // the same sum, re-encoded -> wire_out
   GroupKernel decode_add_encode;        // encode(decode(src[0]) + in): a ring all-reduce hop
+  GroupKernel decode_stream;            // `decode` through bulk copies (fn null: none); it takes
+                                        // one wire of one chunk of whole groups (GpuQuant checks)
 };
 
 // The kernels for groups of group_size, with or without the transform, for the TACO rules or

@@ -80,9 +80,10 @@ DivMagic div_magic(uint32_t d) {
   return {uint32_t(m), l};
 }
 
-int occupancy(KernelFn fn, int threads) {
+int occupancy(KernelFn fn, int threads, size_t shared_bytes = 0) {
   int n = 0;
-  TACO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, reinterpret_cast<const void*>(fn), threads, 0));
+  TACO_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, reinterpret_cast<const void*>(fn), threads, shared_bytes));
   return std::max(n, 1);
 }
 
@@ -172,6 +173,14 @@ GpuQuant::GpuQuant(const std::string& variant) {
     occ_decode_small_ = occupancy(gk_.decode_reduce_small.fn, kGroupThreads);
     occ_dre_ = occupancy(gk_.decode_reduce_encode.fn, kGroupThreads);
     occ_dae_ = occupancy(gk_.decode_add_encode.fn, kGroupThreads);
+    if (gk_.decode_stream.fn) {
+      stream_decode_elems_ = gk_.decode_stream.stream_min_elems;
+      const auto fn = reinterpret_cast<const void*>(gk_.decode_stream.fn);
+      const size_t most = std::max(stream_shared_bytes(DataType::BF16), stream_shared_bytes(DataType::F32));
+      TACO_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(most)));
+      occ_stream_bf16_ = occupancy(gk_.decode_stream.fn, kGroupThreads, stream_shared_bytes(DataType::BF16));
+      occ_stream_f32_ = occupancy(gk_.decode_stream.fn, kGroupThreads, stream_shared_bytes(DataType::F32));
+    }
   } else {
     occ_scoped_ = occupancy(scoped_quant_kernel(), kScopedThreads);
   }
@@ -217,14 +226,14 @@ KernelParams GpuQuant::base_params(int64_t chunks, int64_t rows, int64_t cols) c
 }
 
 void GpuQuant::launch(KernelFn fn, int occ, int threads, int64_t blocks_needed, const KernelParams& p,
-                      cudaStream_t stream, const char* what) const {
+                      cudaStream_t stream, const char* what, size_t shared_bytes) const {
   // A resident grid (every block of it runs at once); grid-stride loops cover the rest.
   const int sms = max_sms_ > 0 ? std::min(max_sms_, sm_count_) : sm_count_;
   const int64_t resident = int64_t(sms) * occ;
   const int64_t grid = std::max<int64_t>(1, std::min(blocks_needed, resident));
   void* args[] = {const_cast<KernelParams*>(&p)};
   const cudaError_t err = cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(unsigned(grid)),
-                                           dim3(unsigned(threads)), args, 0, stream);
+                                           dim3(unsigned(threads)), args, shared_bytes, stream);
   if (err != cudaSuccess) throw_cuda_error(err, what, __FILE__, __LINE__);
   TACO_CUDA_CHECK_LAUNCH(what, stream);
 }
@@ -240,7 +249,7 @@ void skip_chunks(KernelParams& p, int64_t c0) {
 }  // namespace
 
 void GpuQuant::launch_group(const GroupKernel& k, int occ, const KernelParams& p, cudaStream_t stream,
-                            const char* what) const {
+                            const char* what, size_t shared_bytes) const {
   // Whole chunks per launch, so that a launch's group indices fit the kernels' 32 bits. Vector
   // permissions carry over: with more than one chunk they already required aligned strides.
   TACO_REQUIRE_INPUT(p.geo.nblocks <= max_launch_groups_,
@@ -253,8 +262,28 @@ void GpuQuant::launch_group(const GroupKernel& k, int occ, const KernelParams& p
     skip_chunks(part, c0);
     const int64_t groups = part.chunks * part.geo.nblocks;
     const int64_t warps = (groups + k.groups_per_warp - 1) / k.groups_per_warp;
-    launch(k.fn, occ, kGroupThreads, (warps + kGroupThreads / 32 - 1) / (kGroupThreads / 32), part, stream, what);
+    launch(k.fn, occ, kGroupThreads, (warps + kGroupThreads / 32 - 1) / (kGroupThreads / 32), part, stream, what,
+           shared_bytes);
   }
+}
+
+size_t GpuQuant::stream_shared_bytes(DataType out_type) const {
+  const GroupKernel& k = gk_.decode_stream;
+  const StreamTileLayout t = stream_tile_layout(k.stream_tile_groups, k.stream_stages, k.stream_out_stages, spec_.block,
+                                                rules_.scale_bytes, rules_.taco && rules_.dual, int(dtype_bytes(out_type)));
+  return size_t(kGroupThreads / 32) * size_t(t.warp_bytes);
+}
+
+bool GpuQuant::stream_decode_fits(const KernelParams& p) const {
+  const GroupKernel& k = gk_.decode_stream;
+  if (!k.fn || p.nsrc != 1 || p.chunks != 1 || p.geo.numel < stream_decode_elems_ ||
+      p.geo.numel != p.geo.nblocks * spec_.block || p.geo.nblocks < k.stream_tile_groups)
+    return false;
+  // Bulk copies move 16-byte aligned runs of multiples of 16 bytes: the tile's codes (G x groups),
+  // scales and s_a at every tile, and the output.
+  const bool dual = rules_.taco && rules_.dual;
+  return aligned(p.src[0], 16) && p.geo.scale_off % 16 == 0 && (!dual || p.geo.aux_off % 16 == 0) &&
+         (int64_t(k.stream_tile_groups) * rules_.scale_bytes) % 16 == 0 && aligned(p.out, 16);
 }
 
 void GpuQuant::ensure_scratch(size_t bytes) const {
@@ -302,8 +331,8 @@ void GpuQuant::decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t
   decode_reduce({wire}, chunks, rows, cols, out, out_type, stream);
 }
 
-void GpuQuant::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
-                             int64_t cols, void* out, DataType out_type, cudaStream_t stream) const {
+KernelParams GpuQuant::decode_params(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
+                                     int64_t cols, void* out, DataType out_type) const {
   TACO_REQUIRE_INPUT(!srcs.empty() && srcs.size() <= size_t(kMaxSources),
                      "GPU codec {}: decode-reduce takes 1..{} inputs, got {}", name_, kMaxSources, srcs.size());
   KernelParams p = base_params(chunks, rows, cols);
@@ -319,9 +348,24 @@ void GpuQuant::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t ch
   p.out = out;
   p.out_type = out_type;
   p.out_vec16 = aligned(out, 16) && (chunks == 1 || (size_t(p.out_stride) * dtype_bytes(out_type)) % 16 == 0);
+  return p;
+}
+
+bool GpuQuant::streams_decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, const void* out,
+                              DataType out_type) const {
+  return group_ && chunks * rows * cols > small_decode_elems_ &&
+         stream_decode_fits(decode_params({wire}, chunks, rows, cols, const_cast<void*>(out), out_type));
+}
+
+void GpuQuant::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
+                             int64_t cols, void* out, DataType out_type, cudaStream_t stream) const {
+  const KernelParams p = decode_params(srcs, chunks, rows, cols, out, out_type);
   if (group_) {
     if (chunks * p.geo.numel <= small_decode_elems_)
       launch_group(gk_.decode_reduce_small, occ_decode_small_, p, stream, "group_decode_reduce_kernel<small>");
+    else if (stream_decode_fits(p))
+      launch_group(gk_.decode_stream, out_type == DataType::BF16 ? occ_stream_bf16_ : occ_stream_f32_, p, stream,
+                   "group_decode_stream_kernel", stream_shared_bytes(out_type));
     else if (p.nsrc == 1)
       launch_group(gk_.decode, occ_decode_, p, stream, "group_decode_reduce_kernel<one source>");
     else

@@ -57,6 +57,15 @@ class GpuQuant {
   void decode_add_encode(const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows, int64_t cols,
                          uint8_t* wire_out, cudaStream_t stream) const;
 
+  // Whether decode() of these arguments takes the streaming kernel (GroupKernels::decode_stream;
+  // for the tests).
+  bool streams_decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, const void* out,
+                      DataType out_type) const;
+
+  // Decodes of fewer output elements than this do not take the streaming kernel (default: the
+  // kernel's GroupKernel::stream_min_elems); the tests set 0 to check it on smaller inputs.
+  void set_stream_decode_elems(int64_t n) { stream_decode_elems_ = n; }
+
   // Decodes of at most this many output elements (chunks x rows x cols) launch
   // GroupKernels::decode_reduce_small; the tests set 0 or a large value to check both kernels.
   void set_small_decode_elems(int64_t n) { small_decode_elems_ = n; }
@@ -80,10 +89,16 @@ class GpuQuant {
 
  private:
   KernelParams base_params(int64_t chunks, int64_t rows, int64_t cols) const;
+  KernelParams decode_params(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows, int64_t cols,
+                             void* out, DataType out_type) const;
   void launch(KernelFn fn, int occupancy, int threads, int64_t blocks_needed, const KernelParams& p,
-              cudaStream_t stream, const char* what) const;
+              cudaStream_t stream, const char* what, size_t shared_bytes = 0) const;
   void launch_group(const GroupKernel& k, int occupancy, const KernelParams& p, cudaStream_t stream,
-                    const char* what) const;
+                    const char* what, size_t shared_bytes = 0) const;
+  // The streaming decode's shared memory per block for an output of out_type; whether a plain
+  // decode with these parameters may take it.
+  size_t stream_shared_bytes(DataType out_type) const;
+  bool stream_decode_fits(const KernelParams& p) const;
   void scoped_encode(KernelParams p, size_t scratch_off, cudaStream_t stream) const;
   void ensure_scratch(size_t bytes) const;
 
@@ -94,10 +109,12 @@ class GpuQuant {
   GroupKernels gk_{};
   int sm_count_ = 0;
   int64_t small_decode_elems_ = kSmallDecodeElems;
+  int64_t stream_decode_elems_ = 0;
   int max_sms_ = 0;
   int64_t max_launch_groups_ = kMaxLaunchGroups;
   int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_reduce_ = 1, occ_decode_small_ = 1,
       occ_dre_ = 1, occ_dae_ = 1, occ_scoped_ = 1;
+  int occ_stream_bf16_ = 1, occ_stream_f32_ = 1;  // the streaming decode, by output type
   mutable DeviceBuffer scratch_;  // row / tensor codecs: per-block statistics, fp32 sums
   mutable ChunkGeometry geo_{};   // the last geometry computed (one object, one thread)
   mutable bool geo_valid_ = false;

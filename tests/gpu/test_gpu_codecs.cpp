@@ -440,6 +440,71 @@ TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU"
   }
 }
 
+// The streaming decode (bulk copies through each warp's ring of shared-memory stages) against
+// the CPU: enough tiles that every warp's ring wraps several times, a group count that leaves a
+// tail shorter than any tile (4 more than a multiple of 64 groups), bf16 and f32 out, the
+// distributions' extremes (NaN / Inf codes, zero groups); and that these calls do take it
+// (streams_decode), while an output off the 16-byte grid takes another kernel, also exact. The
+// encodes of the same inputs (the whole-group walk, with a short last warp iteration) too.
+TEST_CASE("GPU codecs: the streaming decode equals the CPU", "[gpu][codec][large]") {
+  gpu::CudaStream stream;
+  uint64_t seed = 5150;
+  for (const char* variant : {"taco", "taco-nosa", "taco-rht", "taco-e5m2", "taco-g32"}) {
+    const auto cpu = make_codec(variant);
+    gpu::GpuQuant q(variant);
+    const int64_t G = std::string(variant) == "taco-g32" ? 32 : 128;
+    q.set_small_decode_elems(0);
+    q.set_stream_decode_elems(0);
+    for (const int64_t groups : {int64_t(65536), int64_t(64 * 50 + 4)}) {
+      const int64_t rows = groups == 65536 ? 64 : 1, cols = groups * G / rows, n = rows * cols;
+      const Dist d = kDists[seed % 9];
+      CAPTURE(variant, rows, cols, dist_name(d));
+      const auto x = make_input(d, rows, cols, ++seed, true);
+      const auto wire = cpu->encode(x.data(), rows, cols);
+      std::vector<float> want(static_cast<size_t>(n));
+      cpu->decode(wire.data(), wire.size(), rows, cols, want.data());
+      DeviceBuffer d_in(size_t(n) * 2, "test input"), d_wire(wire.size(), "test wire"),
+          d_out(size_t(n) * 4 + 16, "test out");
+      // the encode of the same (bf16 in, whole groups, one chunk: the whole-group walk)
+      upload(d_in, to_bf16_bits(x));
+      TACO_CUDA_CHECK(cudaMemsetAsync(d_wire.get(), 0xa5, wire.size(), stream.get()));
+      q.encode(d_in.get(), DataType::BF16, 1, rows, cols, d_wire.as<uint8_t>(), stream.get());
+      stream.synchronize();
+      const auto got_wire = download<uint8_t>(d_wire, wire.size());
+      const int64_t bad_byte = first_diff(got_wire.data(), wire.data(), wire.size());
+      CAPTURE(bad_byte);
+      CHECK(bad_byte < 0);
+      upload(d_wire, wire);  // the decodes below read the CPU's wire
+      for (const DataType out_type : {DataType::BF16, DataType::F32}) {
+        for (const size_t shift : {size_t(0), size_t(4)}) {  // bytes off the output buffer's start
+          CAPTURE(out_type == DataType::BF16 ? "bf16" : "f32", shift);
+          uint8_t* out = d_out.as<uint8_t>() + shift;
+          CHECK(q.streams_decode(d_wire.as<uint8_t>(), 1, rows, cols, out, out_type) == (shift == 0));
+          TACO_CUDA_CHECK(cudaMemsetAsync(d_out.get(), 0xff, size_t(n) * 4 + 16, stream.get()));
+          q.decode(d_wire.as<uint8_t>(), 1, rows, cols, out, out_type, stream.get());
+          stream.synchronize();
+          const auto all = download<uint8_t>(d_out, size_t(n) * 4 + 16);
+          int64_t bad = -1;
+          for (int64_t i = 0; i < n && bad < 0; ++i) {
+            const uint8_t* at = all.data() + shift + size_t(i) * (out_type == DataType::BF16 ? 2 : 4);
+            if (out_type == DataType::BF16) {
+              uint16_t h;
+              std::memcpy(&h, at, 2);
+              if (h != float_to_bf16(want[size_t(i)]) && !std::isnan(want[size_t(i)])) bad = i;
+            } else {
+              float f;
+              std::memcpy(&f, at, 4);
+              if (first_float_diff(&f, &want[size_t(i)], 1) >= 0) bad = i;
+            }
+          }
+          CAPTURE(bad);
+          CHECK(bad < 0);
+        }
+      }
+    }
+  }
+}
+
 // The group kernels walk their items by adding a step inside a chunk and dividing only when a
 // step leaves it; calls with more groups than a launch takes are split over consecutive chunks.
 // Both are checked against the CPU: chunks much longer than the grid's step (most steps stay in
