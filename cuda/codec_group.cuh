@@ -680,7 +680,8 @@ __device__ __forceinline__ void store_value_runs(void* out, DataType out_type, c
       float* d = static_cast<float*>(out) + lo + L::reg_offset(j * K);
 #pragma unroll
       for (int t = 0; t < K / 4; ++t) {
-        const float4 x = make_float4(v[j * K + 4 * t], v[j * K + 4 * t + 1], v[j * K + 4 * t + 2], v[j * K + 4 * t + 3]);
+        const float4 x =
+            make_float4(v[j * K + 4 * t], v[j * K + 4 * t + 1], v[j * K + 4 * t + 2], v[j * K + 4 * t + 3]);
         if constexpr (kShared) reinterpret_cast<float4*>(d)[t] = x;
         else __stcs(reinterpret_cast<float4*>(d) + t, x);
       }

@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
 // (GpuQuant checks; the tail of fewer than a tile's groups goes the ordinary way). Each warp
 // walks tiles of kTileIters x GPW consecutive groups (grid-stride); its lane 0 keeps kStages
 // tiles of codes and scales on their way with bulk (TMA) loads into the warp's ring of stages,
-// and sends each decoded tile out of one of two output stages with one bulk store. The loads in
+// and sends each decoded tile out of one of kOutStages output stages with one bulk store. The loads in
 // flight hold no registers, and the stores leave as whole lines: the decode traffic alone
 // (taco_stream_shapes) reached 91-92% of cudaMemcpy this way at 384 threads per SM, where every
 // kernel with 16-byte stores stayed at 88-89% (records v58).
@@ -223,7 +223,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_stream_kernel(cons
   const QuantRules& q = p.rules;
   const bool dual = Cfg::kTaco && q.dual;
   const int out_elem = p.out_type == DataType::BF16 ? 2 : 4;
-  const StreamTileLayout tl = stream_tile_layout(kTileGroups, kStages, kOutStages, Cfg::G, q.scale_bytes, dual, out_elem);
+  const StreamTileLayout tl =
+      stream_tile_layout(kTileGroups, kStages, kOutStages, Cfg::G, q.scale_bytes, dual, out_elem);
   uint8_t* mine = stream_mem + wib * tl.warp_bytes;
   uint64_t* bar = full[wib];
   const uint8_t* wire = p.src[0];
@@ -474,6 +475,22 @@ __global__ void __launch_bounds__(kScopedThreads) scoped_decode_reduce(const __g
   }
 }
 
+// The streaming decode's shape (records v58): rings of 4 tiles of two warp iterations, two output
+// stages; 2 blocks of 4 warps per SM. Other shapes measured 0.95-1.00x at 256 MiB - 1 GiB (3 or
+// 2 stages, one output stage, 3 blocks per SM; 5 or 6 stages; tiles of three iterations). The
+// macros let an A/B build (-D) try others.
+#ifndef TACO_STREAM_STAGES
+#define TACO_STREAM_STAGES 4
+#endif
+#ifndef TACO_STREAM_TILE_ITERS
+#define TACO_STREAM_TILE_ITERS 2
+#endif
+#ifndef TACO_STREAM_OUT_STAGES
+#define TACO_STREAM_OUT_STAGES 2
+#endif
+constexpr int kStreamStages = TACO_STREAM_STAGES, kStreamTileIters = TACO_STREAM_TILE_ITERS,
+              kStreamOutStages = TACO_STREAM_OUT_STAGES;
+
 template <class Cfg>
 GroupKernel group_kernel(KernelFn fn) {
   return {fn, Cfg::GPW, Cfg::EPL, 0, 0, 0, 0};
@@ -511,19 +528,6 @@ GroupKernel stream_decode_kernel(int64_t min_elems) {
 // The re-encoding kernels decode as Dec does and encode in the layout the decode leaves
 // (ReencodeCfg): for regrouped groups of 128 that measured 1.02-1.05x over LaneLayout throughout
 // (bench/records/2026-12-01-h200-v19-ab.md).
-// The streaming decode's ring and tile (records v58): STAGES tiles of TILE_ITERS warp iterations.
-#ifndef TACO_STREAM_STAGES
-#define TACO_STREAM_STAGES 4
-#endif
-#ifndef TACO_STREAM_TILE_ITERS
-#define TACO_STREAM_TILE_ITERS 2
-#endif
-#ifndef TACO_STREAM_OUT_STAGES
-#define TACO_STREAM_OUT_STAGES 2
-#endif
-constexpr int kStreamStages = TACO_STREAM_STAGES, kStreamTileIters = TACO_STREAM_TILE_ITERS,
-              kStreamOutStages = TACO_STREAM_OUT_STAGES;
-
 template <int LG, bool Had, bool Taco>
 GroupKernels group_kernels() {
   constexpr int kEncodeR = LG >= 5 ? 5 : 4;

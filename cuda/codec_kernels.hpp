@@ -16,16 +16,18 @@ struct GroupKernel {
   KernelFn fn = nullptr;
   int groups_per_warp = 0;
   int lane_elems = 0;
-  int stream_tile_groups = 0;  // the streaming decode: groups per tile (0: any other kernel),
-  int stream_stages = 0;       //   tiles in each warp's ring of loads
-  int stream_out_stages = 0;   //   and of stores;
-  int64_t stream_min_elems = 0;  // smaller decodes (output elements) take `decode` instead
+  // The streaming decode only (0 for every other kernel): groups per tile, tiles in each warp's
+  // ring of loads and of stores, and the fewest output elements it is launched for.
+  int stream_tile_groups = 0;
+  int stream_stages = 0;
+  int stream_out_stages = 0;
+  int64_t stream_min_elems = 0;
 };
 
 // Shared memory of the streaming decode (group_decode_stream_kernel) per warp, in bytes: a ring
 // of `stages` stages, each a tile of consecutive groups' codes, scales and (dual) s_a exactly as
-// the wire holds them, then `out_stages` stages of a tile's decoded output. Parts start 16-byte aligned
-// (bulk copies). Computed alike by the host (launch size, eligibility) and the kernel.
+// the wire holds them, then `out_stages` stages of a tile's decoded output. Parts start 16-byte
+// aligned (bulk copies). Computed alike by the host (launch size, eligibility) and the kernel.
 struct StreamTileLayout {
   int code_bytes, scale_bytes, aux_bytes;  // of one tile, as loaded
   int scale_at, aux_at, stage_bytes;       // inside a stage

@@ -269,8 +269,9 @@ void GpuQuant::launch_group(const GroupKernel& k, int occ, const KernelParams& p
 
 size_t GpuQuant::stream_shared_bytes(DataType out_type) const {
   const GroupKernel& k = gk_.decode_stream;
-  const StreamTileLayout t = stream_tile_layout(k.stream_tile_groups, k.stream_stages, k.stream_out_stages, spec_.block,
-                                                rules_.scale_bytes, rules_.taco && rules_.dual, int(dtype_bytes(out_type)));
+  const StreamTileLayout t =
+      stream_tile_layout(k.stream_tile_groups, k.stream_stages, k.stream_out_stages, spec_.block, rules_.scale_bytes,
+                         rules_.taco && rules_.dual, int(dtype_bytes(out_type)));
   return size_t(kGroupThreads / 32) * size_t(t.warp_bytes);
 }
 
