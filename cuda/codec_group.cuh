@@ -640,11 +640,6 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   }
 }
 
-// Writes the first m values of a group held in layout L to out (element type out_type). Whole
-// groups go out as streaming stores (st.global.cs), and load_codes reads codes as streaming
-// loads: the decodes touch each byte once, and the hints made them up to 1.21x faster (taco
-// decode, 256 MiB; bench/records/2026-12-01-h200-v15-ab.md). The same hints on the encodes
-// measured 0.98-1.00x, so those keep the default caching.
 // A whole group held in layout L, written as vectors of out_type to `out` (its first element,
 // 16-byte aligned): streaming stores to global memory, or (kShared) stores to a shared-memory
 // stage of the same layout.
