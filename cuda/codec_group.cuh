@@ -28,7 +28,7 @@ namespace taco::gpu::detail {
 //    regroups the values into SectorLayout for the stores (fwht_to).
 enum class Lay { Lane, Sector, LaneToSector };
 
-template <int LG_, int R_, bool Had_, Lay K_, bool Taco_>
+template <int LG_, int R_, bool Had_, Lay K_, bool Taco_, bool Ref_ = false>
 struct GroupCfg {
   static constexpr int LG = LG_, R = R_, LB = LG_ - R_;
   static constexpr int G = 1 << LG_;     // group size
@@ -37,6 +37,11 @@ struct GroupCfg {
   static constexpr int GPW = 32 / LPG;   // groups per warp
   static constexpr bool kHad = Had_;
   static constexpr bool kTaco = Taco_;  // TACO rules (QuantRules::taco; the dispatch matches them)
+  // An encode under TACO's reference rules with no counters (GpuQuant::reference_encode says
+  // when): the rule flags the encode reads (dual scale, no RHT, saturating E4M3, a target in
+  // range) and p.stats == nullptr are compile-time facts instead of run-time branches.
+  static constexpr bool kRef = Ref_;
+  static_assert(!Ref_ || Taco_, "reference rules are TACO rules");
   static_assert(LB >= 0 && LB <= 5, "a group spans at most one warp");
   static_assert(EPL >= 8, "16-byte bf16 loads need 8 elements per lane");
   static constexpr bool kRegroup = K_ == Lay::LaneToSector;
@@ -266,6 +271,26 @@ __device__ __forceinline__ float load_f32_scalar(const uint8_t* src, bool aligne
 }
 
 // ---- encode --------------------------------------------------------------------------------
+// Whether an encode counts saturated codes and non-finite inputs (p.stats): never under the
+// reference rules (Cfg::kRef), whose kernels run only without counters.
+template <class Cfg>
+__device__ __forceinline__ bool counts(const KernelParams& p) {
+  return !Cfg::kRef && p.stats != nullptr;
+}
+// The rule flags a TACO encode reads: constants under the reference rules (records v61: 7% fewer
+// instructions in the taco encode), read where they are used otherwise (as locals, they changed
+// the other kernels' code).
+template <class Cfg>
+__device__ __forceinline__ bool rule_dual(const QuantRules& q) { return Cfg::kRef || q.dual; }
+template <class Cfg>
+__device__ __forceinline__ bool rule_rht(const QuantRules& q) { return !Cfg::kRef && q.rht; }
+template <class Cfg>
+__device__ __forceinline__ bool rule_sat_e4m3(const QuantRules& q) {
+  return Cfg::kRef || (q.elem == ElemKind::E4M3 && q.saturate);
+}
+template <class Cfg>
+__device__ __forceinline__ bool rule_target_in_range(const QuantRules& q) { return Cfg::kRef || q.target_in_range; }
+
 // Correctly rounded x / y and sqrt(x) as the fast paths of __fdiv_rn and __fsqrt_rn (the same
 // instructions, so the same bits), without their range tests and called slow paths: valid for
 // normal operands whose quotient is normal (division) and for x in [2^-100, FLT_MAX] (root).
@@ -354,7 +379,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     var = __fadd_rn(var, q.lambda);
     var = var < 1e-12f ? 1e-12f : var;
     if constexpr (Cfg::kHad) {
-      if (q.rht) apply_rht_signs<L>(v, lane, q);
+      if (rule_rht<Cfg>(q)) apply_rht_signs<L>(v, lane, q);
     }
     // s_a = fmax / sqrt(var) without branches (computed even when s_a is off), so that ptxas can
     // schedule its dependent chain between the transform's additions: var is at least 1e-12, so
@@ -362,17 +387,17 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     // whose sequences these are; var = +inf (S overflowed) gives 0 as sqrt and division would.
     float s_a = div_rn_in_range(q.fmax, sqrt_rn_in_range(var));
     s_a = var == __int_as_float(0x7f800000) ? 0.0f : s_a;
-    s_a = q.dual ? clampf(s_a, 1e-3f, 1e3f) : 1.0f;
+    s_a = rule_dual<Cfg>(q) ? clampf(s_a, 1e-3f, 1e3f) : 1.0f;
     if constexpr (Cfg::kHad) fwht<L>(v, lane);
     // s_a and 1/sqrt(G) as one factor, applied through M and r below
-    const float k = Cfg::kHad ? (q.dual ? __fmul_rn(s_a, q.hconst) : q.hconst) : s_a;
+    const float k = Cfg::kHad ? (rule_dual<Cfg>(q) ? __fmul_rn(s_a, q.hconst) : q.hconst) : s_a;
     // A = max |v|, and whether the group has a non-finite value: a warp with one anywhere takes
     // the general path (NaN-ignoring max, zeroing). With s_a, a finite S bounds every |x| by
     // 2^64, so every transformed value is finite and a float max (abs folded into FMNMX) is the
     // max; without, the max of |v| as integer bits (NaN > Inf > finite) doubles as the test.
     float A;
     bool nonfinite_group;
-    if (q.dual) {
+    if (rule_dual<Cfg>(q)) {
       A = lane_absmax(v);
 #pragma unroll
       for (int j = 0; j < L::LB; ++j) A = fmaxf(A, __shfl_xor_sync(kFullMask, A, 1 << j));
@@ -394,10 +419,10 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     // smaller ones below 1e-12, which the clamp maps as it maps the exact quotient (the safe_div
     // zero case needs T < 1e-12). rq: k within [2^-15, 2^10] and s_q within [1e-12, 1e6].
     float s_q = div_rn_in_range(mv, q.target);
-    if (!q.target_in_range) s_q = safe_div(mv, q.target);
+    if (!rule_target_in_range<Cfg>(q)) s_q = safe_div(mv, q.target);
     s_q = clampf(s_q, 1e-12f, 1e6f);
     const float rq = div_rn_in_range(k, s_q);
-    if (!general && q.elem == ElemKind::E4M3 && q.saturate) {
+    if (!general && rule_sat_e4m3<Cfg>(q)) {
       // The common case in a block of its own, so that its products go straight into the
       // conversions: merged with the general path below, ptxas moved all 32 of them between
       // registers first. E4M3 SATFINITE already maps every |t| > 448 to 448 (no clamp).
@@ -421,7 +446,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       store_codes<L>(wire + int64_t(it.b) * Cfg::G, quad, lane, n, code_vec);
       if (leader) {
         store_f32_scalar(wire + p.geo.scale_off + 4 * int64_t(it.b), s_q, scale_vec4);
-        if (q.dual) store_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), s_a, scale_vec4);
+        if (rule_dual<Cfg>(q)) store_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), s_a, scale_vec4);
       }
     }
   } else {
@@ -460,7 +485,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       }
     }
   }
-  if (p.stats && it.valid) {
+  if (counts<Cfg>(p) && it.valid) {
     const int lo = L::lane_offset(lane);
 #pragma unroll
     for (int r = 0; r < EPL; ++r)

@@ -38,8 +38,12 @@ constexpr int kScratchBlockFloats =
 // registers, an 8-byte stack), 1.01-1.06x over 5 (records v27), but not for G = 64, whose
 // 24-byte stack made 8 MiB encodes 0.92x (v30). The others ask for 5 (at most 102 registers):
 // left to itself, ptxas gave the TACO-only encode 114 registers, 4 blocks and 0.94x (v26).
+// The reference-rules encode (GroupCfg::kRef) fits 64 registers without spills, yet more warps
+// made it slower at 256 MiB - 1 GiB: against 6 blocks, 8 measured 0.96x and 7 0.99x, and 5 (96
+// registers) 1.02x (0.99x at 8 MiB; bench/records/2026-12-02-h200-v61-ab.md).
 template <class Cfg, typename InT>
-constexpr int kEncodeMinBlocks = (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7
+constexpr int kEncodeMinBlocks = Cfg::kRef                                          ? 5
+                                 : (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7
                                  : (Cfg::kTaco && Cfg::kHad && Cfg::LG != 6)       ? 6
                                                                                    : 5;
 
@@ -64,7 +68,7 @@ __device__ __forceinline__ void encode_item(const KernelParams& p, const Item& i
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r) asm volatile("" : "+f"(v[r]));
   }
-  if (p.stats) {
+  if (counts<Cfg>(p)) {
     // a whole-walk item past the end holds a real group's values (its clamped index), not zeros
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r) nonfin += (it.valid && nonfinite(v[r])) ? 1u : 0u;
@@ -113,7 +117,7 @@ __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
     for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step))
       encode_item<Cfg, InT, false>(p, it, lane, step, sat, nonfin);
   }
-  if (p.stats) flush_stats(p.stats, sat, nonfin);
+  if (counts<Cfg>(p)) flush_stats(p.stats, sat, nonfin);
 }
 
 // acc = decode(src[0]) + decode(src[1]) + ... (fixed order, fp32), in layout Cfg::Out; `first`
@@ -540,6 +544,14 @@ GroupKernels group_kernels() {
   GroupKernels k;
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
   k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);
+  // The encode with the reference rules as constants (GroupCfg::kRef) for transformed TACO groups
+  // of 128, the reference variant: 1.03-1.04x at 256 MiB - 1 GiB, 1.03x at 8 MiB (records v61).
+  // The same constants in every TACO encode made groups of 32 0.99x (a probe, same records).
+  if constexpr (Taco && Had && LG == 7) {
+    using EncRef = GroupCfg<LG, kEncodeR, Had, kPlain, Taco, true>;
+    k.encode_ref_bf16 = group_kernel<EncRef>(group_encode_kernel<EncRef, uint16_t>);
+    k.encode_ref_f32 = group_kernel<EncRef>(group_encode_kernel<EncRef, float>);
+  }
   k.decode_reduce = group_kernel<Dec>(group_decode_reduce_kernel<Dec>);
   // The one-source decode where it measured faster (records v56, 256 MiB): transformed TACO
   // groups of 128 (taco, taco-rht, taco-e5m2 1.03x; 1.01-1.02x at 1 GiB) and of 32 (1.03x). It

@@ -55,6 +55,8 @@ __host__ __device__ constexpr StreamTileLayout stream_tile_layout(int tile_group
 // The fused kernels of one (group size, transform) pair.
 struct GroupKernels {
   GroupKernel encode_bf16, encode_f32;  // [chunks] groups of the input dtype -> wire_out
+  GroupKernel encode_ref_bf16, encode_ref_f32;  // the same for TACO's reference rules and no
+                                                // counters (fn null: none; GpuQuant says when)
   GroupKernel decode;                   // one wire (nsrc == 1) decoded -> out
   GroupKernel decode_reduce;            // sum over nsrc (>= 1) decoded wires -> out
   GroupKernel decode_reduce_small;      // the same, for at most kSmallDecodeElems outputs

@@ -168,6 +168,13 @@ GpuQuant::GpuQuant(const std::string& variant) {
     gk_ = select_group_kernels(s.block, q.transform != 0, q.taco != 0);
     occ_encode_ = occupancy(gk_.encode_bf16.fn, kGroupThreads);
     occ_encode_f32_ = occupancy(gk_.encode_f32.fn, kGroupThreads);
+    // GroupCfg::kRef's constants: dual scale, no RHT, saturating E4M3, a target in range.
+    reference_rules_ = gk_.encode_ref_bf16.fn && gk_.encode_ref_f32.fn && q.taco && q.dual && !q.rht &&
+                       q.elem == ElemKind::E4M3 && q.saturate && q.target_in_range;
+    if (reference_rules_) {
+      occ_encode_ref_ = occupancy(gk_.encode_ref_bf16.fn, kGroupThreads);
+      occ_encode_ref_f32_ = occupancy(gk_.encode_ref_f32.fn, kGroupThreads);
+    }
     occ_decode_ = occupancy(gk_.decode.fn, kGroupThreads);
     occ_decode_reduce_ = occupancy(gk_.decode_reduce.fn, kGroupThreads);
     occ_decode_small_ = occupancy(gk_.decode_reduce_small.fn, kGroupThreads);
@@ -302,7 +309,11 @@ void GpuQuant::encode(const void* in, DataType in_type, int64_t chunks, int64_t 
   p.in_vec16 = aligned(in, 16) && (chunks == 1 || (size_t(p.in_stride) * es) % 16 == 0);
   p.code_vec = aligned(wire, 16) && (chunks == 1 || p.geo.total % 16 == 0);
   p.scale_vec4 = aligned(wire + p.geo.scale_off, 4) && p.geo.aux_off % 4 == 0 && (chunks == 1 || p.geo.total % 4 == 0);
-  if (group_) {
+  if (group_ && reference_encode(stats)) {
+    if (in_type == DataType::BF16)
+      launch_group(gk_.encode_ref_bf16, occ_encode_ref_, p, stream, "group_encode_kernel<reference rules, bf16>");
+    else launch_group(gk_.encode_ref_f32, occ_encode_ref_f32_, p, stream, "group_encode_kernel<reference rules, f32>");
+  } else if (group_) {
     if (in_type == DataType::BF16) launch_group(gk_.encode_bf16, occ_encode_, p, stream, "group_encode_kernel<bf16>");
     else launch_group(gk_.encode_f32, occ_encode_f32_, p, stream, "group_encode_kernel<f32>");
   }

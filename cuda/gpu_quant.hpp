@@ -57,6 +57,10 @@ class GpuQuant {
   void decode_add_encode(const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows, int64_t cols,
                          uint8_t* wire_out, cudaStream_t stream) const;
 
+  // Whether encode() with these counters takes the reference-rules kernel
+  // (GroupKernels::encode_ref_*: TACO's reference rules, no counters; for the tests).
+  bool reference_encode(const unsigned long long* stats) const { return reference_rules_ && stats == nullptr; }
+
   // Whether decode() of these arguments takes the streaming kernel (GroupKernels::decode_stream;
   // for the tests).
   bool streams_decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, const void* out,
@@ -106,6 +110,7 @@ class GpuQuant {
   std::string name_;
   QuantRules rules_{};
   bool group_ = false;
+  bool reference_rules_ = false;  // the rules are the ones GroupCfg::kRef compiles in, and it exists
   GroupKernels gk_{};
   int sm_count_ = 0;
   int64_t small_decode_elems_ = kSmallDecodeElems;
@@ -115,6 +120,7 @@ class GpuQuant {
   int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_reduce_ = 1, occ_decode_small_ = 1,
       occ_dre_ = 1, occ_dae_ = 1, occ_scoped_ = 1;
   int occ_stream_bf16_ = 1, occ_stream_f32_ = 1;  // the streaming decode, by output type
+  int occ_encode_ref_ = 1, occ_encode_ref_f32_ = 1;
   mutable DeviceBuffer scratch_;  // row / tensor codecs: per-block statistics, fp32 sums
   mutable ChunkGeometry geo_{};   // the last geometry computed (one object, one thread)
   mutable bool geo_valid_ = false;

@@ -261,6 +261,12 @@ TEST_CASE("GPU codecs reproduce the CPU wire bytes and decodes (host float API)"
         }
         CHECK(gs.saturated == cs.saturated);
         CHECK(gs.nonfinite == cs.nonfinite);
+        // Without counters (the reference-rules kernel where the variant has TACO's reference
+        // rules; GpuQuant::reference_encode): the same bytes.
+        const auto got_plain = gpu_codec->encode(x.data(), s.rows, s.cols, nullptr);
+        const int64_t bad_plain = first_diff(got_plain.data(), want.data(), want.size());
+        CAPTURE(bad_plain);
+        REQUIRE(bad_plain < 0);
         std::vector<float> dw(x.size()), dg(x.size());
         cpu->decode(want.data(), want.size(), s.rows, s.cols, dw.data());
         gpu_codec->decode(want.data(), want.size(), s.rows, s.cols, dg.data());
@@ -274,6 +280,19 @@ TEST_CASE("GPU codecs reproduce the CPU wire bytes and decodes (host float API)"
     }
   }
   CHECK(compared > 500);
+}
+
+TEST_CASE("the reference-rules encode kernel is taken exactly for TACO's reference rules without counters",
+          "[gpu][codec]") {
+  unsigned long long* counters = reinterpret_cast<unsigned long long*>(uintptr_t(256));  // never dereferenced
+  CHECK(gpu::GpuQuant("taco").reference_encode(nullptr));
+  CHECK(gpu::GpuQuant("e4m3:g128:had:dual").reference_encode(nullptr));
+  CHECK_FALSE(gpu::GpuQuant("taco").reference_encode(counters));
+  for (const char* v : {"taco-nosa", "taco-rht", "taco-e5m2", "e4m3:g128:had:nosat:dual", "e4m3:g128:had:dual:T=1e-20",
+                        "fp8-g128", "e4m3:g64:had:dual"}) {
+    CAPTURE(v);
+    CHECK_FALSE(gpu::GpuQuant(v).reference_encode(nullptr));
+  }
 }
 
 TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode", "[gpu][codec]") {
