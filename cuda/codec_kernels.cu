@@ -38,11 +38,12 @@ constexpr int kScratchBlockFloats =
 // registers, an 8-byte stack), 1.01-1.06x over 5 (records v27), but not for G = 64, whose
 // 24-byte stack made 8 MiB encodes 0.92x (v30). The others ask for 5 (at most 102 registers):
 // left to itself, ptxas gave the TACO-only encode 114 registers, 4 blocks and 0.94x (v26).
-// The reference-rules encode (GroupCfg::kRef) fits 64 registers without spills, yet more warps
-// made it slower at 256 MiB - 1 GiB: against 6 blocks, 8 measured 0.96x and 7 0.99x, and 5 (96
-// registers) 1.02x (0.99x at 8 MiB; bench/records/2026-12-02-h200-v61-ab.md).
+// The bf16 reference-rules encode (GroupCfg::kRef) fits 64 registers without spills, yet more
+// warps made it slower at 256 MiB - 1 GiB: against 6 blocks, 8 measured 0.96x and 7 0.99x, and 5
+// (96 registers) 1.02x (0.99x at 8 MiB; bench/records/2026-12-02-h200-v61-ab.md). Its f32 sibling,
+// not timed, keeps the 6 of the other transformed TACO encodes.
 template <class Cfg, typename InT>
-constexpr int kEncodeMinBlocks = Cfg::kRef                                          ? 5
+constexpr int kEncodeMinBlocks = (Cfg::kRef && sizeof(InT) == 2)                    ? 5
                                  : (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7
                                  : (Cfg::kTaco && Cfg::kHad && Cfg::LG != 6)       ? 6
                                                                                    : 5;
