@@ -277,7 +277,8 @@ template <class Cfg>
 __device__ __forceinline__ bool counts(const KernelParams& p) {
   return !Cfg::kRef && p.stats != nullptr;
 }
-// The rule flags a TACO encode reads: constants under the reference rules (records v61: 7% fewer
+// The rule flags a TACO encode reads: constants under the reference rules (taco_reference_rules
+// in codec_kernels.hpp is the host's test of the same set; records v61: 7% fewer
 // instructions in the taco encode), read where they are used otherwise (as locals, they changed
 // the other kernels' code).
 template <class Cfg>

@@ -66,6 +66,12 @@ struct GroupKernels {
                                         // one wire of one chunk of whole groups (GpuQuant checks)
 };
 
+// TACO's reference rules, the ones the encode_ref_* kernels compile in (codec_group.cuh,
+// rule_dual and its siblings): dual scale, no RHT, saturating E4M3, a target in range.
+constexpr bool taco_reference_rules(const QuantRules& q) {
+  return q.taco && q.dual && !q.rht && q.elem == ElemKind::E4M3 && q.saturate && q.target_in_range;
+}
+
 // The kernels for groups of group_size, with or without the transform, for the TACO rules or
 // the block-scaled ones (QuantRules::taco).
 GroupKernels select_group_kernels(int group_size, bool transform, bool taco);

@@ -168,9 +168,7 @@ GpuQuant::GpuQuant(const std::string& variant) {
     gk_ = select_group_kernels(s.block, q.transform != 0, q.taco != 0);
     occ_encode_ = occupancy(gk_.encode_bf16.fn, kGroupThreads);
     occ_encode_f32_ = occupancy(gk_.encode_f32.fn, kGroupThreads);
-    // GroupCfg::kRef's constants: dual scale, no RHT, saturating E4M3, a target in range.
-    reference_rules_ = gk_.encode_ref_bf16.fn && gk_.encode_ref_f32.fn && q.taco && q.dual && !q.rht &&
-                       q.elem == ElemKind::E4M3 && q.saturate && q.target_in_range;
+    reference_rules_ = gk_.encode_ref_bf16.fn && gk_.encode_ref_f32.fn && taco_reference_rules(q);
     if (reference_rules_) {
       occ_encode_ref_ = occupancy(gk_.encode_ref_bf16.fn, kGroupThreads);
       occ_encode_ref_f32_ = occupancy(gk_.encode_ref_f32.fn, kGroupThreads);
