@@ -123,8 +123,12 @@ VariantSpec GpuQuant::require_supported(const std::string& variant) {
   return v;
 }
 
-GpuQuant::GpuQuant(const std::string& variant) {
-  const VariantSpec v = require_supported(variant);
+GpuQuant::GpuQuant(const std::string& variant) : GpuQuant(require_supported(variant)) {}
+
+GpuQuant::GpuQuant(const VariantSpec& v) {
+  const std::string why = unsupported_reason(v);
+  if (!why.empty())
+    throw_input_error("variant '{}' has no GPU implementation ({})", canonical_variant(v), why);
   name_ = canonical_variant(v);
   spec_ = v.quant;
   const QuantSpec& s = spec_;

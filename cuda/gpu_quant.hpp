@@ -26,6 +26,8 @@ class GpuQuant {
   // Parses the variant (presets or grammar, codecs/variant.hpp). Throws InputError naming the
   // variant and what the GPU backend supports when it is not implemented here.
   explicit GpuQuant(const std::string& variant);
+  // The same from a spec parsed once by the caller (the CLI, the Python binding): never re-parsed.
+  explicit GpuQuant(const VariantSpec& spec);
 
   const std::string& name() const { return name_; }
   const QuantSpec& spec() const { return spec_; }

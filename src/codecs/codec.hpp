@@ -61,6 +61,9 @@ class Codec {
 // Builds a codec from a preset name ("taco", "fp8-g128", ...) or the variant grammar
 // documented in codecs/variant.hpp. Throws InputError naming the bad token.
 std::unique_ptr<Codec> make_codec(const std::string& variant);
+// The same from a spec parsed once by the caller (quantization, TAH-Quant and bf16 families).
+struct VariantSpec;
+std::unique_ptr<Codec> make_codec(const VariantSpec& spec);
 
 // Preset names with one-line descriptions, in a stable order (for --help and --list).
 std::vector<std::pair<std::string, std::string>> codec_presets();

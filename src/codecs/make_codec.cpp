@@ -63,7 +63,10 @@ class Bf16Codec final : public Codec {
 std::unique_ptr<Codec> make_codec(const std::string& variant) {
   // subspace, lowrank, tt, topk, randk, ef:, aqsgd: (docs/structured.md)
   if (auto c = structured::make_structured_codec(variant)) return c;
-  const VariantSpec spec = parse_variant(variant);
+  return make_codec(parse_variant(variant));
+}
+
+std::unique_ptr<Codec> make_codec(const VariantSpec& spec) {
   std::string name = canonical_variant(spec);
   switch (spec.family) {
     case VariantSpec::Family::Bf16: return std::make_unique<Bf16Codec>();
