@@ -23,8 +23,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .errors import CaptureInputError
-from .tp import shard_cols, shard_rows
+from ..errors import CaptureInputError
+from ..tp import shard_cols, shard_rows
 
 SITE_KIND = {"attn_qkv": "column", "mlp_fc1": "column", "attn_out": "row", "mlp_out": "row"}
 
@@ -39,9 +39,16 @@ class Rule:
             raise CaptureInputError(f"pattern {pattern!r} needs a named group (?P<layer>...) for the layer index")
         if kind not in ("row", "column"):
             raise CaptureInputError(f"rule kind must be row or column, got {kind!r}")
-        if int(chunks) < 1:
+        # chunks: how many equal stacked blocks the output features hold (QKV: 3), or the block
+        # sizes when they differ (grouped-query QKV: [q, k, v]).
+        self.blocks = [int(b) for b in chunks] if isinstance(chunks, (list, tuple)) else None
+        self.chunks = len(self.blocks) if self.blocks else int(chunks)
+        if self.chunks < 1 or (self.blocks and min(self.blocks) < 1):
             raise CaptureInputError(f"chunks must be >= 1, got {chunks}")
-        self.pattern, self.kind, self.site, self.chunks = pattern, kind, site, int(chunks)
+        self.pattern, self.kind, self.site = pattern, kind, site
+
+    def out_blocks(self, out_features):
+        return self.blocks or [out_features // self.chunks] * self.chunks
 
     @classmethod
     def parse(cls, text):
@@ -93,7 +100,8 @@ class Emulator:
         n = self.tp_size
         if rule.kind == "row" and mod.in_features % n:
             raise CaptureInputError(f"{name}: {mod.in_features} input features do not split over TP={n}")
-        if rule.kind == "column" and mod.out_features % (n * rule.chunks):
+        if rule.kind == "column" and (sum(rule.out_blocks(mod.out_features)) != mod.out_features
+                                      or any(b % n for b in rule.out_blocks(mod.out_features))):
             raise CaptureInputError(f"{name}: {mod.out_features} output features do not split into "
                                     f"{rule.chunks} chunk(s) x TP={n}")
 
@@ -145,7 +153,7 @@ class Emulator:
                     else:
                         coll = "reduce_scatter" if self.sp else "all_reduce"
                         for r in range(n):
-                            rows = shard_rows(mod.out_features, n, r, rule.chunks).to(g.device)
+                            rows = shard_rows(rule.out_blocks(mod.out_features), n, r).to(g.device)
                             part = torch.matmul(g.index_select(-1, rows), w.index_select(0, rows).to(g.dtype))
                             self._record(part, layer, rule.site, "bwd", coll, r, name)
 

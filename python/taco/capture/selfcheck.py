@@ -24,7 +24,7 @@ import tempfile
 
 import numpy as np
 
-from .errors import CaptureInputError, run_cli
+from ..errors import CaptureInputError, run_cli
 from .trace_writer import read_trace
 
 CFG_KEYS = ("layers", "hidden", "heads", "seq", "batch")

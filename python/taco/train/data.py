@@ -10,7 +10,7 @@ import sysconfig
 
 import numpy as np
 
-from .errors import CaptureInputError
+from ..errors import CaptureInputError
 
 
 def default_roots():

@@ -35,7 +35,7 @@ import sys
 
 import numpy as np
 
-from .errors import CaptureInputError, run_cli
+from ..errors import CaptureInputError, run_cli
 from .trace_writer import META_INT_FIELDS, META_STR_FIELDS
 
 META_FIELDS = META_INT_FIELDS + META_STR_FIELDS

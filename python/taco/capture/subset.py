@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from .errors import CaptureInputError, run_cli
+from ..errors import CaptureInputError, run_cli
 from .trace_writer import FORMAT_NAME, FORMAT_VERSION, META_INT_FIELDS, META_STR_FIELDS, TraceWriter
 
 

@@ -16,8 +16,8 @@ import subprocess
 
 import numpy as np
 
-from . import __version__
-from .errors import CaptureInputError
+from .. import __version__
+from ..errors import CaptureInputError
 
 FORMAT_NAME = "taco-trace"
 FORMAT_VERSION = 1

@@ -12,7 +12,7 @@ import struct
 
 import numpy as np
 
-from .errors import CaptureInputError
+from ..errors import CaptureInputError
 
 # safetensors dtype -> (bytes per element, numpy dtype of the stored bits)
 DTYPES = {"F64": (8, np.float64), "F32": (4, np.float32), "F16": (2, np.uint16), "BF16": (2, np.uint16),

@@ -1,0 +1,166 @@
+// taco._C: the Python binding of the codecs (tensor_codec.hpp). Arrays arrive through DLPack
+// (numpy, torch, CuPy, JAX ...), so the module links against no framework; the Python package
+// (python/taco/codec.py) allocates outputs and passes the caller's CUDA stream.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+
+#include "core/error.hpp"
+#include "core/version.hpp"
+#include "tensor_codec.hpp"
+
+namespace nb = nanobind;
+using taco::py::Buf;
+using taco::py::DType;
+using taco::py::Shape;
+using taco::py::TensorCodec;
+
+namespace {
+
+DType dtype_of(const nb::ndarray<>& a, const char* what) {
+  const auto d = a.dtype();
+  using C = nb::dlpack::dtype_code;
+  if (d.lanes == 1) {
+    if (d.code == uint8_t(C::Float) && d.bits == 32) return DType::F32;
+    if (d.code == uint8_t(C::Bfloat) && d.bits == 16) return DType::BF16;
+    if (d.code == uint8_t(C::Float) && d.bits == 16) return DType::F16;
+    if (d.code == uint8_t(C::UInt) && d.bits == 8) return DType::U8;
+  }
+  throw nb::type_error((std::string(what) + ": dtype must be float32, bfloat16 or float16 (uint8 for wires), got "
+                        "DLPack code " + std::to_string(d.code) + " with " + std::to_string(d.bits) + " bits")
+                           .c_str());
+}
+
+Buf to_buf(const nb::ndarray<>& a, const char* what) {
+  Buf b;
+  b.dtype = dtype_of(a, what);
+  int64_t expect = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    const int64_t n = int64_t(a.shape(i));
+    if (n != 1 && a.stride_ptr() && a.stride(i) != expect)
+      throw nb::value_error((std::string(what) + ": the array is not contiguous (call .contiguous() first)").c_str());
+    expect *= n;
+  }
+  b.numel = int64_t(a.size());
+  b.data = a.data();
+  if (a.device_type() == nb::device::cpu::value) b.device = -1;
+  else if (a.device_type() == nb::device::cuda::value) b.device = a.device_id();
+  else throw nb::type_error((std::string(what) + ": arrays must live on the CPU or a CUDA device").c_str());
+  return b;
+}
+
+std::vector<Buf> to_bufs(const std::vector<nb::ndarray<>>& v, const char* what) {
+  std::vector<Buf> out;
+  for (const auto& a : v) out.push_back(to_buf(a, what));
+  return out;
+}
+
+Shape shape(int64_t chunks, int64_t rows, int64_t cols) { return Shape{chunks, rows, cols}; }
+
+}  // namespace
+
+NB_MODULE(_C, m) {
+  m.doc() = "taco's codecs on DLPack arrays (CPU reference and CUDA kernels); use taco.codec instead";
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const taco::InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const taco::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+  m.attr("version") = taco::kVersion;
+  m.attr("git_commit") = taco::kGitCommit;
+  m.attr("gpu_backend") = taco::py::gpu_backend_built();
+
+  nb::class_<TensorCodec>(m, "Codec")
+      .def(nb::init<const std::string&>(), nb::arg("variant"))
+      .def_prop_ro("name", &TensorCodec::name)
+      .def_prop_ro("feedback", &TensorCodec::feedback)
+      .def_prop_ro("gpu_unsupported_reason", &TensorCodec::gpu_unsupported_reason)
+      .def("params_json", [](const TensorCodec& c) { return c.params().dump(); })
+      .def("layout_json", [](const TensorCodec& c, int64_t rows, int64_t cols) { return c.layout(rows, cols).dump(); })
+      .def("chunk_bytes", &TensorCodec::chunk_bytes, nb::arg("rows"), nb::arg("cols"))
+      .def(
+          "encode",
+          [](const TensorCodec& c, nb::ndarray<> x, nb::ndarray<> wire, int64_t chunks, int64_t rows, int64_t cols,
+             uintptr_t stream) {
+            c.encode(to_buf(x, "input"), shape(chunks, rows, cols), to_buf(wire, "wire"), stream);
+          },
+          nb::arg("x").noconvert(), nb::arg("wire").noconvert(), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
+          nb::arg("stream") = 0)
+      .def(
+          "decode_reduce",
+          [](const TensorCodec& c, std::vector<nb::ndarray<>> wires, nb::ndarray<> out, int64_t chunks, int64_t rows,
+             int64_t cols, uintptr_t stream) {
+            c.decode_reduce(to_bufs(wires, "wire"), shape(chunks, rows, cols), to_buf(out, "output"), stream);
+          },
+          nb::arg("wires"), nb::arg("out").noconvert(), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
+          nb::arg("stream") = 0)
+      .def(
+          "decode_reduce_encode",
+          [](const TensorCodec& c, std::vector<nb::ndarray<>> wires, nb::ndarray<> wire_out, int64_t chunks,
+             int64_t rows, int64_t cols, uintptr_t stream) {
+            c.decode_reduce_encode(to_bufs(wires, "wire"), shape(chunks, rows, cols), to_buf(wire_out, "wire_out"),
+                                   stream);
+          },
+          nb::arg("wires"), nb::arg("wire_out").noconvert(), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
+          nb::arg("stream") = 0)
+      .def(
+          "decode_add_encode",
+          [](const TensorCodec& c, nb::ndarray<> wire_in, nb::ndarray<> own, nb::ndarray<> wire_out, int64_t rows,
+             int64_t cols, uintptr_t stream) {
+            c.decode_add_encode(to_buf(wire_in, "wire_in"), to_buf(own, "own"), rows, cols,
+                                to_buf(wire_out, "wire_out"), stream);
+          },
+          nb::arg("wire_in").noconvert(), nb::arg("own").noconvert(), nb::arg("wire_out").noconvert(),
+          nb::arg("rows"), nb::arg("cols"), nb::arg("stream") = 0)
+      .def(
+          "encode_ef",
+          [](const TensorCodec& c, nb::ndarray<> x, nb::ndarray<> residual, nb::ndarray<> wire, int64_t chunks,
+             int64_t rows, int64_t cols, uintptr_t stream) {
+            c.encode_ef(to_buf(x, "input"), to_buf(residual, "residual"), shape(chunks, rows, cols),
+                        to_buf(wire, "wire"), stream);
+          },
+          nb::arg("x").noconvert(), nb::arg("residual").noconvert(), nb::arg("wire").noconvert(), nb::arg("chunks"),
+          nb::arg("rows"), nb::arg("cols"), nb::arg("stream") = 0);
+
+  m.def("variants", [] {
+    nb::list out;
+    for (const auto& v : taco::py::variant_infos()) {
+      nb::dict d;
+      d["name"] = v.name;
+      d["definition"] = v.definition;
+      d["description"] = v.description;
+      d["gpu"] = v.gpu;
+      out.append(d);
+    }
+    return out;
+  });
+
+  m.def(
+      "simulate_collective",
+      [](const std::string& variant, const std::string& algorithm, std::vector<nb::ndarray<>> inputs, int64_t rows,
+         int64_t cols) {
+        std::vector<const float*> ptrs;
+        for (const auto& a : inputs) {
+          const Buf b = to_buf(a, "input");
+          if (b.dtype != DType::F32 || b.device != -1 || b.numel != rows * cols)
+            throw nb::value_error("simulate_collective: inputs must be host float32 arrays of rows * cols elements");
+          ptrs.push_back(static_cast<const float*>(b.data));
+        }
+        auto outs = taco::py::simulate_collective(variant, algorithm, ptrs, rows, cols);
+        nb::list res;
+        for (auto& o : outs) {
+          auto* heap = new std::vector<float>(std::move(o));
+          nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+          res.append(nb::ndarray<nb::numpy, float, nb::ndim<1>>(heap->data(), {heap->size()}, owner));
+        }
+        return res;
+      },
+      nb::arg("variant"), nb::arg("algorithm"), nb::arg("inputs"), nb::arg("rows"), nb::arg("cols"));
+}

@@ -1,0 +1,483 @@
+#include "tensor_codec.hpp"
+
+#include <cstring>
+
+#include "codecs/quant_codec.hpp"
+#include "codecs/structured/structured.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "study/sim_collectives.hpp"
+
+#ifdef TACO_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/device.hpp"
+#include "cuda/gpu_quant.hpp"
+#include "elementwise.hpp"
+#endif
+
+namespace taco::py {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "float32";
+    case DType::BF16: return "bfloat16";
+    case DType::F16: return "float16";
+    case DType::U8: return "uint8";
+  }
+  return "?";
+}
+
+size_t dtype_size(DType t) { return t == DType::F32 ? 4 : t == DType::U8 ? 1 : 2; }
+
+bool gpu_backend_built() {
+#ifdef TACO_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+// ---- host values ------------------------------------------------------------------------------
+
+float host_value(const Buf& b, int64_t i) {
+  switch (b.dtype) {
+    case DType::F32: return static_cast<const float*>(b.data)[i];
+    case DType::BF16: return bf16_to_float(static_cast<const uint16_t*>(b.data)[i]);
+    case DType::F16: return fp16_to_float(static_cast<const uint16_t*>(b.data)[i]);
+    case DType::U8: break;
+  }
+  throw_error("host_value: not a value buffer");
+}
+
+// n values from element `off` as fp32: a pointer into the buffer when it is fp32, else a copy
+// (bf16 and fp16 widen exactly).
+struct HostF32 {
+  const float* p = nullptr;
+  std::vector<float> own;
+};
+HostF32 host_f32(const Buf& b, int64_t off, int64_t n) {
+  HostF32 h;
+  if (b.dtype == DType::F32) {
+    h.p = static_cast<const float*>(b.data) + off;
+    return h;
+  }
+  h.own.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) h.own[size_t(i)] = host_value(b, off + i);
+  h.p = h.own.data();
+  return h;
+}
+
+// Writes n fp32 values to the buffer from element `off`, rounding once to its type.
+void store_host(const float* v, const Buf& out, int64_t off, int64_t n) {
+  switch (out.dtype) {
+    case DType::F32: std::memcpy(static_cast<float*>(out.data) + off, v, size_t(n) * 4); return;
+    case DType::BF16: {
+      auto* o = static_cast<uint16_t*>(out.data) + off;
+      for (int64_t i = 0; i < n; ++i) o[i] = float_to_bf16(v[i]);
+      return;
+    }
+    case DType::F16: {
+      auto* o = static_cast<uint16_t*>(out.data) + off;
+      for (int64_t i = 0; i < n; ++i) o[i] = float_to_fp16(v[i]);
+      return;
+    }
+    case DType::U8: break;
+  }
+  throw_error("store_host: not a value buffer");
+}
+
+uint8_t* bytes(const Buf& b) { return static_cast<uint8_t*>(b.data); }
+
+#ifdef TACO_HAVE_CUDA
+gpu::DataType kernel_type(DType t) { return t == DType::BF16 ? gpu::DataType::BF16 : gpu::DataType::F32; }
+
+// Makes `device` current for the scope of a call and restores the caller's device.
+struct DeviceGuard {
+  int prev = 0;
+  explicit DeviceGuard(int device) {
+    TACO_CUDA_CHECK(cudaGetDevice(&prev));
+    if (prev != device) TACO_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(prev); }
+};
+
+// Stream-ordered scratch: allocated and freed on the caller's stream (no synchronisation).
+struct Scratch {
+  void* p = nullptr;
+  cudaStream_t s;
+  Scratch(size_t bytes, cudaStream_t stream) : s(stream) {
+    TACO_CUDA_CHECK(cudaMallocAsync(&p, std::max<size_t>(bytes, 16), stream));
+  }
+  ~Scratch() { cudaFreeAsync(p, s); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* f32() const { return static_cast<float*>(p); }
+};
+#endif
+
+}  // namespace
+
+// ---- construction -----------------------------------------------------------------------------
+
+struct GpuState {
+#ifdef TACO_HAVE_CUDA
+  std::unique_ptr<gpu::GpuQuant> quant;  // Family::Quant
+#endif
+};
+
+TensorCodec::TensorCodec(const std::string& variant) {
+  auto from_spec = [this](const std::string& v) {
+    spec_ = parse_variant(v);  // InputError naming the bad token
+    cpu_ = make_codec(spec_);
+    family_ = spec_.family == VariantSpec::Family::Quant  ? Family::Quant
+              : spec_.family == VariantSpec::Family::Bf16 ? Family::Bf16
+                                                          : Family::Other;
+  };
+  auto s = structured::make_structured_codec(variant);
+  if (!s) {
+    from_spec(variant);
+    TACO_REQUIRE_INPUT(spec_.family != VariantSpec::Family::TahQuant,
+                       "variant '{}': TAH-Quant's wire size depends on the data (flagged tiles), which a "
+                       "tensor codec with fixed-size wires cannot carry; taco study and taco codec run it",
+                       variant);
+    name_ = cpu_->name();
+    return;
+  }
+  name_ = s->name();
+  const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(s.get());
+  if (!fb) {
+    cpu_ = std::move(s);  // subspace, low rank, tensor train, TopK: CPU only
+    return;
+  }
+  TACO_REQUIRE_INPUT(fb->kind() == structured::FeedbackKind::ErrorFeedback,
+                     "variant '{}': AQ-SGD keeps a cache per training sample; taco study runs it on traces (in "
+                     "training use ef:<variant> or a plain variant)", variant);
+  feedback_ = true;
+  const std::string inner = fb->inner().name();
+  if (structured::is_structured_variant(inner)) cpu_ = structured::make_structured_codec(inner);
+  else from_spec(inner);
+}
+
+TensorCodec::~TensorCodec() = default;
+
+std::string TensorCodec::gpu_unsupported_reason() const {
+#ifdef TACO_HAVE_CUDA
+  if (family_ == Family::Bf16) return "";
+  if (family_ == Family::Quant) return gpu::GpuQuant::unsupported_reason(spec_);
+  return "only block-scaled quantization codecs and bf16 run on CUDA tensors";
+#else
+  return "this build of taco has no GPU backend (built without nvcc)";
+#endif
+}
+
+int64_t TensorCodec::chunk_bytes(int64_t rows, int64_t cols) const {
+  TACO_REQUIRE_INPUT(rows >= 1 && cols >= 1, "codec {}: empty shape [{}, {}]", name(), rows, cols);
+  switch (family_) {
+    case Family::Quant: return static_cast<const QuantCodec&>(*cpu_).layout(rows, cols).total;
+    case Family::Bf16: return 2 * rows * cols;
+    case Family::Other: break;
+  }
+  // Structured and TAH-Quant wires have a size fixed by the shape: learn it once per shape.
+  const auto key = std::make_pair(rows, cols);
+  auto it = bytes_memo_.find(key);
+  if (it == bytes_memo_.end()) {
+    TACO_REQUIRE_INPUT(rows <= (int64_t(1) << 28) / cols, "codec {}: shape [{}, {}] is too large", name(), rows,
+                       cols);
+    const std::vector<float> probe(size_t(rows * cols), 1.0f);
+    it = bytes_memo_.emplace(key, int64_t(cpu_->encode(probe.data(), rows, cols).size())).first;
+  }
+  return it->second;
+}
+
+nlohmann::json TensorCodec::layout(int64_t rows, int64_t cols) const {
+  nlohmann::json j;
+  if (family_ == Family::Quant) {
+    const QuantLayout L = static_cast<const QuantCodec&>(*cpu_).layout(rows, cols);
+    j = {{"codes", {{"offset", 0}, {"bytes", L.code_bytes}, {"count", L.ncodes}}},
+         {"scales", {{"offset", L.scale_off}, {"bytes", L.scale_bytes}, {"blocks", L.blocks}}},
+         {"aux", {{"offset", L.aux_off}, {"bytes", L.aux_bytes}}},
+         {"tensor_scale", {{"offset", L.tensor_off}, {"bytes", L.tensor_bytes}}},
+         {"total", L.total}};
+  } else {
+    j = {{"total", chunk_bytes(rows, cols)}};
+  }
+  return j;
+}
+
+// ---- argument checks (one message each, naming the codec) ---------------------------------------
+
+void TensorCodec::check_shape(const Shape& s) const {
+  TACO_REQUIRE_INPUT(s.chunks >= 1 && s.rows >= 1 && s.cols >= 1, "codec {}: empty shape {} x [{}, {}]", name(),
+                     s.chunks, s.rows, s.cols);
+  TACO_REQUIRE_INPUT(s.rows <= (int64_t(1) << 40) / s.cols / s.chunks, "codec {}: shape {} x [{}, {}] is too large",
+                     name(), s.chunks, s.rows, s.cols);
+}
+
+void TensorCodec::check_values(const Buf& b, const Shape& s, const char* what) const {
+  if (b.dtype == DType::U8) throw_input_error("codec {}: {} must be float32, bfloat16 or float16, got uint8", name(), what);
+  TACO_REQUIRE_INPUT(b.numel == s.numel(), "codec {}: {} has {} elements, the call covers {} x [{}, {}] = {}", name(),
+                     what, b.numel, s.chunks, s.rows, s.cols, s.numel());
+}
+
+void TensorCodec::check_wire(const Buf& b, const Shape& s, const char* what) const {
+  TACO_REQUIRE_INPUT(b.dtype == DType::U8, "codec {}: {} must be a uint8 buffer, got {}", name(), what,
+                     dtype_name(b.dtype));
+  const int64_t need = s.chunks * chunk_bytes(s.rows, s.cols);
+  TACO_REQUIRE_INPUT(b.numel == need, "codec {}: {} has {} bytes, {} x [{}, {}] encodes to {}", name(), what, b.numel,
+                     s.chunks, s.rows, s.cols, need);
+}
+
+int TensorCodec::common_device(const std::vector<const Buf*>& bufs) const {
+  const int d = bufs.front()->device;
+  for (const Buf* b : bufs)
+    TACO_REQUIRE_INPUT(b->device == d, "codec {}: buffers on different devices ({} and {}; -1 = CPU)", name(), d,
+                       b->device);
+  if (d >= 0) {
+    const std::string why = gpu_unsupported_reason();
+    TACO_REQUIRE_INPUT(why.empty(), "codec {}: no CUDA kernels for this variant ({}); move the tensor to the CPU or "
+                       "pick a GPU variant (taco.codec.variants())", name(), why);
+  }
+  return d;
+}
+
+GpuState& TensorCodec::gpu(int device) const {
+  auto it = gpu_.find(device);
+  if (it != gpu_.end()) return *it->second;
+  auto st = std::make_unique<GpuState>();
+#ifdef TACO_HAVE_CUDA
+  if (family_ == Family::Quant) {
+    DeviceGuard g(device);
+    st->quant = std::make_unique<gpu::GpuQuant>(spec_);
+  }
+#else
+  (void)device;
+#endif
+  return *gpu_.emplace(device, std::move(st)).first->second;
+}
+
+// ---- operations -------------------------------------------------------------------------------
+
+void TensorCodec::encode(const Buf& x, const Shape& s, const Buf& wire, uintptr_t stream) const {
+  check_shape(s);
+  check_values(x, s, "the input");
+  check_wire(wire, s, "the wire buffer");
+  const int dev = common_device({&x, &wire});
+  const int64_t per = s.rows * s.cols, cb = chunk_bytes(s.rows, s.cols);
+  if (dev < 0) {
+    const HostF32 v = host_f32(x, 0, s.numel());
+    std::vector<uint8_t> w;
+    for (int64_t c = 0; c < s.chunks; ++c) {
+      cpu_->encode_into(v.p + c * per, s.rows, s.cols, w);
+      TACO_REQUIRE_INPUT(int64_t(w.size()) == cb, "codec {}: its wire size depends on the data ({} bytes here, {} "
+                         "for another tensor of this shape), which a tensor codec with fixed-size wires cannot "
+                         "carry", name(), w.size(), cb);
+      std::memcpy(bytes(wire) + c * cb, w.data(), w.size());
+    }
+    return;
+  }
+#ifdef TACO_HAVE_CUDA
+  DeviceGuard g(dev);
+  const auto st = reinterpret_cast<cudaStream_t>(stream);
+  if (family_ == Family::Bf16) {
+    dev::convert(x.data, int(x.dtype), wire.data, int(DType::BF16), s.numel(), st);
+    return;
+  }
+  const gpu::GpuQuant& q = *gpu(dev).quant;
+  if (x.dtype == DType::F16) {
+    Scratch f(size_t(s.numel()) * 4, st);
+    dev::convert(x.data, int(DType::F16), f.p, int(DType::F32), s.numel(), st);
+    q.encode(f.p, gpu::DataType::F32, s.chunks, s.rows, s.cols, bytes(wire), st);
+  } else {
+    q.encode(x.data, kernel_type(x.dtype), s.chunks, s.rows, s.cols, bytes(wire), st);
+  }
+#else
+  (void)stream;
+#endif
+}
+
+void TensorCodec::decode_reduce(const std::vector<Buf>& wires, const Shape& s, const Buf& out,
+                                uintptr_t stream) const {
+  check_shape(s);
+  TACO_REQUIRE_INPUT(!wires.empty(), "codec {}: decode needs at least one wire", name());
+  std::vector<const Buf*> all{&out};
+  for (const Buf& w : wires) {
+    check_wire(w, s, "a wire buffer");
+    all.push_back(&w);
+  }
+  check_values(out, s, "the output");
+  const int dev = common_device(all);
+  const int64_t per = s.rows * s.cols, cb = chunk_bytes(s.rows, s.cols);
+  if (dev < 0) {
+    std::vector<float> acc(static_cast<size_t>(s.numel())), tmp(static_cast<size_t>(per));
+    for (int64_t c = 0; c < s.chunks; ++c) {
+      float* a = acc.data() + c * per;
+      for (size_t i = 0; i < wires.size(); ++i) {
+        cpu_->decode(bytes(wires[i]) + c * cb, size_t(cb), s.rows, s.cols, i == 0 ? a : tmp.data());
+        if (i > 0)
+          for (int64_t k = 0; k < per; ++k) a[k] = a[k] + tmp[size_t(k)];
+      }
+    }
+    store_host(acc.data(), out, 0, s.numel());
+    return;
+  }
+#ifdef TACO_HAVE_CUDA
+  TACO_REQUIRE_INPUT(wires.size() <= size_t(gpu::kMaxSources), "codec {}: at most {} wires per decode on CUDA, got {}",
+                     name(), gpu::kMaxSources, wires.size());
+  DeviceGuard g(dev);
+  const auto st = reinterpret_cast<cudaStream_t>(stream);
+  if (family_ == Family::Bf16) {
+    std::vector<const uint16_t*> src;
+    for (const Buf& w : wires) src.push_back(static_cast<const uint16_t*>(w.data));
+    dev::sum_bf16(src.data(), int(src.size()), s.numel(), out.data, int(out.dtype), st);
+    return;
+  }
+  const gpu::GpuQuant& q = *gpu(dev).quant;
+  std::vector<const uint8_t*> src;
+  for (const Buf& w : wires) src.push_back(bytes(w));
+  if (out.dtype == DType::F16) {
+    Scratch f(size_t(s.numel()) * 4, st);
+    q.decode_reduce(src, s.chunks, s.rows, s.cols, f.p, gpu::DataType::F32, st);
+    dev::convert(f.p, int(DType::F32), out.data, int(DType::F16), s.numel(), st);
+  } else {
+    q.decode_reduce(src, s.chunks, s.rows, s.cols, out.data, kernel_type(out.dtype), st);
+  }
+#else
+  (void)stream;
+#endif
+}
+
+void TensorCodec::decode_reduce_encode(const std::vector<Buf>& wires, const Shape& s, const Buf& wire_out,
+                                       uintptr_t stream) const {
+  check_shape(s);
+  TACO_REQUIRE_INPUT(!wires.empty(), "codec {}: decode_reduce_encode needs at least one wire", name());
+  std::vector<const Buf*> all{&wire_out};
+  for (const Buf& w : wires) {
+    check_wire(w, s, "a wire buffer");
+    all.push_back(&w);
+  }
+  check_wire(wire_out, s, "the output wire");
+  const int dev = common_device(all);
+  if (dev < 0) {
+    std::vector<float> sum(static_cast<size_t>(s.numel()));
+    decode_reduce(wires, s, Buf{sum.data(), DType::F32, s.numel(), -1}, 0);
+    encode(Buf{sum.data(), DType::F32, s.numel(), -1}, s, wire_out, 0);
+    return;
+  }
+#ifdef TACO_HAVE_CUDA
+  TACO_REQUIRE_INPUT(wires.size() <= size_t(gpu::kMaxSources), "codec {}: at most {} wires per decode on CUDA, got {}",
+                     name(), gpu::kMaxSources, wires.size());
+  DeviceGuard g(dev);
+  const auto st = reinterpret_cast<cudaStream_t>(stream);
+  if (family_ == Family::Bf16) {
+    std::vector<const uint16_t*> src;
+    for (const Buf& w : wires) src.push_back(static_cast<const uint16_t*>(w.data));
+    dev::sum_bf16(src.data(), int(src.size()), s.numel(), wire_out.data, int(DType::BF16), st);
+    return;
+  }
+  std::vector<const uint8_t*> src;
+  for (const Buf& w : wires) src.push_back(bytes(w));
+  gpu(dev).quant->decode_reduce_encode(src, s.chunks, s.rows, s.cols, bytes(wire_out), false, st);
+#else
+  (void)stream;
+#endif
+}
+
+void TensorCodec::decode_add_encode(const Buf& wire_in, const Buf& own, int64_t rows, int64_t cols,
+                                    const Buf& wire_out, uintptr_t stream) const {
+  const Shape s{1, rows, cols};
+  check_shape(s);
+  check_wire(wire_in, s, "the input wire");
+  check_values(own, s, "the own chunk");
+  check_wire(wire_out, s, "the output wire");
+  const int dev = common_device({&wire_in, &own, &wire_out});
+  const int64_t n = rows * cols;
+  if (dev < 0) {
+    std::vector<float> acc(static_cast<size_t>(n));
+    cpu_->decode(bytes(wire_in), size_t(wire_in.numel), rows, cols, acc.data());
+    for (int64_t i = 0; i < n; ++i) acc[size_t(i)] = acc[size_t(i)] + host_value(own, i);
+    encode(Buf{acc.data(), DType::F32, n, -1}, s, wire_out, 0);
+    return;
+  }
+#ifdef TACO_HAVE_CUDA
+  DeviceGuard g(dev);
+  const auto st = reinterpret_cast<cudaStream_t>(stream);
+  const gpu::GpuQuant* q = family_ == Family::Quant ? gpu(dev).quant.get() : nullptr;
+  if (q && q->fused() && own.dtype != DType::F16) {
+    q->decode_add_encode(bytes(wire_in), own.data, kernel_type(own.dtype), rows, cols, bytes(wire_out), st);
+    return;
+  }
+  // Unfused: the same fp32 sum, decoded + own, then encoded.
+  Scratch acc(size_t(n) * 4, st);
+  decode_reduce({wire_in}, s, Buf{acc.p, DType::F32, n, dev}, stream);
+  dev::add_f32(own.data, int(own.dtype), acc.f32(), acc.f32(), n, st);
+  encode(Buf{acc.p, DType::F32, n, dev}, s, wire_out, stream);
+#else
+  (void)stream;
+#endif
+}
+
+void TensorCodec::encode_ef(const Buf& x, const Buf& residual, const Shape& s, const Buf& wire,
+                            uintptr_t stream) const {
+  check_shape(s);
+  check_values(x, s, "the input");
+  TACO_REQUIRE_INPUT(residual.dtype == DType::F32, "codec {}: the error-feedback residual must be float32, got {}",
+                     name(), dtype_name(residual.dtype));
+  check_values(residual, s, "the residual");
+  check_wire(wire, s, "the wire buffer");
+  const int dev = common_device({&x, &residual, &wire});
+  const int64_t n = s.numel();
+  if (dev < 0) {
+    std::vector<float> v(static_cast<size_t>(n)), d(static_cast<size_t>(n));
+    float* e = static_cast<float*>(residual.data);
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = host_value(x, i) + e[i];
+    const Buf vb{v.data(), DType::F32, n, -1};
+    encode(vb, s, wire, 0);
+    decode_reduce({wire}, s, Buf{d.data(), DType::F32, n, -1}, 0);
+    for (int64_t i = 0; i < n; ++i) e[i] = v[size_t(i)] - d[size_t(i)];
+    return;
+  }
+#ifdef TACO_HAVE_CUDA
+  DeviceGuard g(dev);
+  const auto st = reinterpret_cast<cudaStream_t>(stream);
+  Scratch v(size_t(n) * 4, st), d(size_t(n) * 4, st);
+  float* e = static_cast<float*>(residual.data);
+  dev::add_f32(x.data, int(x.dtype), e, v.f32(), n, st);
+  const Buf vb{v.p, DType::F32, n, dev};
+  encode(vb, s, wire, stream);
+  decode_reduce({wire}, s, Buf{d.p, DType::F32, n, dev}, stream);
+  dev::sub_f32(v.f32(), d.f32(), e, n, st);
+#else
+  (void)stream;
+#endif
+}
+
+// ---- listings and the simulation oracle ---------------------------------------------------------
+
+std::vector<VariantInfo> variant_infos() {
+  std::vector<VariantInfo> out;
+  for (const Preset& p : preset_table()) {
+    VariantInfo v{p.name, p.definition, p.description, false};
+#ifdef TACO_HAVE_CUDA
+    const VariantSpec s = parse_variant(p.name);
+    v.gpu = s.family == VariantSpec::Family::Bf16 || gpu::GpuQuant::unsupported_reason(s).empty();
+#endif
+    out.push_back(std::move(v));
+  }
+  for (const auto& p : structured::structured_presets()) out.push_back({p.name, p.definition, p.description, false});
+  return out;
+}
+
+std::vector<std::vector<float>> simulate_collective(const std::string& variant, const std::string& algorithm,
+                                                    const std::vector<const float*>& inputs, int64_t rows,
+                                                    int64_t cols) {
+  TACO_REQUIRE_INPUT(!inputs.empty(), "simulate_collective: no inputs");
+  const auto codec = make_codec(variant);
+  const sim::SimulatedCommunicator comm(int(inputs.size()), *codec);
+  return comm.run(sim::parse_algorithm(algorithm), inputs, rows, cols).outputs;
+}
+
+}  // namespace taco::py

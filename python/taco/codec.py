@@ -1,0 +1,222 @@
+"""taco's codecs on arrays: the bytes a compressed TP collective would send, and what the receiver
+sees after decoding them.
+
+Inputs are numpy arrays, torch tensors (CPU or CUDA) or any DLPack array, in float32, bfloat16 or
+float16, C-contiguous. Host arrays run the CPU reference codec; CUDA tensors run the fused GPU
+kernels on the caller's current CUDA stream, with no host copy and no synchronisation. Both write
+the same bytes, so a wire encoded on one side decodes on the other.
+
+    >>> import torch, taco.codec as tc
+    >>> x = torch.randn(4096, 1024, dtype=torch.bfloat16, device="cuda")
+    >>> w = tc.encode(x, "taco")          # Wire: codes + two fp32 scales per group of 128
+    >>> w.nbytes / x.numel()              # 1.0625 bytes per element
+    >>> y = tc.decode(w)                  # bfloat16, what the receiver sees
+    >>> s = tc.decode_reduce([w, w])      # sum of decodes in fp32, rounded once
+
+Shapes: a tensor of shape (..., cols) is a [rows, cols] block (rows = numel / cols) as the codec
+sees it; codecs with flat groups (g<G>, TACO) group the row-major order. `chunks=N` cuts the rows
+into N equal blocks encoded independently, as a collective's per-peer chunks are.
+Variants: presets ("taco", "fp8-g128", "mxfp8", "int4-g32", "bf16", ...) or the variant grammar
+(docs/variants.md); `variants()` lists them and which run on CUDA tensors.
+"""
+import json
+import sys
+from functools import lru_cache
+
+import numpy as np
+
+try:
+    from . import _C
+except ImportError as ex:  # pragma: no cover - depends on the install
+    raise ImportError("taco._C is not built: run `pip install .` at the repository root "
+                      f"(the package's C++ extension; {ex})") from None
+
+__all__ = ["Wire", "encode", "decode", "decode_reduce", "qdq", "wire_bytes", "variants", "get_codec"]
+
+_VALUE_DTYPES = ("float32", "bfloat16", "float16")
+
+
+@lru_cache(maxsize=256)
+def get_codec(variant):
+    """The parsed codec of a variant string (parsed once, then cached). ValueError for a bad variant."""
+    if not isinstance(variant, str) or not variant.strip():
+        raise ValueError(f"variant must be a non-empty string, got {variant!r}")
+    return _C.Codec(variant)
+
+
+def variants():
+    """Every preset: [{"name", "definition", "description", "gpu"}], gpu = runs on CUDA tensors."""
+    return _C.variants()
+
+
+class Wire:
+    """An encoded tensor: `data` holds codes and scales as one uint8 buffer (same library and device
+    as the input), `chunks` blocks of `chunk_bytes` bytes each, block k encoding rows
+    [k * rows, (k + 1) * rows) of the [chunks * rows, cols] view of a tensor of `shape`."""
+
+    __slots__ = ("data", "variant", "shape", "dtype", "chunks", "rows", "cols")
+
+    def __init__(self, data, variant, shape, dtype, chunks, rows, cols):
+        self.data, self.variant, self.shape, self.dtype = data, variant, tuple(shape), dtype
+        self.chunks, self.rows, self.cols = int(chunks), int(rows), int(cols)
+
+    @property
+    def nbytes(self):
+        return int(self.data.shape[0])
+
+    @property
+    def chunk_bytes(self):
+        return self.nbytes // self.chunks
+
+    @property
+    def layout(self):
+        """Byte offsets inside one chunk: codes, scales, aux (TACO's s_a, zero points), tensor scale."""
+        return json.loads(get_codec(self.variant).layout_json(self.rows, self.cols))
+
+    def __repr__(self):
+        return (f"Wire({self.variant!r}, shape={self.shape}, dtype={self.dtype}, chunks={self.chunks}, "
+                f"{self.nbytes} bytes)")
+
+
+# ---- arrays of either library ----------------------------------------------------------------
+
+def _torch():
+    return sys.modules.get("torch")  # torch is used only when the caller already imported it
+
+
+def _array(x, what="input"):
+    if isinstance(x, np.ndarray):
+        return x
+    t = _torch()
+    if t is not None and isinstance(x, t.Tensor):
+        return x
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        if x.__dlpack_device__()[0] == 1:  # kDLCPU
+            return np.from_dlpack(x)
+        import torch
+        return torch.utils.dlpack.from_dlpack(x)
+    raise TypeError(f"{what}: expected a numpy array, a torch tensor or a DLPack array, got {type(x).__name__}")
+
+
+def _is_torch(x):
+    t = _torch()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def _dtype_name(x):
+    if _is_torch(x):
+        return str(x.dtype).replace("torch.", "")
+    return x.dtype.name
+
+
+def _check_values(x, what):
+    name = _dtype_name(x)
+    if name not in _VALUE_DTYPES:
+        hint = " (numpy bfloat16 arrays cannot cross DLPack: pass float32, exact for bf16 values, or a torch tensor)" \
+            if name == "bfloat16" else ""
+        raise TypeError(f"{what}: dtype must be float32, bfloat16 or float16, got {name}{hint}")
+    return name
+
+
+def _empty(like, shape, dtype):
+    if _is_torch(like):
+        import torch
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+    return np.empty(shape, dtype=dtype)
+
+
+def _stream(x):
+    if _is_torch(x) and x.is_cuda:
+        import torch
+        return torch.cuda.current_stream(x.device).cuda_stream
+    return 0
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _geometry(shape, chunks):
+    """(rows per chunk, cols) of a tensor shape cut into `chunks` row blocks."""
+    n = _numel(shape)
+    if n == 0:
+        raise ValueError("cannot encode an empty tensor")
+    if not isinstance(chunks, int) or chunks < 1:
+        raise ValueError(f"chunks must be a positive integer, got {chunks!r}")
+    cols = int(shape[-1]) if len(shape) else 1
+    rows = n // cols
+    if rows % chunks:
+        raise ValueError(f"{rows} rows of {cols} do not split into {chunks} equal chunks")
+    return rows // chunks, cols
+
+
+# ---- operations --------------------------------------------------------------------------------
+
+def wire_bytes(variant, shape, chunks=1):
+    """Bytes of the wire of a tensor of `shape` (cut into `chunks` row blocks)."""
+    shape = (int(shape),) if isinstance(shape, int) else tuple(shape)
+    rows, cols = _geometry(shape, chunks)
+    return chunks * get_codec(variant).chunk_bytes(rows, cols)
+
+
+def encode(x, variant, *, chunks=1, out=None, residual=None):
+    """Encodes x; returns a Wire. `out`: a uint8 buffer of wire_bytes(...) to write into.
+    `residual`: error feedback, a float32 array shaped like x, updated in place
+    (v = x + residual; wire = C(v); residual = v - D(wire))."""
+    x = _array(x)
+    dtype = _check_values(x, "input")
+    codec = get_codec(variant)
+    rows, cols = _geometry(x.shape, chunks)
+    cb = codec.chunk_bytes(rows, cols)
+    if out is None:
+        out = _empty(x, (chunks * cb,), "uint8")
+    stream = _stream(x)
+    if residual is None:
+        codec.encode(x, out, chunks, rows, cols, stream)
+    else:
+        codec.encode_ef(x, _array(residual, "residual"), out, chunks, rows, cols, stream)
+    return Wire(out, codec.name, x.shape, dtype, chunks, rows, cols)
+
+
+def _check_wires(wires):
+    if isinstance(wires, Wire):
+        wires = [wires]
+    wires = list(wires)
+    if not wires or not all(isinstance(w, Wire) for w in wires):
+        raise TypeError("expected one or more Wire objects (from taco.codec.encode)")
+    w0 = wires[0]
+    for w in wires[1:]:
+        if (w.variant, w.shape, w.chunks) != (w0.variant, w0.shape, w0.chunks):
+            raise ValueError(f"wires differ: {w0!r} and {w!r}")
+    return wires
+
+
+def decode_reduce(wires, out=None, dtype=None):
+    """Sum of the decoded wires, in float32 in list order, rounded once to `dtype` (default: the
+    encoded tensor's dtype); written into `out` when given."""
+    wires = _check_wires(wires)
+    w0 = wires[0]
+    if out is None:
+        dtype = w0.dtype if dtype is None else str(dtype).replace("torch.", "")
+        if dtype not in _VALUE_DTYPES:
+            raise TypeError(f"dtype must be float32, bfloat16 or float16, got {dtype}")
+        out = _empty(w0.data, w0.shape, dtype)
+    else:
+        out = _array(out, "out")
+        _check_values(out, "out")
+    get_codec(w0.variant).decode_reduce([w.data for w in wires], out, w0.chunks, w0.rows, w0.cols,
+                                        _stream(w0.data))
+    return out
+
+
+def decode(wire, out=None, dtype=None):
+    """What the receiver sees: the decoded tensor (dtype: the encoded tensor's by default)."""
+    return decode_reduce([wire], out=out, dtype=dtype)
+
+
+def qdq(x, variant, *, chunks=1):
+    """decode(encode(x)) in x's dtype: the tensor after one trip over a compressed link."""
+    return decode(encode(x, variant, chunks=chunks))
