@@ -4,9 +4,10 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 PYTHON     ?= python3
+VENV       ?= $(BUILD)/venv
 FUZZ_SECONDS ?= 20
 
-.PHONY: all setup build demo test test-cpu test-python test-asan fuzz report format clean
+.PHONY: all setup build demo test test-cpu test-package test-python test-asan fuzz report format clean
 
 all: build
 
@@ -21,13 +22,21 @@ demo: build
 	@bash scripts/demo.sh $(BUILD)
 
 test: build
-	$(MAKE) --no-print-directory test-cpu test-python test-asan fuzz
+	$(MAKE) --no-print-directory test-cpu test-package test-python test-asan fuzz
 
 test-cpu:
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# The Python package: pip install . into $(VENV) (made from Debian's python3 with python3-torch),
+# then its tests (codecs against the CLI, collectives against the study's simulation and real
+# gloo groups, TP gradients, the trainer).
+test-package:
+	bash scripts/install_python.sh $(VENV)
+	cd tests/package && TACO_BIN=$(abspath $(BUILD))/bin/taco $(abspath $(VENV))/bin/python -m pytest -q .
+
 test-python:
-	TACO_BIN=$(abspath $(BUILD))/bin/taco $(PYTHON) -m pytest -q tests/python
+	TACO_BIN=$(abspath $(BUILD))/bin/taco TACO_TORCH_PYTHON=$(abspath $(VENV))/bin/python \
+	  $(PYTHON) -m pytest -q tests/python
 
 # Second build of the CPU library and tests under AddressSanitizer + UndefinedBehaviorSanitizer
 # (clang), which also builds the libFuzzer targets. -O1 with line tables only: the usual

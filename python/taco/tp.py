@@ -357,11 +357,9 @@ class ColumnParallelLinear(nn.Module):
         self.rows = [shard_rows(self.blocks, tp.size, r) for r in tp.ranks]
         self.weight = nn.ParameterList(nn.Parameter(torch.empty(len(rows), in_features)) for rows in self.rows)
         self.bias = nn.ParameterList(nn.Parameter(torch.zeros(len(rows))) for rows in self.rows) if bias else None
-        for i, p in enumerate(self._shards()):
-            p.tp_sharded, p.tp_local = True, i
-
-    def _shards(self):
-        return list(self.weight) + (list(self.bias) if self.bias is not None else [])
+        for shards in (self.weight, self.bias or []):
+            for i, p in enumerate(shards):
+                p.tp_sharded, p.tp_local = True, i
 
     @torch.no_grad()
     def load_full(self, weight, bias=None):

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "traces" / "samples"
 sys.path.insert(0, str(REPO / "python"))
 
-from taco_capture.safetensors_io import read_safetensors, write_safetensors  # noqa: E402
+from taco.capture.safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
 FILES = sorted(SAMPLES.glob("*.h5"))
 INT_ATTRS = ("layer", "tp_rank", "tp_size", "step")

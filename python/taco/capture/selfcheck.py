@@ -1,4 +1,4 @@
-"""Checks the capture end to end on a tiny GPT, on the CPU, and writes everything it compared.
+"""Checks the capture end to end on a tiny model, on the CPU, and writes everything it compared.
 
 One fixed batch, one forward and backward (step 0), TP=N, with and without sequence parallel:
   OUT/reference.npz            the unsplit model's tensors at each TP layer (float32):
@@ -6,15 +6,17 @@ One fixed batch, one forward and backward (step 0), TP=N, with and without seque
                                row.<layer>.<site>.gout     output gradient       [tokens, h]
                                col.<layer>.<site>.in       input                 [tokens, h]
                                col.<layer>.<site>.gin      input gradient        [tokens, h]
-  OUT/emulate.h5, emulate_sp.h5            single-process emulation (all ranks in one file)
-  OUT/dist.rank<r>.h5, dist_sp.rank<r>.h5  N processes, torch.distributed gloo, TP layers
+  OUT/emulate.h5, emulate_sp.h5            single-process emulation of the unsplit model
+  OUT/sim.h5, sim_sp.h5                    the TP model with N simulated ranks (taco.tp)
+  OUT/dist.rank<r>.h5, dist_sp.rank<r>.h5  N processes, torch.distributed gloo (taco.tp)
 Tokens are in [seq, batch] order, as the traces store them.
 
 Then it prints, per file, the largest relative L2 error of (a) the sum over ranks of each
 captured partial against the unsplit tensor, (b) the concatenated sequence shards against the
-unsplit tensor (SP all-gather), (c) dist against emulation; and exits 1 if one exceeds --tol.
+unsplit tensor (SP all-gather), (c) dist against emulation and against the simulated ranks; and
+exits 1 if one exceeds --tol.
 
-  python -m taco_capture.selfcheck --out /tmp/selfcheck
+  python -m taco.capture.selfcheck --out /tmp/selfcheck
 """
 import argparse
 import glob
@@ -27,12 +29,11 @@ import numpy as np
 from ..errors import CaptureInputError, run_cli
 from .trace_writer import read_trace
 
-CFG_KEYS = ("layers", "hidden", "heads", "seq", "batch")
-
 
 def _cfg(a):
-    from .model import GPTConfig
-    return GPTConfig(seq=a.seq, layers=a.layers, hidden=a.hidden, heads=a.heads, compute_dtype="float32")
+    from ..train.model import ModelConfig
+    return ModelConfig(arch=a.arch, seq=a.seq, layers=a.layers, hidden=a.hidden, heads=a.heads,
+                       kv_heads=a.kv_heads, compute_dtype="float32")
 
 
 def _batch(a):
@@ -46,25 +47,27 @@ def _flat(t):
 
 
 def run_reference_and_emulation(a):
+    import re
+
     import torch
 
-    from . import model as M
-    from .emulate import Emulator
+    from ..train.model import Transformer, emulate_rules
+    from .emulate import Emulator, Rule
     from .recorder import Recorder, write_records
 
-    torch.manual_seed(a.seed)
-    model = M.GPT(_cfg(a))
+    cfg = _cfg(a)
+    model = Transformer(cfg, seed=a.seed)
     x, y = (torch.from_numpy(v) for v in _batch(a))
     ref = {}
     hooks = []
     for name, mod in model.named_modules():
-        for rule in M.DEFAULT_RULES:
-            m = rule.regex.search(name)
+        for pattern, kind, site, _ in emulate_rules(cfg):
+            m = re.search(pattern, name)
             if not m:
                 continue
             layer = int(m.group("layer"))
 
-            def fwd(module, inputs, output, kind=rule.kind, site=rule.site, layer=layer):
+            def fwd(module, inputs, output, kind=kind, site=site, layer=layer):
                 xin = inputs[0]
                 if kind == "row":
                     out = output - module.bias if module.bias is not None else output
@@ -80,42 +83,54 @@ def run_reference_and_emulation(a):
         h.remove()
     np.savez(os.path.join(a.out, "reference.npz"), **ref)
 
+    rules = [Rule(*r) for r in emulate_rules(cfg)]
     for sp, fname in ((False, "emulate.h5"), (True, "emulate_sp.h5")):
         model.zero_grad(set_to_none=True)
-        rec = Recorder("selfcheck-gpt", extra={"mode": "emulate"})
-        emu = Emulator(model, M.DEFAULT_RULES, a.tp, rec, sequence_parallel=sp, seq_dim=0)
+        rec = Recorder("selfcheck", extra={"mode": "emulate"})
+        emu = Emulator(model, rules, a.tp, rec, sequence_parallel=sp, seq_dim=0)
         rec.start(0)
         _, loss = model(x, y)
         loss.backward()
         rec.stop()
         emu.detach()
-        write_records(os.path.join(a.out, fname), rec.take(), provenance={"generator": "taco_capture.selfcheck"})
+        write_records(os.path.join(a.out, fname), rec.take(), provenance={"generator": "taco.capture.selfcheck"})
     return float(loss)
 
 
-def dist_worker(rank, a, init_file):
+def tp_pass(a, tp, sp, path):
+    """One forward and backward of the TP model on the fixed batch, its collectives captured."""
     import torch
-    import torch.distributed as dist
 
-    from . import model as M
-    from . import tp as T
+    from ..tp import Compression
+    from ..train.model import Transformer
     from .recorder import Recorder, write_records
 
-    torch.manual_seed(a.seed)
-    full = M.GPT(_cfg(a))
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=a.tp)
+    rec = Recorder("selfcheck", extra={"mode": "sim" if tp.simulated_ranks else "dist"})
+    tp.compression = Compression(None)
+    tp.compression.recorder = rec
+    model = Transformer(_cfg(a), tp, sequence_parallel=sp, seed=a.seed)
     x, y = (torch.from_numpy(v) for v in _batch(a))
+    rec.start(0)
+    _, loss = model(x, y)
+    loss.backward()
+    rec.stop()
+    write_records(path, rec.take(), provenance={"generator": "taco.capture.selfcheck"})
+
+
+def run_simulated(a):
+    from ..tp import TP
+    for sp, fname in ((False, "sim.h5"), (True, "sim_sp.h5")):
+        tp_pass(a, TP.simulated(a.tp), sp, os.path.join(a.out, fname))
+
+
+def dist_worker(rank, a, init_file):
+    import torch.distributed as dist
+
+    from ..tp import TP
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=a.tp)
     for sp, prefix in ((False, "dist"), (True, "dist_sp")):
-        rec = Recorder("selfcheck-gpt", extra={"mode": "dist"})
-        tp = T.TPGroup(recorder=rec)
-        model = M.GPT(_cfg(a), tp=tp, sequence_parallel=sp)
-        M.load_from_full(model, full)
-        rec.start(0)
-        _, loss = model(x, y)
-        loss.backward()
-        rec.stop()
-        write_records(os.path.join(a.out, f"{prefix}.rank{rank}.h5"), rec.take(),
-                      provenance={"generator": "taco_capture.selfcheck"})
+        tp_pass(a, TP.process(None), sp, os.path.join(a.out, f"{prefix}.rank{rank}.h5"))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -139,8 +154,8 @@ def compare(out_dir, tp_size):
                 recs[attrs["name"]] = (attrs, x)
         return recs
 
-    for label, pattern in (("emulate", "emulate.h5"), ("emulate_sp", "emulate_sp.h5"),
-                           ("dist", "dist.rank*.h5"), ("dist_sp", "dist_sp.rank*.h5")):
+    for label, pattern in (("emulate", "emulate.h5"), ("emulate_sp", "emulate_sp.h5"), ("sim", "sim.h5"),
+                           ("sim_sp", "sim_sp.h5"), ("dist", "dist.rank*.h5"), ("dist_sp", "dist_sp.rank*.h5")):
         recs = load(pattern)
         if not recs:
             continue
@@ -160,7 +175,8 @@ def compare(out_dir, tp_size):
                 total = np.sum(parts, axis=0, dtype=np.float64).astype(np.float32)
                 key = f"row.{layer}.{site}.out" if direction == "fwd" else f"col.{layer}.{site}.gin"
                 note(f"{label}: sum of partials vs unsplit", rel(total, ref[key]))
-    for d_label, e_label in (("dist.rank*.h5", "emulate.h5"), ("dist_sp.rank*.h5", "emulate_sp.h5")):
+    for d_label, e_label in (("dist.rank*.h5", "emulate.h5"), ("dist_sp.rank*.h5", "emulate_sp.h5"),
+                             ("dist.rank*.h5", "sim.h5"), ("dist_sp.rank*.h5", "sim_sp.h5")):
         d, e = load(d_label), load(e_label)
         if not d:
             continue
@@ -172,8 +188,10 @@ def compare(out_dir, tp_size):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m taco_capture.selfcheck", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m taco.capture.selfcheck", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)
+    p.add_argument("--arch", choices=("llama", "gpt2"), default="gpt2")
+    p.add_argument("--kv-heads", type=int, default=0)
     p.add_argument("--tp", type=int, default=2)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=32)
@@ -188,9 +206,14 @@ def main(argv=None):
         raise CaptureInputError(f"--out {a.out} is not a directory")
     if a.tp < 1 or a.heads % a.tp or a.seq % a.tp or a.hidden % a.heads:
         raise CaptureInputError("--tp must divide --heads and --seq, and --heads must divide --hidden")
+    try:
+        _cfg(a).check_tp(a.tp)
+    except ValueError as ex:
+        raise CaptureInputError(str(ex)) from None
     import torch.multiprocessing as mp
 
     run_reference_and_emulation(a)
+    run_simulated(a)
     if not a.skip_dist:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         with tempfile.TemporaryDirectory(prefix="taco_selfcheck_") as tmp:

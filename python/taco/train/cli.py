@@ -49,7 +49,14 @@ import numpy as np
 from ..errors import TacoInputError, run_cli
 
 
-def parse_args(argv):
+def torchrun_world():
+    """The world size when torchrun started this process (one process per TP rank), else 0."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1:
+        return int(os.environ["WORLD_SIZE"])
+    return 0
+
+
+def parse_args(argv, world=0):
     p = argparse.ArgumentParser(prog="python -m taco.train", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     g = p.add_argument_group("model")
@@ -117,6 +124,11 @@ def parse_args(argv):
     for name in ("tp", "tp_sim", "kv_heads", "ffn", "eval_every", "sample_every", "warmup", "threads"):
         if getattr(a, name) < 0:
             raise TacoInputError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(a, name)}")
+    if world:
+        if a.tp not in (0, world):
+            raise TacoInputError(f"--tp {a.tp} but torchrun started {world} processes")
+        a.tp = world
+    a.tp = max(a.tp, 1)
     if a.tp > 1 and a.tp_sim > 1:
         raise TacoInputError("--tp and --tp-sim are exclusive: real processes or simulated ranks")
     if a.seed < 0 or a.data_seed < 0:
@@ -125,6 +137,17 @@ def parse_args(argv):
         raise TacoInputError(f"--capture-layers {a.capture_layers} has a layer >= --layers {a.layers}")
     if a.config and a.compress != "none":
         raise TacoInputError("give --compress or --config, not both")
+    n = max(a.tp, a.tp_sim, 1)
+    if a.sp and n == 1:
+        raise TacoInputError("--sp needs --tp or --tp-sim of 2 or more")
+    if a.sp and a.seq % n:
+        raise TacoInputError(f"--sp needs --seq {a.seq} divisible by the TP degree {n}")
+    from .config import ModelConfig
+    try:
+        ModelConfig(arch=a.arch, seq=a.seq, layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads,
+                    ffn=a.ffn).check_tp(n)
+    except ValueError as ex:
+        raise TacoInputError(str(ex)) from None
     return a
 
 
@@ -197,7 +220,8 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
     from .. import tp as T
     from ..capture.recorder import Recorder, write_records
     from .data import ByteCorpus
-    from .model import ModelConfig, Transformer
+    from .config import ModelConfig
+    from .model import Transformer
 
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -307,7 +331,8 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
         if cap:
             recorder.stop()
         if tp is not None:
-            T.allreduce_sp_partial_grads(model, tp)
+            if a.sp:
+                T.allreduce_sp_partial_grads(model, tp)
             gnorm = float(T.grad_norm(model, tp))
         else:
             gnorm = float(torch.stack([p.grad.float().pow(2).sum() for p in model.parameters()
@@ -383,7 +408,8 @@ def _spawned(rank, a, train, val, info, init_file, world, tmp):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    a = parse_args(argv)
+    world = torchrun_world()
+    a = parse_args(argv, world)
     a.argv = argv
     import torch
 
@@ -397,26 +423,8 @@ def main(argv=None):
         a.dtype = "bfloat16" if a.device == "cuda" else "float32"
     if a.backend is None:
         a.backend = "nccl" if a.device == "cuda" else "gloo"
-    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1
-    if torchrun:
-        world = int(os.environ["WORLD_SIZE"])
-        if a.tp not in (0, world):
-            raise TacoInputError(f"--tp {a.tp} but torchrun started {world} processes")
-        a.tp = world
-    a.tp = max(a.tp, 1)
-    if a.tp > 1 and a.tp_sim > 1:
-        raise TacoInputError("--tp and --tp-sim are exclusive")
-    n = max(a.tp, a.tp_sim, 1)
-    if a.sp and n == 1:
-        raise TacoInputError("--sp needs --tp or --tp-sim of 2 or more")
-    if a.sp and a.seq % n:
-        raise TacoInputError(f"--sp needs --seq {a.seq} divisible by the TP degree {n}")
-    from .model import ModelConfig
-    try:
-        ModelConfig(arch=a.arch, seq=a.seq, layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads,
-                    ffn=a.ffn, compute_dtype=a.dtype).check_tp(n)
-    except ValueError as ex:
-        raise TacoInputError(str(ex)) from None
+    torchrun = world > 1
+    n = max(a.tp, a.tp_sim)
     make_compression(a)  # bad variants, sites, algorithms: one line before anything runs
     if a.tp > 1 and not torchrun and a.backend == "nccl" and torch.cuda.device_count() < a.tp:
         raise TacoInputError(f"--tp {a.tp} with nccl needs {a.tp} GPUs; use --tp-sim {a.tp} on one device")

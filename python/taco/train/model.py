@@ -17,73 +17,26 @@ Initialisation draws every full (unsplit) weight from one generator in module or
 rank, the simulated run and the unsplit model start from the same weights.
 """
 import math
-from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import tp as T
+from .config import ModelConfig  # noqa: F401  (the model's configuration, torch-free)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-ARCHS = ("llama", "gpt2")
-
-
-@dataclass
-class ModelConfig:
-    arch: str = "llama"
-    vocab: int = 256
-    seq: int = 256
-    layers: int = 4
-    hidden: int = 512
-    heads: int = 8
-    kv_heads: int = 0          # 0: = heads (multi-head attention); llama: grouped-query when fewer
-    ffn: int = 0               # 0: gpt2 4 x hidden; llama the multiple of 64 nearest 8/3 x hidden
-    compute_dtype: str = "float32"
-    rope_theta: float = 10000.0
-
-    def __post_init__(self):
-        if self.arch not in ARCHS:
-            raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
-        if self.kv_heads == 0:
-            self.kv_heads = self.heads
-        if self.ffn == 0:
-            self.ffn = 4 * self.hidden if self.arch == "gpt2" else 64 * round(8 * self.hidden / 3 / 64)
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden {self.hidden} is not divisible by heads {self.heads}")
-        if self.heads % self.kv_heads:
-            raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
-        if self.arch == "gpt2" and self.kv_heads != self.heads:
-            raise ValueError("the gpt2 architecture has multi-head attention (kv_heads = heads)")
-        if self.compute_dtype not in DTYPES:
-            raise ValueError(f"compute_dtype must be one of {sorted(DTYPES)}")
-
-    @property
-    def head_dim(self):
-        return self.hidden // self.heads
-
-    def check_tp(self, n):
-        for what, v in (("heads", self.heads), ("kv_heads", self.kv_heads), ("ffn", self.ffn)):
-            if v % n:
-                raise ValueError(f"{what} {v} does not split over TP={n}")
-
-    def name(self):
-        kv = f"-{self.kv_heads}KV" if self.kv_heads != self.heads else ""
-        return f"{self.arch}-byte-{self.layers}L-{self.hidden}H-{self.heads}A{kv}-{self.ffn}F-seq{self.seq}"
-
-    def as_dict(self):
-        return asdict(self)
 
 
 def emulate_rules(cfg):
-    """taco.capture.emulate rules for the unsplit model: (pattern, kind, site, output blocks)."""
+    """taco.capture.emulate rules for the unsplit model: (pattern, kind, site, chunks or output blocks)."""
     d = cfg.head_dim
     fc1 = [cfg.ffn, cfg.ffn] if cfg.arch == "llama" else [cfg.ffn]
     return [(r"^layers\.(?P<layer>\d+)\.attn\.qkv\.lin$", "column", "attn_qkv",
              [cfg.heads * d, cfg.kv_heads * d, cfg.kv_heads * d]),
-            (r"^layers\.(?P<layer>\d+)\.attn\.proj\.lin$", "row", "attn_out", None),
+            (r"^layers\.(?P<layer>\d+)\.attn\.proj\.lin$", "row", "attn_out", 1),
             (r"^layers\.(?P<layer>\d+)\.mlp\.fc1\.lin$", "column", "mlp_fc1", fc1),
-            (r"^layers\.(?P<layer>\d+)\.mlp\.fc2\.lin$", "row", "mlp_out", None)]
+            (r"^layers\.(?P<layer>\d+)\.mlp\.fc2\.lin$", "row", "mlp_out", 1)]
 
 
 class CastLinear(nn.Linear):

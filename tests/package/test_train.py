@@ -1,0 +1,104 @@
+"""python -m taco.train on the CPU: compression fires at every TP site in both directions, the
+lossless bf16 codec reproduces the uncompressed run bit for bit, simulated TP equals real gloo TP,
+captures hold every rank, and bad configurations end with one line and exit code 2."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+TINY = ["--layers", "2", "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--seq", "32", "--batch", "4",
+        "--steps", "6", "--eval-every", "3", "--eval-batches", "2", "--log-every", "1", "--data", str(REPO / "python"),
+        "--data-bytes", "200000", "--threads", "1", "--device", "cpu"]
+
+
+def train(tmp_path, name, *args, check=True):
+    out = tmp_path / name
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-m", "taco.train", *TINY, *args, "--out", str(out)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    if check:
+        assert r.returncode == 0, r.stderr[-3000:]
+    return r, out
+
+
+def metrics(out, kind):
+    recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in recs if r["type"] == kind]
+
+
+def losses(out):
+    return [(r["step"], r["loss"]) for r in metrics(out, "step")] + [(r["step"], r["val_loss"]) for r in metrics(out, "val")]
+
+
+@pytest.mark.parametrize("arch, sp", [("llama", False), ("gpt2", True)])
+def test_compression_fires_at_every_site_and_direction(tmp_path, arch, sp):
+    extra = ["--sp"] if sp else []
+    if arch == "gpt2":
+        extra += ["--kv-heads", "4"]
+    _, out = train(tmp_path, "run", "--arch", arch, "--tp-sim", "2", "--compress", "taco", "--sample-every", "2", *extra)
+    log = json.loads((out / "train_log.json").read_text())
+    fired = {(f["site"], f["direction"], f["collective"]): f["calls"] for f in log["fired"]}
+    if sp:
+        want = {(s, "fwd", "all_gather") for s in ("attn_qkv", "mlp_fc1")} | \
+               {(s, "bwd", "reduce_scatter") for s in ("attn_qkv", "mlp_fc1")} | \
+               {(s, "fwd", "reduce_scatter") for s in ("attn_out", "mlp_out")} | \
+               {(s, "bwd", "all_gather") for s in ("attn_out", "mlp_out")}
+    else:
+        want = {("attn_qkv", "bwd", "all_reduce"), ("mlp_fc1", "bwd", "all_reduce"),
+                ("attn_out", "fwd", "all_reduce"), ("mlp_out", "fwd", "all_reduce")}
+    assert set(fired) == want
+    assert all(calls == 6 * 2 for calls in fired.values())  # steps x layers; validation is not compressed
+    for t in log["traffic"]:
+        assert abs(t["bytes_per_element"] - 1.0625) < 0.02, t  # taco's wire: 1 + 8/128 bytes per element
+    assert all(r["loss"] == r["loss"] and r["loss"] < 6 for r in metrics(out, "step"))  # finite
+    errs = metrics(out, "error")
+    assert errs and all(0 < e["rel_l2"] < 0.1 for e in errs)
+    assert {e["step"] for e in errs} == {0, 2, 4}
+
+
+def test_lossless_bf16_codec_reproduces_the_uncompressed_run_bit_for_bit(tmp_path):
+    args = ["--tp-sim", "2", "--dtype", "bfloat16"]
+    _, plain = train(tmp_path, "none", *args, "--compress", "none")
+    _, lossless = train(tmp_path, "bf16", *args, "--compress", "bf16")
+    _, lossy = train(tmp_path, "fp8", *args, "--compress", "fp8-g128")
+    assert losses(plain) == losses(lossless)
+    assert losses(plain) != losses(lossy)
+
+
+def test_simulated_tp_equals_real_gloo_tp(tmp_path):
+    _, sim = train(tmp_path, "sim", "--tp-sim", "2", "--compress", "taco", "--algo", "two_shot")
+    _, real = train(tmp_path, "real", "--tp", "2", "--compress", "taco", "--algo", "two_shot")
+    assert losses(sim) == losses(real)
+    log = json.loads((real / "train_log.json").read_text())
+    assert log["mode"] == "dist" and log["tp"] == 2
+
+
+def test_capture_writes_every_rank_of_every_collective(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    _, out = train(tmp_path, "cap", "--tp-sim", "2", "--compress", "fp8-g128", "--capture-steps", "1")
+    with h5py.File(out / "trace.step000001.h5", "r") as f:
+        names = sorted(f["tensors"][k].attrs["name"] for k in f["tensors"])
+    assert len(names) == 2 * 4 * 2  # layers x sites x ranks
+    assert "s1.l0.attn_out.fwd.all_reduce.r1" in names
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--compress", "tacco"], "variant 'tacco'"),
+    (["--config", "SEL"], "unknown TP site 'attn_proj'"),
+    (["--algo", "tree"], "unknown all-reduce algorithm 'tree'"),
+    (["--tp-sim", "3"], "does not split over TP=3"),
+    (["--tp", "2", "--tp-sim", "2"], "exclusive"),
+    (["--sp"], "--sp needs"),
+])
+def test_bad_configuration_exits_2_with_one_line(tmp_path, args, needle):
+    sel = tmp_path / "sel.json"
+    sel.write_text(json.dumps({"choices": [{"site": "attn_proj", "direction": "fwd", "variant": "taco"}]}))
+    args = [str(sel) if a == "SEL" else a for a in args]
+    r, out = train(tmp_path, "bad", *args, check=False)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("taco: error:") and needle in r.stderr, r.stderr
+    assert not (out / "train_log.json").exists()
