@@ -52,9 +52,31 @@ Buf to_buf(const nb::ndarray<>& a, const char* what) {
   return b;
 }
 
-std::vector<Buf> to_bufs(const std::vector<nb::ndarray<>>& v, const char* what) {
+// An argument: a DLPack array, or (for torch tensors, checked by taco.codec) the tuple
+// (data pointer, dtype code 0 f32 / 1 bf16 / 2 f16 / 3 u8, numel, device: -1 CPU or the CUDA
+// ordinal), which skips the DLPack export (a few microseconds a tensor).
+Buf arg(nb::handle h, const char* what) {
+  if (nb::isinstance<nb::tuple>(h)) {
+    const auto t = nb::borrow<nb::tuple>(h);
+    if (t.size() != 4) throw nb::value_error((std::string(what) + ": a raw buffer is (ptr, dtype, numel, device)").c_str());
+    Buf b;
+    b.data = reinterpret_cast<void*>(nb::cast<uintptr_t>(t[0]));
+    const int code = nb::cast<int>(t[1]);
+    if (code < 0 || code > 3) throw nb::type_error((std::string(what) + ": bad dtype code").c_str());
+    b.dtype = DType(code);
+    b.numel = nb::cast<int64_t>(t[2]);
+    b.device = nb::cast<int>(t[3]);
+    return b;
+  }
+  nb::ndarray<> a;
+  if (!nb::try_cast(h, a, false))
+    throw nb::type_error((std::string(what) + ": expected a DLPack array (numpy, torch, ...)").c_str());
+  return to_buf(a, what);
+}
+
+std::vector<Buf> args(nb::handle seq, const char* what) {
   std::vector<Buf> out;
-  for (const auto& a : v) out.push_back(to_buf(a, what));
+  for (nb::handle h : seq) out.push_back(arg(h, what));
   return out;
 }
 
@@ -87,47 +109,42 @@ NB_MODULE(_C, m) {
       .def("chunk_bytes", &TensorCodec::chunk_bytes, nb::arg("rows"), nb::arg("cols"))
       .def(
           "encode",
-          [](const TensorCodec& c, nb::ndarray<> x, nb::ndarray<> wire, int64_t chunks, int64_t rows, int64_t cols,
-             uintptr_t stream) {
-            c.encode(to_buf(x, "input"), shape(chunks, rows, cols), to_buf(wire, "wire"), stream);
-          },
-          nb::arg("x").noconvert(), nb::arg("wire").noconvert(), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
-          nb::arg("stream") = 0)
+          [](const TensorCodec& c, nb::handle x, nb::handle wire, int64_t chunks, int64_t rows, int64_t cols,
+             uintptr_t stream) { c.encode(arg(x, "input"), shape(chunks, rows, cols), arg(wire, "wire"), stream); },
+          nb::arg("x"), nb::arg("wire"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"), nb::arg("stream") = 0)
       .def(
           "decode_reduce",
-          [](const TensorCodec& c, std::vector<nb::ndarray<>> wires, nb::ndarray<> out, int64_t chunks, int64_t rows,
-             int64_t cols, uintptr_t stream) {
-            c.decode_reduce(to_bufs(wires, "wire"), shape(chunks, rows, cols), to_buf(out, "output"), stream);
+          [](const TensorCodec& c, nb::handle wires, nb::handle out, int64_t chunks, int64_t rows, int64_t cols,
+             uintptr_t stream) {
+            c.decode_reduce(args(wires, "wire"), shape(chunks, rows, cols), arg(out, "output"), stream);
           },
-          nb::arg("wires"), nb::arg("out").noconvert(), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
-          nb::arg("stream") = 0)
+          nb::arg("wires"), nb::arg("out"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"), nb::arg("stream") = 0)
       .def(
           "decode_reduce_encode",
-          [](const TensorCodec& c, std::vector<nb::ndarray<>> wires, nb::ndarray<> wire_out, int64_t chunks,
-             int64_t rows, int64_t cols, uintptr_t stream) {
-            c.decode_reduce_encode(to_bufs(wires, "wire"), shape(chunks, rows, cols), to_buf(wire_out, "wire_out"),
-                                   stream);
+          [](const TensorCodec& c, nb::handle wires, nb::handle wire_out, int64_t chunks, int64_t rows, int64_t cols,
+             uintptr_t stream) {
+            c.decode_reduce_encode(args(wires, "wire"), shape(chunks, rows, cols), arg(wire_out, "wire_out"), stream);
           },
-          nb::arg("wires"), nb::arg("wire_out").noconvert(), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
+          nb::arg("wires"), nb::arg("wire_out"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
           nb::arg("stream") = 0)
       .def(
           "decode_add_encode",
-          [](const TensorCodec& c, nb::ndarray<> wire_in, nb::ndarray<> own, nb::ndarray<> wire_out, int64_t rows,
-             int64_t cols, uintptr_t stream) {
-            c.decode_add_encode(to_buf(wire_in, "wire_in"), to_buf(own, "own"), rows, cols,
-                                to_buf(wire_out, "wire_out"), stream);
+          [](const TensorCodec& c, nb::handle wire_in, nb::handle own, nb::handle wire_out, int64_t rows, int64_t cols,
+             uintptr_t stream) {
+            c.decode_add_encode(arg(wire_in, "wire_in"), arg(own, "own"), rows, cols, arg(wire_out, "wire_out"),
+                                stream);
           },
-          nb::arg("wire_in").noconvert(), nb::arg("own").noconvert(), nb::arg("wire_out").noconvert(),
-          nb::arg("rows"), nb::arg("cols"), nb::arg("stream") = 0)
+          nb::arg("wire_in"), nb::arg("own"), nb::arg("wire_out"), nb::arg("rows"), nb::arg("cols"),
+          nb::arg("stream") = 0)
       .def(
           "encode_ef",
-          [](const TensorCodec& c, nb::ndarray<> x, nb::ndarray<> residual, nb::ndarray<> wire, int64_t chunks,
-             int64_t rows, int64_t cols, uintptr_t stream) {
-            c.encode_ef(to_buf(x, "input"), to_buf(residual, "residual"), shape(chunks, rows, cols),
-                        to_buf(wire, "wire"), stream);
+          [](const TensorCodec& c, nb::handle x, nb::handle residual, nb::handle wire, int64_t chunks, int64_t rows,
+             int64_t cols, uintptr_t stream) {
+            c.encode_ef(arg(x, "input"), arg(residual, "residual"), shape(chunks, rows, cols), arg(wire, "wire"),
+                        stream);
           },
-          nb::arg("x").noconvert(), nb::arg("residual").noconvert(), nb::arg("wire").noconvert(), nb::arg("chunks"),
-          nb::arg("rows"), nb::arg("cols"), nb::arg("stream") = 0);
+          nb::arg("x"), nb::arg("residual"), nb::arg("wire"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
+          nb::arg("stream") = 0);
 
   m.def("variants", [] {
     nb::list out;

@@ -126,10 +126,38 @@ def _empty(like, shape, dtype):
 
 
 def _stream(x):
+    """The caller's current CUDA stream for a CUDA tensor, else 0."""
     if _is_torch(x) and x.is_cuda:
         import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return raw(x.get_device())
         return torch.cuda.current_stream(x.device).cuda_stream
     return 0
+
+
+_TORCH_CODES = {}
+
+
+def _pass(x, what="input"):
+    """What the extension takes for an array: a torch tensor as (data pointer, dtype code, numel,
+    device), checked here, which skips the DLPack export; anything else as itself (DLPack)."""
+    if not _is_torch(x):
+        return x
+    if not _TORCH_CODES:
+        import torch
+        _TORCH_CODES.update({torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.uint8: 3})
+    code = _TORCH_CODES.get(x.dtype)
+    if code is None:
+        raise TypeError(f"{what}: dtype must be float32, bfloat16 or float16 (uint8 for wires), got "
+                        f"{str(x.dtype).replace('torch.', '')}")
+    if not x.is_contiguous():
+        raise ValueError(f"{what}: the array is not contiguous (call .contiguous() first)")
+    if x.is_cuda:
+        return (x.data_ptr(), code, x.numel(), x.get_device())
+    if x.device.type != "cpu":
+        raise TypeError(f"{what}: arrays must live on the CPU or a CUDA device, got {x.device}")
+    return (x.data_ptr(), code, x.numel(), -1)
 
 
 def _numel(shape):
@@ -175,9 +203,10 @@ def encode(x, variant, *, chunks=1, out=None, residual=None):
         out = _empty(x, (chunks * cb,), "uint8")
     stream = _stream(x)
     if residual is None:
-        codec.encode(x, out, chunks, rows, cols, stream)
+        codec.encode(_pass(x), _pass(out, "wire"), chunks, rows, cols, stream)
     else:
-        codec.encode_ef(x, _array(residual, "residual"), out, chunks, rows, cols, stream)
+        codec.encode_ef(_pass(x), _pass(_array(residual, "residual"), "residual"), _pass(out, "wire"), chunks, rows,
+                        cols, stream)
     return Wire(out, codec.name, x.shape, dtype, chunks, rows, cols)
 
 
@@ -207,8 +236,8 @@ def decode_reduce(wires, out=None, dtype=None):
     else:
         out = _array(out, "out")
         _check_values(out, "out")
-    get_codec(w0.variant).decode_reduce([w.data for w in wires], out, w0.chunks, w0.rows, w0.cols,
-                                        _stream(w0.data))
+    get_codec(w0.variant).decode_reduce([_pass(w.data, "wire") for w in wires], _pass(out, "out"), w0.chunks, w0.rows,
+                                        w0.cols, _stream(w0.data))
     return out
 
 

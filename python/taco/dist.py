@@ -119,28 +119,28 @@ class _Codec:
 
     def encode(self, x, rows, cols, chunks, out, rank, stage):
         if self.feedback is None:
-            self.c.encode(x, out, chunks, rows, cols, self.stream)
+            self.c.encode(P(x), P(out), chunks, rows, cols, self.stream)
         else:
             res = self.feedback.get((self.key, rank, stage), x, x.numel())
-            self.c.encode_ef(x, res, out, chunks, rows, cols, self.stream)
+            self.c.encode_ef(P(x), P(res), P(out), chunks, rows, cols, self.stream)
 
     def decode_reduce(self, wires, rows, cols, chunks, out):
-        self.c.decode_reduce(wires, out, chunks, rows, cols, self.stream)
+        self.c.decode_reduce([P(w) for w in wires], P(out), chunks, rows, cols, self.stream)
 
-    def decode_reduce_encode(self, wires, rows, cols, out, rank, stage):
+    def decode_reduce_encode(self, wires, rows, cols, out, rank, stage, chunks=1):
         if self.feedback is None:
-            self.c.decode_reduce_encode(wires, out, 1, rows, cols, self.stream)
+            self.c.decode_reduce_encode([P(w) for w in wires], P(out), chunks, rows, cols, self.stream)
         else:  # the same fp32 sum, encoded with the owner's residual
-            s = torch.empty(rows * cols, dtype=torch.float32, device=out.device)
-            self.c.decode_reduce(wires, s, 1, rows, cols, self.stream)
-            self.encode(s, rows, cols, 1, out, rank, stage)
+            s = torch.empty(chunks * rows * cols, dtype=torch.float32, device=out.device)
+            self.c.decode_reduce([P(w) for w in wires], P(s), chunks, rows, cols, self.stream)
+            self.encode(s, rows, cols, chunks, out, rank, stage)
 
     def decode_add_encode(self, wire, own, rows, cols, out, rank, stage):
         if self.feedback is None:
-            self.c.decode_add_encode(wire, own, out, rows, cols, self.stream)
+            self.c.decode_add_encode(P(wire), P(own), P(out), rows, cols, self.stream)
         else:
             s = torch.empty(rows * cols, dtype=torch.float32, device=out.device)
-            self.c.decode_reduce([wire], s, 1, rows, cols, self.stream)
+            self.c.decode_reduce([P(wire)], P(s), 1, rows, cols, self.stream)
             s.add_(own.float())
             self.encode(s, rows, cols, 1, out, rank, stage)
 
@@ -151,6 +151,9 @@ class _Codec:
             return
         for j, (off, r, c) in enumerate(p.chunks):
             self.encode(x[off:off + r * c], r, c, 1, send[j * p.slot:j * p.slot + p.cb[j]], rank, ("in", j))
+
+
+P = tc._pass
 
 
 def _u8(n, like):
@@ -409,7 +412,7 @@ class SimGroup:
                 shard = _u8(shard_len, x0)
                 if p.packed:
                     if cx.feedback is None:
-                        cx.c.decode_reduce_encode(srcs, shard, n, rr, cc, cx.stream)
+                        cx.decode_reduce_encode(srcs, rr, cc, shard, None, None, chunks=n)
                     else:  # each owner's re-encode keeps its own residual
                         for jj in range(n):
                             cx.decode_reduce_encode([s[jj * S:(jj + 1) * S] for s in sends], rr, cc,
