@@ -34,7 +34,7 @@ import torch.distributed as dist
 
 from . import codec as tc
 
-__all__ = ["all_reduce", "reduce_scatter", "all_gather", "SimGroup", "Feedback", "auto_algo",
+__all__ = ["all_reduce", "reduce_scatter", "all_gather", "SimGroup", "LoopbackGroup", "Feedback", "auto_algo",
            "chunk_layout", "ALGOS"]
 
 ALGOS = ("auto", "one_shot", "two_shot", "ring")
@@ -483,6 +483,89 @@ class SimGroup:
             cx.encode(xs[q].reshape(-1), rows, cols, 1, wires[q * cb:(q + 1) * cb], q, "in")
         cx.decode_reduce([wires], rows, cols, n, oflat)
         return [out] * n
+
+
+class LoopbackGroup:
+    """Rank 0 of n, alone: every collective does this rank's codec work (the same kernels on
+    buffers of the same sizes as with n ranks, the peers' wires being copies of its own) and moves
+    nothing. Plain collectives cost nothing. For timing one rank's compute and codecs on one GPU;
+    the results are not a reduction."""
+
+    def __init__(self, n):
+        self.n = n
+        self._bufs = {}
+
+    def _buf(self, key, nbytes, like):
+        b = self._bufs.get(key)
+        if b is None or b.numel() != nbytes or b.device != like.device:
+            b = self._bufs[key] = torch.zeros(nbytes, dtype=torch.uint8, device=like.device)
+        return b
+
+    def all_reduce(self, xs, variant=None, algo="auto", *, feedback=None, key=None):
+        (x,) = xs
+        if _plain(variant) or self.n == 1:
+            return [x]
+        n = self.n
+        cx = _Codec(variant, x, feedback, key)
+        rows, cols = _rows_cols(x)
+        p = cx.plan(rows, cols, n)
+        if not p.packed:
+            raise ValueError(f"loopback timing needs {rows} rows divisible by {n} and 16-byte chunk wires")
+        algo = auto_algo(x.numel() * x.element_size(), n) if algo == "auto" else algo
+        r, S = rows // n, p.slot
+        out = _out_like(x)
+        send = self._buf(("send", x.shape), n * S, x)
+        cx.encode_chunks(p, x.reshape(-1), send, 0)
+        if algo == "one_shot":
+            cx.decode_reduce([send] * n, r, cols, n, out.view(-1))
+        elif algo == "two_shot":
+            shard = self._buf(("shard", x.shape), n * S, x)
+            cx.decode_reduce_encode([send[:S]] * n, r, cols, shard[:S], 0, "shard")
+            cx.decode_reduce([shard], r, cols, n, out.view(-1))
+        else:  # ring: n - 1 decode-add-encode hops on one chunk, then the gathered shards
+            a, b = send[:S], self._buf(("hop", x.shape), S, x)
+            for h in range(1, n):
+                cx.decode_add_encode(a, x.reshape(-1)[:r * cols], r, cols, b, 0, ("ring", h))
+                a, b = b, a
+            cx.decode_reduce([send], r, cols, n, out.view(-1))
+        return [out]
+
+    def reduce_scatter(self, xs, variant=None, *, feedback=None, key=None):
+        (x,) = xs
+        shape = _shard_shape(x, self.n, 0)
+        if _plain(variant) or self.n == 1:
+            return [x.reshape(-1)[:_numel(shape)].view(shape)]
+        cx = _Codec(variant, x, feedback, key)
+        rows, cols = _rows_cols(x)
+        p = cx.plan(rows, cols, self.n)
+        if not p.packed:
+            raise ValueError(f"loopback timing needs {rows} rows divisible by {self.n} and 16-byte chunk wires")
+        send = self._buf(("send", x.shape), self.n * p.slot, x)
+        cx.encode_chunks(p, x.reshape(-1), send, 0)
+        out = _out_like(x, shape)
+        cx.decode_reduce([send[:p.slot]] * self.n, rows // self.n, cols, 1, out.view(-1))
+        return [out]
+
+    def all_gather(self, xs, variant=None, *, feedback=None, key=None):
+        (x,) = xs
+        shape = (self.n * x.shape[0],) + tuple(x.shape[1:])
+        if _plain(variant) or self.n == 1:
+            return [x.repeat((self.n,) + (1,) * (x.dim() - 1))]
+        cx = _Codec(variant, x, feedback, key)
+        rows, cols = _rows_cols(x)
+        cb = cx.c.chunk_bytes(rows, cols)
+        wires = self._buf(("gather", x.shape), self.n * cb, x)
+        cx.encode(x.reshape(-1), rows, cols, 1, wires[:cb], 0, "in")
+        out = _out_like(x, shape)
+        cx.decode_reduce([wires], rows, cols, self.n, out.view(-1))
+        return [out]
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def wire_bytes_sent(x, variant, kind, n):

@@ -99,10 +99,12 @@ def _check_variant(v):
 
 
 class TP:
-    """A TP group as the model sees it: `size` ranks, of which `ranks` run in this process."""
+    """A TP group as the model sees it: `size` ranks, of which `ranks` run in this process.
+    Collectives go through a process group (`group`), or through `local`, an object with
+    taco.dist.SimGroup's list API (all ranks here, or one rank's work on loopback)."""
 
-    def __init__(self, size, ranks, group, sim, compression):
-        self.size, self.ranks, self.group, self.sim = size, list(ranks), group, sim
+    def __init__(self, size, ranks, group=None, local=None, compression=None):
+        self.size, self.ranks, self.group, self.local = size, list(ranks), group, local
         self.compression = compression or Compression()
 
     @classmethod
@@ -113,9 +115,16 @@ class TP:
     def simulated(cls, n, compression=None):
         return cls(n, range(n), None, td.SimGroup(n), compression)
 
+    @classmethod
+    def loopback(cls, n, compression=None):
+        """Rank 0 of n with every message coming back to it: one rank's compute and codec work,
+        no communication (the layer benchmark on one GPU)."""
+        return cls(n, [0], None, td.LoopbackGroup(n), compression)
+
     @property
     def simulated_ranks(self):
-        return self.sim is not None
+        """All ranks in this process: sequence-parallel tensors hold the whole sequence."""
+        return len(self.ranks) > 1
 
     # ---- the compressed collectives of the TP sites (lists: one tensor per local rank) ----
     def collective(self, kind, xs, layer, site, direction):
@@ -128,8 +137,8 @@ class TP:
                 c.recorder.record(x, layer=layer, site=site, direction=direction, collective=kind,
                                   tp_rank=r, tp_size=self.size, module=f"layers.{layer}.{site}")
         kw = dict(feedback=c.feedback, key=key) if variant is not None else {}
-        if self.sim is not None:
-            fn = getattr(self.sim, kind)
+        if self.local is not None:
+            fn = getattr(self.local, kind)
             outs = fn(xs, variant, c.algo, **kw) if kind == "all_reduce" else fn(xs, variant, **kw)
         else:
             fn = getattr(td, kind)
@@ -146,15 +155,15 @@ class TP:
     def _sample(self, kind, xs, outs, layer, site, direction):
         """rel_l2 of what the collective delivered against the exact (float64) sum."""
         with torch.no_grad():
-            if self.sim is not None:
+            if self.local is not None:
                 ref = sum(x.double() for x in xs)
             else:
                 ref = xs[0].double()
                 dist.all_reduce(ref, group=self.group)
             if kind == "reduce_scatter":
-                got = torch.cat([o.reshape(-1) for o in outs]) if self.sim is not None else outs[0].reshape(-1)
+                got = torch.cat([o.reshape(-1) for o in outs]) if self.simulated_ranks else outs[0].reshape(-1)
                 ref = ref.reshape(-1)
-                if self.sim is None:
+                if not self.simulated_ranks:
                     off, r, cc = td.chunk_layout(*_rows_cols(xs[0]), self.size)[self.ranks[0]]
                     ref = ref[off:off + r * cc]
             else:
@@ -162,7 +171,7 @@ class TP:
                 ref = ref.reshape(-1)
             num = (got.double() - ref).pow(2).sum()
             den = ref.pow(2).sum()
-            if self.sim is None:  # the same number on every rank
+            if self.local is None:  # the same number on every rank
                 both = torch.stack([num, den])
                 dist.all_reduce(both, group=self.group)
                 num, den = both[0], both[1]
@@ -181,7 +190,7 @@ class TP:
     def sum_scalars(self, values):
         """Per-rank float32 scalars summed over the group (rank order when simulated)."""
         total = values[0].reshape(1).float()
-        if self.sim is not None:
+        if self.local is not None:
             for v in values[1:]:
                 total = total + v.reshape(1).float()
             return total.reshape(())
