@@ -395,6 +395,20 @@ class ResultsDir:
             raise InputMissing("no collective benchmark JSON (taco comm --json FILE)")
         return runs
 
+    def training_runs(self) -> list[tuple[str, dict]]:
+        """Every training summary (python -m taco.train.sweep) in the directory."""
+        runs = []
+        for p, kind, obj in self.json_files():
+            if kind != "training":
+                continue
+            if not isinstance(obj.get("runs"), list) or not isinstance(obj.get("table"), list):
+                raise InputInvalid(f"{p}: a training summary needs \"runs\" and \"table\" lists")
+            self._note(p, "training runs")
+            runs.append((p, obj))
+        if not runs:
+            raise InputMissing("no training summary (python -m taco.train.sweep writes training_summary.json)")
+        return runs
+
     def provenance_of_used(self) -> list[dict]:
         """path, kind, bytes, sha256 of every file read so far (sorted by path)."""
         out = []
@@ -412,6 +426,8 @@ def classify_json(obj: Any) -> str:
         return "study"
     if "choices" in obj and "candidates" in obj:
         return "selection"
+    if obj.get("schema") == "taco.training_summary/1":
+        return "training"
     res = obj.get("results")
     if isinstance(res, list) and "meta" in obj:
         first = res[0] if res and isinstance(res[0], dict) else {}

@@ -20,7 +20,7 @@ gloo in float32 staging).
 Error feedback: pass a Feedback object and a stream key; each encode a rank makes adds the residual
 it kept for (key, rank, stage) and keeps the new one (stages: "in" for the rank's own contribution,
 "shard" for the two-shot owner's re-encode, ("ring", hop) for ring hops). A variant "ef:<v>" asks for
-it (with a Feedback object given).
+it; a Feedback object passed with another variant is ignored.
 
 SimGroup(n) runs the same algorithms on a list of n tensors, one per simulated rank, in one process
 (on one GPU or the CPU), with the same numerics as n processes: same codec calls on the same
@@ -112,7 +112,8 @@ class _Codec:
         if self.c.feedback and feedback is None:
             raise ValueError(f"variant {variant!r} is error feedback: pass a taco.dist.Feedback (and a stream key)")
         self.stream = tc._stream(x)
-        self.feedback, self.key = (feedback, key) if self.c.feedback or feedback is not None else (None, None)
+        # Error feedback when the variant asks for it (ef:<v>); `feedback` holds the residuals.
+        self.feedback, self.key = (feedback, key) if self.c.feedback else (None, None)
 
     def plan(self, rows, cols, n):
         return _Plan(self.c, rows, cols, n)

@@ -1,0 +1,127 @@
+"""Training with compression in the loop: loss curves, the final validation loss against the
+baseline of the same seed, and the error each TP collective delivered during training.
+
+usage: python3 analysis/fig_training.py RESULTS_DIR OUT_DIR
+
+Reads every training summary at the top of RESULTS_DIR (training_summary.json from
+`python -m taco.train.sweep`, recognised by its "schema"). Writes, per summary (NAME = training, or
+training_<file stem> when there are several):
+  NAME.{png,pdf,json}  left: validation loss against training tokens, the median over seeds per
+      variant with the band between the seeds' lowest and highest (the baseline "none" in black);
+      middle: each variant's final validation loss against the baseline of the same seed, in %
+      (one dot per seed, the bar at the mean), with the grey band = the spread of the baseline's
+      seeds; right: the relative L2 error of each compressed collective against the exact sum
+      (median over layers, sampled during training) per site and direction, for the variant with
+      the most samples of each family.
+Skips (exit 0) when there is no summary; exits 2 with one line when one is malformed.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import figkit
+import results
+import style
+
+
+def _curves(runs):
+    """{variant: (tokens, median, lo, hi)} of the validation curves over seeds."""
+    out = {}
+    for v in dict.fromkeys(r["variant"] for r in runs):
+        curves = [np.array(r["val_curve"], dtype=float) for r in runs if r["variant"] == v and r["val_curve"]]
+        if not curves:
+            continue
+        n = min(len(c) for c in curves)
+        stack = np.stack([c[:n, 2] for c in curves])
+        out[v] = (curves[0][:n, 1], np.median(stack, 0), stack.min(0), stack.max(0))
+    return out
+
+
+def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
+    runs, table = doc["runs"], doc["table"]
+    for r in runs:
+        for key in ("variant", "seed", "val_curve", "final_val_loss"):
+            if key not in r:
+                raise results.InputInvalid(f"{path}: a run lacks \"{key}\"")
+    fig, axes = style.figure(style.FULL_WIDTH, 2.6, 1, 3)
+    ax_loss, ax_diff, ax_err = axes[0]
+    r0 = runs[0]
+    cfg = r0.get("config", {})
+    out = figkit.FigureOut(name=name, fig=fig, title="Training with compressed TP collectives", caption="",
+                           inputs=[path])
+    colors = {v: ((0, 0, 0) if v == "none" else style.variant_color(v)) for v in dict.fromkeys(r["variant"] for r in runs)}
+    for v, (tok, med, lo, hi) in _curves(runs).items():
+        ax_loss.plot(tok, med, color=colors[v], lw=1.0 if v != "none" else 1.4, label=v)
+        ax_loss.fill_between(tok, lo, hi, color=colors[v], alpha=0.18, lw=0)
+        out.add_series(ax_loss, v, len(tok), seeds=sum(1 for r in runs if r["variant"] == v))
+    ax_loss.set_title("validation loss (median, seed band)")
+    ax_loss.set_xlabel("training tokens")
+    ax_loss.set_ylabel("validation loss")
+    finals = [r["final_val_loss"] for r in runs]
+    lo = min(finals)
+    ax_loss.set_ylim(lo - 0.05 * abs(lo), min(max(finals) * 1.6, max(r["val_curve"][0][2] for r in runs if r["val_curve"])))
+
+    band = doc.get("baseline_band_pct")
+    rows = [t for t in table if t["variant"] != "none" and t.get("paired_diff_pct")]
+    rows.sort(key=lambda t: (t["bytes_per_element"] or 0, t["variant"]))
+    if band is not None:
+        ax_diff.axhspan(-band, band, color="#bbbbbb", alpha=0.45, lw=0, zorder=0)
+    ax_diff.axhline(0, color="black", lw=0.7)
+    for i, t in enumerate(rows):
+        d = np.array(t["paired_diff_pct"], dtype=float)
+        ax_diff.bar(i, d.mean(), color=colors.get(t["variant"], "C0"), alpha=0.6, width=0.7)
+        ax_diff.plot(np.full(len(d), i), d, "o", ms=3, color="black")
+        out.add_series(ax_diff, t["variant"], len(d), mean_diff_pct=float(d.mean()), worst_diff_pct=float(d.max()),
+                       bytes_per_element=t["bytes_per_element"])
+    ax_diff.set_xticks(range(len(rows)))
+    ax_diff.set_xticklabels([f"{t['variant']}\n{t['bytes_per_element']:.2f} B" for t in rows], rotation=60,
+                            fontsize=5.5, ha="right")
+    ax_diff.set_title("final val. loss vs same-seed baseline")
+    ax_diff.set_ylabel("difference (%)")
+
+    # the errors: for each (site, direction), the median over runs of each sampled step, one
+    # line per variant family with samples
+    drew = 0
+    variants = [v for v in dict.fromkeys(r["variant"] for r in runs) if v != "none"]
+    for v in variants:
+        per_site = {}
+        for r in runs:
+            if r["variant"] != v:
+                continue
+            for key, pts in r.get("errors", {}).items():
+                for step, val in pts:
+                    per_site.setdefault(key, {}).setdefault(step, []).append(val)
+        for key, by_step in sorted(per_site.items()):
+            steps = sorted(by_step)
+            vals = [float(np.median(by_step[s])) for s in steps]
+            if not steps or min(vals) <= 0:
+                continue
+            site, direction = key.split(".")
+            ax_err.plot(steps, vals, color=colors[v], lw=0.8, ls="-" if direction == "fwd" else "--")
+            out.add_series(ax_err, f"{v} {key}", len(steps), variant=v, site=site, direction=direction,
+                           median_rel_l2=float(np.median(vals)))
+            drew += 1
+    if drew:
+        ax_err.set_yscale("log")
+    ax_err.set_title("collective error during training")
+    ax_err.set_xlabel("step")
+    ax_err.set_ylabel("rel. L2 error (solid fwd, dashed bwd)")
+    handles, labels = ax_loss.get_legend_handles_labels()
+    style.legend_below(fig, handles, labels)
+    tok = r0["tokens"]
+    out.caption = (f"{len(runs)} runs of {r0.get('params') or '?'}-parameter {cfg.get('arch', '?')} models, "
+                   f"TP {r0.get('tp')} ({r0.get('mode')}), {tok:,} tokens each; baseline seed band "
+                   f"{'%.3f%%' % band if band is not None else 'n/a'}; bytes per element on the TP wire under "
+                   f"the variant names. From {path}.")
+    out.extra = {"baseline_band_pct": band, "fewest_bytes_within_1pct": doc.get("fewest_bytes_within_1pct")}
+    return out
+
+
+def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
+    return figkit.per_run(rd.training_runs(), "training", make_one)
+
+
+if __name__ == "__main__":
+    sys.exit(figkit.main(make, __doc__))

@@ -1,0 +1,212 @@
+"""Training runs with compression in the loop, paired by seed, and their summary.
+
+    python -m taco.train.sweep --out runs --variants none,taco,fp8-g128 --seeds 1,2 \\
+        --baseline-seeds 1,2,3 --parallel 4 -- --tp-sim 4 --device cuda --steps 2000 ...
+    python -m taco.train.sweep --summarize runs          # the summary again, from the runs on disk
+
+Each run is `python -m taco.train <trainer args> --compress V --seed S --out OUT/V/seed<S>`
+(variant "none" = the uncompressed baseline), at most --parallel at a time (several small runs
+share one GPU better than one). Then OUT/training_summary.json and a table:
+
+  band       the spread of the baseline's final validation loss over its seeds (max - min, in % of
+             the mean): the noise a single run cannot beat
+  diff       each compressed run against the baseline of the same seed (same initial weights,
+             same data order), in % of the baseline's final validation loss; mean and worst
+  verdict    "within band" when every paired diff is inside the band; "+x%" otherwise
+  bytes/el   wire bytes per element the run's TP collectives carried (bf16 plain: 2)
+
+The summary also holds every run's validation curve, a thinned training-loss curve and the
+sampled collective errors per site, which `taco report` draws (analysis/fig_training.py).
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+from ..errors import TacoInputError, run_cli
+
+SCHEMA = "taco.training_summary/1"
+
+
+def run_dir(out, variant, seed):
+    safe = variant.replace(":", "_").replace("/", "_").replace("=", "-")
+    return os.path.join(out, safe, f"seed{seed}")
+
+
+def launch(out, jobs, trainer_args, parallel):
+    """Runs the jobs [(variant, seed)], at most `parallel` at once; returns {(variant, seed): exit code}."""
+    pending, running, done = list(jobs), [], {}
+    while pending or running:
+        while pending and len(running) < parallel:
+            variant, seed = pending.pop(0)
+            d = run_dir(out, variant, seed)
+            os.makedirs(d, exist_ok=True)
+            cmd = [sys.executable, "-m", "taco.train", *trainer_args, "--compress", variant, "--seed", str(seed),
+                   "--out", d]
+            log = open(os.path.join(d, "train.out"), "w")
+            running.append(((variant, seed), subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time()))
+            print(f"sweep: started {variant} seed {seed}", flush=True)
+        time.sleep(0.5)
+        for item in list(running):
+            key, proc, log, t0 = item
+            if proc.poll() is not None:
+                log.close()
+                running.remove(item)
+                done[key] = proc.returncode
+                print(f"sweep: {key[0]} seed {key[1]} exit {proc.returncode} after {time.time() - t0:.0f}s", flush=True)
+    return done
+
+
+def load_run(d):
+    with open(os.path.join(d, "train_log.json")) as f:
+        log = json.load(f)
+    recs = []
+    with open(os.path.join(d, "metrics.jsonl")) as f:
+        for line in f:
+            recs.append(json.loads(line))
+    return log, recs
+
+
+def summarize(out):
+    runs = []
+    for variant_dir in sorted(os.listdir(out)):
+        vd = os.path.join(out, variant_dir)
+        if not os.path.isdir(vd):
+            continue
+        for seed_dir in sorted(os.listdir(vd)):
+            d = os.path.join(vd, seed_dir)
+            if not os.path.isfile(os.path.join(d, "train_log.json")):
+                continue
+            log, recs = load_run(d)
+            tokens_per_step = log["config"]["batch"] * log["config"]["seq"]
+            steps = [r for r in recs if r["type"] == "step"]
+            thin = max(1, len(steps) // 200)
+            errors = {}
+            for r in recs:
+                if r["type"] == "error":
+                    errors.setdefault(f"{r['site']}.{r['direction']}", {}).setdefault(r["step"], []).append(r["rel_l2"])
+            traffic = log.get("traffic", [])
+            el = sum(t["elements"] for t in traffic)
+            runs.append({
+                "variant": log["variant"], "seed": log["seed"], "dir": os.path.relpath(d, out),
+                "final_val_loss": log["final_val_loss"], "final_step": log["final_step"], "tokens": log["tokens"],
+                "params": log.get("params"), "tp": log["tp"], "mode": log["mode"],
+                "median_step_s": log.get("median_step_s"), "wall_seconds": log.get("wall_seconds"),
+                "bytes_per_element": (sum(t["wire_bytes"] for t in traffic) / el) if el else None,
+                "val_curve": [[v["step"], (v["step"] + 1) * tokens_per_step, v["val_loss"]] for v in log["val"]],
+                "train_curve": [[r["step"], r["tokens"], r["loss"]] for r in steps[::thin]],
+                "errors": {k: [[s, sorted(v)[len(v) // 2]] for s, v in sorted(by_step.items())]
+                           for k, by_step in sorted(errors.items())},
+                "config": log["config"], "environment": log.get("environment"), "command": log.get("command"),
+            })
+    if not runs:
+        raise TacoInputError(f"{out}: no finished runs (train_log.json) under it")
+    base = {r["seed"]: r["final_val_loss"] for r in runs if r["variant"] == "none"}
+    band = None
+    if len(base) >= 2:
+        vals = list(base.values())
+        band = (max(vals) - min(vals)) / (sum(vals) / len(vals)) * 100
+    table = []
+    for variant in sorted({r["variant"] for r in runs}, key=lambda v: (v != "none", v)):
+        rs = sorted((r for r in runs if r["variant"] == variant), key=lambda r: r["seed"])
+        diffs = [(r["final_val_loss"] - base[r["seed"]]) / base[r["seed"]] * 100 for r in rs if r["seed"] in base]
+        row = {"variant": variant, "seeds": [r["seed"] for r in rs],
+               "final_val_loss": [r["final_val_loss"] for r in rs],
+               "bytes_per_element": rs[0]["bytes_per_element"],
+               "paired_diff_pct": diffs if variant != "none" else None}
+        if variant != "none" and diffs:
+            worst = max(diffs)
+            row.update(mean_diff_pct=sum(diffs) / len(diffs), worst_diff_pct=worst,
+                       within_band=band is not None and all(abs(d) <= band for d in diffs),
+                       near_lossless=len(diffs) >= 2 and worst <= 0.5, within_1pct=len(diffs) >= 2 and worst <= 1.0)
+        table.append(row)
+    inside = [t for t in table if t.get("within_1pct") and t["bytes_per_element"] is not None]
+    fewest = min(inside, key=lambda t: t["bytes_per_element"]) if inside else None
+    return {"schema": SCHEMA, "baseline_band_pct": band, "baseline_seeds": sorted(base),
+            "fewest_bytes_within_1pct": fewest and {"variant": fewest["variant"],
+                                                    "bytes_per_element": fewest["bytes_per_element"]},
+            "table": table, "runs": runs}
+
+
+def print_table(s):
+    band = s["baseline_band_pct"]
+    print(f"baseline seeds {s['baseline_seeds']}: band {band:.3f}%" if band is not None else
+          "baseline: fewer than 2 seeds, no band")
+    print(f"{'variant':<18} {'bytes/el':>8} {'seeds':>8} {'final val loss':>28} {'mean diff':>10} {'worst':>8}  verdict")
+    for t in s["table"]:
+        vals = " ".join(f"{v:.4f}" for v in t["final_val_loss"])
+        bpe = f"{t['bytes_per_element']:.4f}" if t["bytes_per_element"] is not None else "-"
+        if t["variant"] == "none":
+            print(f"{'none (baseline)':<18} {bpe:>8} {len(t['seeds']):>8} {vals:>28}")
+            continue
+        if "mean_diff_pct" not in t:
+            print(f"{t['variant']:<18} {bpe:>8} {len(t['seeds']):>8} {vals:>28}   (no paired baseline)")
+            continue
+        verdict = "within band" if t["within_band"] else f"{t['worst_diff_pct']:+.3f}%"
+        verdict += "; near-lossless (<= +0.5%)" if t["near_lossless"] else (
+            "; within +1%" if t["within_1pct"] else "")
+        print(f"{t['variant']:<18} {bpe:>8} {len(t['seeds']):>8} {vals:>28} {t['mean_diff_pct']:>+9.3f}% "
+              f"{t['worst_diff_pct']:>+7.3f}%  {verdict}")
+    f = s["fewest_bytes_within_1pct"]
+    if f:
+        print(f"fewest wire bytes per element within +1% on every seed: {f['variant']} ({f['bytes_per_element']:.4f})")
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    trainer = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, trainer = argv[:i], argv[i + 1:]
+    p = argparse.ArgumentParser(prog="python -m taco.train.sweep", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--out", help="directory of the runs")
+    p.add_argument("--variants", default="none,taco")
+    p.add_argument("--seeds", default="1,2", help="seeds of the compressed runs")
+    p.add_argument("--baseline-seeds", default="1,2,3", help="seeds of the baseline (variant none)")
+    p.add_argument("--parallel", type=int, default=1)
+    p.add_argument("--summarize", metavar="DIR", help="only summarize the runs in DIR")
+    a = p.parse_args(argv)
+    if a.summarize:
+        s = summarize(a.summarize)
+        print_table(s)
+        write_summary(a.summarize, s)
+        return 0
+    if not a.out:
+        raise TacoInputError("--out is required (or --summarize DIR)")
+    for bad in ("--out", "--seed", "--compress", "--config"):
+        if bad in trainer:
+            raise TacoInputError(f"the sweep sets {bad} of each run; leave it out of the trainer arguments")
+    try:
+        seeds = [int(x) for x in a.seeds.split(",") if x]
+        bseeds = [int(x) for x in a.baseline_seeds.split(",") if x]
+    except ValueError:
+        raise TacoInputError("--seeds and --baseline-seeds are comma-separated integers") from None
+    if a.parallel < 1:
+        raise TacoInputError("--parallel must be >= 1")
+    variants = [v for v in a.variants.split(",") if v]
+    jobs = [(v, s) for v in variants for s in (bseeds if v == "none" else seeds)]
+    os.makedirs(a.out, exist_ok=True)
+    done = launch(a.out, jobs, trainer, a.parallel)
+    failed = [k for k, rc in done.items() if rc != 0]
+    s = summarize(a.out)
+    print_table(s)
+    write_summary(a.out, s)
+    if failed:
+        print(f"sweep: {len(failed)} run(s) failed: {failed} (see their train.out)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def write_summary(out, s):
+    path = os.path.join(out, "training_summary.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(s, f, indent=1, allow_nan=False, default=lambda o: None if isinstance(o, float) and math.isnan(o) else o)
+    os.replace(path + ".tmp", path)
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
