@@ -158,3 +158,14 @@ def test_gloo_process_group_equals_the_simulated_group(n, tmp_path):
     # error feedback changed the results after the first step
     plain = g.all_reduce(inputs(n, (6, 64), 1002), "int4-g32", "one_shot")[0]
     assert not torch.equal(got[0][("ef", 2, "one_shot")], plain)
+
+
+def test_feedback_state_is_used_only_by_ef_variants():
+    xs = inputs(2, (8, 64), 3)  # chunks of [4, 64]: 160-byte wires, one launch for both
+    g = td.SimGroup(2)
+    fb = td.Feedback()
+    plain = g.all_reduce(xs, "int4-g32", "one_shot")[0]
+    assert torch.equal(g.all_reduce(xs, "int4-g32", "one_shot", feedback=fb, key="k")[0], plain)
+    assert not fb.residuals
+    g.all_reduce(xs, "ef:int4-g32", "one_shot", feedback=fb, key="k")
+    assert set(fb.residuals) == {("k", 0, "in"), ("k", 1, "in")}

@@ -102,3 +102,25 @@ def test_bad_configuration_exits_2_with_one_line(tmp_path, args, needle):
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("taco: error:") and needle in r.stderr, r.stderr
     assert not (out / "train_log.json").exists()
+
+
+def test_sweep_pairs_runs_by_seed_and_summarizes(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")])))
+    out = tmp_path / "sweep"
+    trainer = [a for a in TINY if a not in ("--steps", "6")] + ["--steps", "4", "--tp-sim", "2", "--sample-every", "2"]
+    r = subprocess.run([sys.executable, "-m", "taco.train.sweep", "--out", str(out), "--variants",
+                        "none,int4-g32,ef:int4-g32", "--seeds", "1,2", "--baseline-seeds", "1,2", "--parallel", "2",
+                        "--", *trainer], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads((out / "training_summary.json").read_text())
+    assert s["schema"] == "taco.training_summary/1" and s["baseline_seeds"] == [1, 2]
+    rows = {t["variant"]: t for t in s["table"]}
+    base = dict(zip(rows["none"]["seeds"], rows["none"]["final_val_loss"]))
+    for v in ("int4-g32", "ef:int4-g32"):
+        t = rows[v]
+        want = [(x - base[sd]) / base[sd] * 100 for sd, x in zip(t["seeds"], t["final_val_loss"])]
+        assert t["paired_diff_pct"] == pytest.approx(want)
+        assert t["bytes_per_element"] == pytest.approx(0.625)  # 4-bit codes + an fp32 scale per 32
+    # error feedback changes what the run sees: its losses differ from the plain codec's
+    assert rows["int4-g32"]["final_val_loss"] != rows["ef:int4-g32"]["final_val_loss"]
+    assert "band" in r.stdout and "int4-g32" in r.stdout
