@@ -8,6 +8,9 @@ Each run is `python -m taco.train <trainer args> --compress V --seed S --out OUT
 (variant "none" = the uncompressed baseline), at most --parallel at a time (several small runs
 share one GPU better than one). Then OUT/training_summary.json and a table:
 
+`--summarize DIR --at-step N` compares the validation loss at step N instead of the final one, so
+runs cut short (a time limit) are compared where all of them got to.
+
   band       the spread of the baseline's final validation loss over its seeds (max - min, in % of
              the mean): the noise a single run cannot beat
   diff       each compressed run against the baseline of the same seed (same initial weights,
@@ -46,6 +49,8 @@ def launch(out, jobs, trainer_args, parallel):
             os.makedirs(d, exist_ok=True)
             cmd = [sys.executable, "-m", "taco.train", *trainer_args, "--compress", variant, "--seed", str(seed),
                    "--out", d]
+            with open(os.path.join(d, "run.json"), "w") as f:  # what ran, even if it never finishes
+                json.dump({"variant": variant, "seed": seed, "command": cmd}, f)
             log = open(os.path.join(d, "train.out"), "w")
             running.append(((variant, seed), subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time()))
             print(f"sweep: started {variant} seed {seed}", flush=True)
@@ -61,16 +66,37 @@ def launch(out, jobs, trainer_args, parallel):
 
 
 def load_run(d):
-    with open(os.path.join(d, "train_log.json")) as f:
-        log = json.load(f)
+    """(train_log or None for an unfinished run, metrics records, run.json or None)."""
+    log = None
+    if os.path.isfile(os.path.join(d, "train_log.json")):
+        with open(os.path.join(d, "train_log.json")) as f:
+            log = json.load(f)
     recs = []
-    with open(os.path.join(d, "metrics.jsonl")) as f:
-        for line in f:
-            recs.append(json.loads(line))
-    return log, recs
+    if os.path.isfile(os.path.join(d, "metrics.jsonl")):
+        with open(os.path.join(d, "metrics.jsonl")) as f:
+            for line in f:
+                if line.strip():
+                    recs.append(json.loads(line))
+    meta = None
+    if os.path.isfile(os.path.join(d, "run.json")):
+        with open(os.path.join(d, "run.json")) as f:
+            meta = json.load(f)
+    return log, recs, meta
 
 
-def summarize(out):
+def _identity(d, log, meta):
+    """(variant, seed) of a run: its log, its run.json, else its directory names."""
+    if log is not None:
+        return log["variant"], log["seed"]
+    if meta is not None:
+        return meta["variant"], meta["seed"]
+    parent, leaf = os.path.split(os.path.normpath(d))
+    return os.path.basename(parent), int(leaf.replace("seed", ""))
+
+
+def summarize(out, at_step=None):
+    """The runs under `out`, compared on their final validation loss, or (at_step) on the
+    validation at that step, which unfinished runs can have too."""
     runs = []
     for variant_dir in sorted(os.listdir(out)):
         vd = os.path.join(out, variant_dir)
@@ -78,32 +104,49 @@ def summarize(out):
             continue
         for seed_dir in sorted(os.listdir(vd)):
             d = os.path.join(vd, seed_dir)
-            if not os.path.isfile(os.path.join(d, "train_log.json")):
+            if not os.path.isdir(d):
                 continue
-            log, recs = load_run(d)
-            tokens_per_step = log["config"]["batch"] * log["config"]["seq"]
+            log, recs, meta = load_run(d)
+            vals = [r for r in recs if r["type"] == "val"]
+            if at_step is None and log is None:
+                continue
+            if at_step is not None:
+                hit = [v for v in vals if v["step"] == at_step]
+                if not hit:
+                    continue
+                final = hit[0]["val_loss"]
+                vals = [v for v in vals if v["step"] <= at_step]
+            else:
+                final = log["final_val_loss"]
+            variant, seed = _identity(d, log, meta)
             steps = [r for r in recs if r["type"] == "step"]
+            tokens_per_step = steps[0]["tokens"] // (steps[0]["step"] + 1) if steps else 0
+            if at_step is not None:
+                steps = [r for r in steps if r["step"] <= at_step]
             thin = max(1, len(steps) // 200)
             errors = {}
             for r in recs:
-                if r["type"] == "error":
+                if r["type"] == "error" and (at_step is None or r["step"] <= at_step):
                     errors.setdefault(f"{r['site']}.{r['direction']}", {}).setdefault(r["step"], []).append(r["rel_l2"])
-            traffic = log.get("traffic", [])
+            traffic = (log or {}).get("traffic", [])
             el = sum(t["elements"] for t in traffic)
             runs.append({
-                "variant": log["variant"], "seed": log["seed"], "dir": os.path.relpath(d, out),
-                "final_val_loss": log["final_val_loss"], "final_step": log["final_step"], "tokens": log["tokens"],
-                "params": log.get("params"), "tp": log["tp"], "mode": log["mode"],
-                "median_step_s": log.get("median_step_s"), "wall_seconds": log.get("wall_seconds"),
+                "variant": variant, "seed": seed, "dir": os.path.relpath(d, out), "finished": log is not None,
+                "final_val_loss": final, "final_step": at_step if at_step is not None else log["final_step"],
+                "tokens": (at_step + 1) * tokens_per_step if at_step is not None else log["tokens"],
+                "params": (log or {}).get("params"), "tp": (log or {}).get("tp"), "mode": (log or {}).get("mode"),
+                "median_step_s": (log or {}).get("median_step_s"), "wall_seconds": (log or {}).get("wall_seconds"),
                 "bytes_per_element": (sum(t["wire_bytes"] for t in traffic) / el) if el else None,
-                "val_curve": [[v["step"], (v["step"] + 1) * tokens_per_step, v["val_loss"]] for v in log["val"]],
+                "val_curve": [[v["step"], (v["step"] + 1) * tokens_per_step, v["val_loss"]] for v in vals],
                 "train_curve": [[r["step"], r["tokens"], r["loss"]] for r in steps[::thin]],
-                "errors": {k: [[s, sorted(v)[len(v) // 2]] for s, v in sorted(by_step.items())]
+                "errors": {k: [[st, sorted(v)[len(v) // 2]] for st, v in sorted(by_step.items())]
                            for k, by_step in sorted(errors.items())},
-                "config": log["config"], "environment": log.get("environment"), "command": log.get("command"),
+                "config": (log or {}).get("config", {}), "environment": (log or {}).get("environment"),
+                "command": (log or {}).get("command") or (meta or {}).get("command"),
             })
     if not runs:
-        raise TacoInputError(f"{out}: no finished runs (train_log.json) under it")
+        raise TacoInputError(f"{out}: no finished runs (train_log.json) under it" if at_step is None else
+                             f"{out}: no run has a validation at step {at_step}")
     base = {r["seed"]: r["final_val_loss"] for r in runs if r["variant"] == "none"}
     band = None
     if len(base) >= 2:
@@ -115,7 +158,8 @@ def summarize(out):
         diffs = [(r["final_val_loss"] - base[r["seed"]]) / base[r["seed"]] * 100 for r in rs if r["seed"] in base]
         row = {"variant": variant, "seeds": [r["seed"] for r in rs],
                "final_val_loss": [r["final_val_loss"] for r in rs],
-               "bytes_per_element": rs[0]["bytes_per_element"],
+               "bytes_per_element": rs[0]["bytes_per_element"] if rs[0]["bytes_per_element"] is not None
+               else wire_bytes_per_element(variant, rs[0]),
                "paired_diff_pct": diffs if variant != "none" else None}
         if variant != "none" and diffs:
             worst = max(diffs)
@@ -125,14 +169,29 @@ def summarize(out):
         table.append(row)
     inside = [t for t in table if t.get("within_1pct") and t["bytes_per_element"] is not None]
     fewest = min(inside, key=lambda t: t["bytes_per_element"]) if inside else None
-    return {"schema": SCHEMA, "baseline_band_pct": band, "baseline_seeds": sorted(base),
+    return {"schema": SCHEMA, "compared_at": "final" if at_step is None else f"step {at_step}",
+            "baseline_band_pct": band, "baseline_seeds": sorted(base),
             "fewest_bytes_within_1pct": fewest and {"variant": fewest["variant"],
                                                     "bytes_per_element": fewest["bytes_per_element"]},
             "table": table, "runs": runs}
 
 
+def wire_bytes_per_element(variant, run):
+    """The codec's wire bytes per element for an unfinished run (no traffic counters): the wire of
+    one [1, hidden x 1024] block, none: bf16's 2."""
+    if variant == "none":
+        return 2.0
+    try:
+        import taco.codec as tc
+        n = 1 << 20
+        return tc.wire_bytes(variant, (1, n)) / n
+    except (ImportError, ValueError):
+        return None
+
+
 def print_table(s):
     band = s["baseline_band_pct"]
+    print(f"compared at: {s.get('compared_at', 'final')} validation loss")
     print(f"baseline seeds {s['baseline_seeds']}: band {band:.3f}%" if band is not None else
           "baseline: fewer than 2 seeds, no band")
     print(f"{'variant':<18} {'bytes/el':>8} {'seeds':>8} {'final val loss':>28} {'mean diff':>10} {'worst':>8}  verdict")
@@ -169,9 +228,11 @@ def main(argv=None):
     p.add_argument("--baseline-seeds", default="1,2,3", help="seeds of the baseline (variant none)")
     p.add_argument("--parallel", type=int, default=1)
     p.add_argument("--summarize", metavar="DIR", help="only summarize the runs in DIR")
+    p.add_argument("--at-step", type=int, default=None,
+                   help="with --summarize: compare the validation at this step (unfinished runs too)")
     a = p.parse_args(argv)
     if a.summarize:
-        s = summarize(a.summarize)
+        s = summarize(a.summarize, a.at_step)
         print_table(s)
         write_summary(a.summarize, s)
         return 0
