@@ -78,7 +78,8 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
     ax_diff.set_xticks(range(len(rows)))
     ax_diff.set_xticklabels([f"{t['variant']}\n{t['bytes_per_element']:.2f} B" for t in rows], rotation=60,
                             fontsize=5.5, ha="right")
-    ax_diff.set_title("final val. loss vs same-seed baseline")
+    at = doc.get("compared_at", "final")
+    ax_diff.set_title(f"val. loss ({at}) vs same-seed baseline" if at != "final" else "final val. loss vs same-seed baseline")
     ax_diff.set_ylabel("difference (%)")
 
     # the errors: for each (site, direction), the median over runs of each sampled step, one
@@ -107,7 +108,7 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
         ax_err.set_yscale("log")
     ax_err.set_title("collective error during training")
     ax_err.set_xlabel("step")
-    ax_err.set_ylabel("rel. L2 error (solid fwd, dashed bwd)")
+    ax_err.set_ylabel("rel. L2 error (-- bwd)")
     handles, labels = ax_loss.get_legend_handles_labels()
     style.legend_below(fig, handles, labels)
     tok = r0["tokens"]

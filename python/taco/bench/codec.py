@@ -65,7 +65,8 @@ def bench_cli(taco, variants, sizes):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [taco, "bench", "-v", ",".join(variants), "--sizes", ",".join(str(s) for s in sizes), "--ops",
                "encode,decode", "--impl", "fused", "--no-cold", "--batch-max", str(max(sizes)), "--no-verify",
-               "--min-samples", "10", "--min-time", "0.2", "--json", f.name, "-q"]
+               "--min-samples", "10", "--min-time", "0.1", "--max-noise", "2", "--timeout", "2", "--json", f.name,
+               "-q"]
         subprocess.run(cmd, check=True)
         rows = json.load(open(f.name))["results"]
     out = {}

@@ -14,7 +14,9 @@ Two modes:
         --json layer.json
     torchrun --nproc_per_node 2 -m taco.bench.layer --mode dist --models gpt-345m --variants bf16,taco
 
-Parts (medians, ms): gemm = the layer's 12 GEMMs (forward, input and weight gradients of its four
+Shard mode times CUDA-graph replays of the layer's forward and backward (and of each part), so
+the figures are GPU time, not the Python time of launching a small layer's many kernels
+(--no-graphs times eagerly; the JSON says which). Parts (medians, ms): gemm = the layer's 12 GEMMs (forward, input and weight gradients of its four
 linears) timed alone at the same shapes; attention = scaled-dot-product attention forward and
 backward alone; codec = the layer's TP collectives' codec kernels alone (loopback); comm_exposed
 (dist only); other = step minus those (norms, activations, residual adds, rotary embedding).
@@ -60,6 +62,31 @@ def timed(fn, warmup, reps):
     return {"median": pick(0.5), "p10": pick(0.1), "p90": pick(0.9), "samples": len(ts)}
 
 
+def graphed(fn, enabled):
+    """fn captured in a CUDA graph (its replay), so that the GPU time is not the Python time of
+    launching it; fn itself when graphs are off or the capture fails."""
+    import torch
+    if not enabled or not torch.cuda.is_available():
+        return fn, False
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):  # allocations, library handles and kernel choices before the capture
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        g.replay()
+        torch.cuda.synchronize()
+        return g.replay, True
+    except RuntimeError as ex:
+        print(f"layer: CUDA graph capture failed ({str(ex).splitlines()[0]}); timing eagerly", file=sys.stderr)
+        torch.cuda.synchronize()
+        return fn, False
+
+
 class Layer:
     """One transformer layer (taco.train.model.Block) on a TP object, with its input and gradient."""
 
@@ -88,11 +115,9 @@ class Layer:
         self.rope = rope_tables(s, self.cfg.head_dim, self.cfg.rope_theta, device) if spec["arch"] == "llama" else None
 
     def step(self):
+        """Forward and backward (gradients accumulate: the same kernels every call, graph-safe)."""
         y = self.block(self.x, self.rope)
         y.backward(self.dy)
-        self.x.grad = None
-        for p in self.block.parameters():
-            p.grad = None
 
 
 def linear_shapes(cfg, n, tokens):
@@ -103,7 +128,7 @@ def linear_shapes(cfg, n, tokens):
     return [((h_l + 2 * kv_l) * d, cfg.hidden), (cfg.hidden, h_l * d), (fc1, cfg.hidden), (cfg.hidden, cfg.ffn // n)]
 
 
-def part_times(layer, spec, n, warmup, reps, device):
+def part_times(layer, spec, n, warmup, reps, device, graphs):
     """GEMMs alone, attention alone, the codec kernels alone (ms)."""
     import torch
     import torch.nn.functional as F
@@ -133,7 +158,6 @@ def part_times(layer, spec, n, warmup, reps, device):
         from ..train.model import causal_attention
         o = causal_attention(q, k, v)
         o.backward(go)
-        q.grad = k.grad = v.grad = None
 
     msgs = messages(layer, spec, n)
     tp = layer.tp
@@ -142,16 +166,14 @@ def part_times(layer, spec, n, warmup, reps, device):
         for m in msgs:
             tp.collective(m["collective"], [m["_x"]], 0, m["site"], m["direction"])
 
-    parts = {"gemm": timed(gemms, warmup, reps)["median"], "attention": timed(attention, warmup, reps)["median"]}
-    parts["codec"] = timed(codecs, warmup, reps)["median"] if tp.compression.default else 0.0
+    parts = {"gemm": timed(graphed(gemms, graphs)[0], warmup, reps)["median"],
+             "attention": timed(graphed(attention, graphs)[0], warmup, reps)["median"]}
+    parts["codec"] = timed(graphed(codecs, graphs)[0], warmup, reps)["median"] if tp.compression.default else 0.0
     if tp.compression.default:
-        per = []
         for m in msgs:
-            one = timed(lambda m=m: tp.collective(m["collective"], [m["_x"]], 0, m["site"], m["direction"]),
-                        warmup, reps)["median"]
-            per.append(one)
-        for m, t in zip(msgs, per):
-            m["codec_ms"] = t
+            one = graphed(lambda m=m: tp.collective(m["collective"], [m["_x"]], 0, m["site"], m["direction"]),
+                          graphs)[0]
+            m["codec_ms"] = timed(one, warmup, reps)["median"]
     return parts, msgs
 
 
@@ -218,8 +240,10 @@ def run_shard(a, device):
                 plain = None
                 for variant in a.variants:
                     layer = Layer(spec, TP.loopback(n), sp, variant, a.algo, device)
-                    st = timed(layer.step, a.warmup, a.reps)
-                    parts, msgs = part_times(layer, spec, n, a.warmup, a.reps, device)
+                    step, used = graphed(layer.step, a.graphs)
+                    st = timed(step, a.warmup, a.reps)
+                    st["cuda_graph"] = used
+                    parts, msgs = part_times(layer, spec, n, a.warmup, a.reps, device, a.graphs)
                     parts["comm_exposed"] = 0.0
                     parts["other"] = max(0.0, st["median"] - parts["gemm"] - parts["attention"] - parts["codec"])
                     if variant == "bf16":
@@ -244,8 +268,8 @@ def run_dist(a, device):
                 layer = Layer(spec, TP.process(None), sp, variant, a.algo, device)
                 st = timed(layer.step, a.warmup, a.reps)
                 local = Layer(spec, TP.loopback(n), sp, variant, a.algo, device)
-                lt = timed(local.step, a.warmup, a.reps)
-                parts, msgs = part_times(local, spec, n, a.warmup, a.reps, device)
+                lt = timed(graphed(local.step, a.graphs)[0], a.warmup, a.reps)
+                parts, msgs = part_times(local, spec, n, a.warmup, a.reps, device, a.graphs)
                 parts["comm_exposed"] = max(0.0, st["median"] - lt["median"])
                 parts["other"] = max(0.0, lt["median"] - parts["gemm"] - parts["attention"] - parts["codec"])
                 if variant == "bf16":
@@ -290,6 +314,8 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--no-graphs", dest="graphs", action="store_false",
+                   help="time eagerly (default: replay CUDA graphs of each timed function, shard mode)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     a.models = [m for m in a.models.split(",") if m]
