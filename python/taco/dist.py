@@ -196,6 +196,13 @@ class _Group:
         self.rank = dist.get_rank(group)
         self.gloo = str(dist.get_backend(group)).lower() == "gloo"
 
+    def global_rank(self, q):
+        """The default group's rank of this group's rank q (p2p calls take global ranks)."""
+        if self.group is None:
+            return q
+        get = getattr(dist, "get_global_rank", None) or dist.distributed_c10d._get_global_rank  # torch < 2.0
+        return get(self.group, q)
+
     def all_gather(self, send):
         """Every rank's `send` (same size) concatenated in rank order."""
         if self.gloo:
@@ -220,7 +227,7 @@ class _Group:
             if q == self.rank:
                 recv[q * slot:(q + 1) * slot].copy_(send[q * slot:(q + 1) * slot])
                 continue
-            peer = dist.get_global_rank(self.group, q) if self.group is not None else q
+            peer = self.global_rank(q)
             ops.append(dist.P2POp(dist.isend, send[q * slot:(q + 1) * slot], peer, self.group))
             ops.append(dist.P2POp(dist.irecv, recv[q * slot:(q + 1) * slot], peer, self.group))
         for w in dist.batch_isend_irecv(ops):
@@ -229,9 +236,7 @@ class _Group:
 
     def shift(self, send, recv):
         """Sends `send` to rank + 1 and receives `recv` from rank - 1 (a ring hop)."""
-        nxt, prv = (self.rank + 1) % self.n, (self.rank - 1) % self.n
-        if self.group is not None:
-            nxt, prv = dist.get_global_rank(self.group, nxt), dist.get_global_rank(self.group, prv)
+        nxt, prv = self.global_rank((self.rank + 1) % self.n), self.global_rank((self.rank - 1) % self.n)
         ops = [dist.P2POp(dist.isend, send, nxt, self.group), dist.P2POp(dist.irecv, recv, prv, self.group)]
         for w in dist.batch_isend_irecv(ops):
             w.wait()

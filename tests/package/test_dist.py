@@ -129,6 +129,13 @@ def _worker(rank, n, store, out_dir):
         for algo in ("one_shot", "two_shot", "ring"):
             x = inputs(n, (6, 64), 1000 + step)[rank]
             res[("ef", step, algo)] = td.all_reduce(x, "ef:int4-g32", algo, None, feedback=fb, key=("l0", algo))
+    if n == 4:  # a subgroup: peers are addressed by their global ranks
+        sub = dist.new_group([2, 3])
+        if rank in (2, 3):
+            x = inputs(4, (8, 96), 77)[rank]
+            for algo in ("one_shot", "two_shot", "ring"):
+                res[("sub", algo)] = td.all_reduce(x, "fp8-g128", algo, sub)
+            res[("sub", "rs")] = td.reduce_scatter(x, "taco", sub)
     torch.save(res, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.barrier()
     dist.destroy_process_group()
@@ -155,6 +162,16 @@ def test_gloo_process_group_equals_the_simulated_group(n, tmp_path):
             want = g.all_reduce(inputs(n, (6, 64), 1000 + step), "ef:int4-g32", algo, feedback=fb, key=("l0", algo))
             for r in range(n):
                 assert torch.equal(bits(got[r][("ef", step, algo)]), bits(want[r])), ("ef", step, algo, r)
+    if n == 4:
+        xs = inputs(4, (8, 96), 77)[2:]
+        g2 = td.SimGroup(2)
+        for algo in ("one_shot", "two_shot", "ring"):
+            want = g2.all_reduce(xs, "fp8-g128", algo)
+            for r in (2, 3):
+                assert torch.equal(bits(got[r][("sub", algo)]), bits(want[r - 2])), ("sub", algo, r)
+        want = g2.reduce_scatter(xs, "taco")
+        for r in (2, 3):
+            assert torch.equal(bits(got[r][("sub", "rs")]), bits(want[r - 2]))
     # error feedback changed the results after the first step
     plain = g.all_reduce(inputs(n, (6, 64), 1002), "int4-g32", "one_shot")[0]
     assert not torch.equal(got[0][("ef", 2, "one_shot")], plain)
