@@ -57,8 +57,8 @@ class Wire:
     __slots__ = ("data", "variant", "shape", "dtype", "chunks", "rows", "cols")
 
     def __init__(self, data, variant, shape, dtype, chunks, rows, cols):
-        self.data, self.variant, self.shape, self.dtype = data, variant, tuple(shape), dtype
-        self.chunks, self.rows, self.cols = int(chunks), int(rows), int(cols)
+        self.data, self.variant, self.shape, self.dtype = data, variant, shape, dtype
+        self.chunks, self.rows, self.cols = chunks, rows, cols
 
     @property
     def nbytes(self):
@@ -136,7 +136,7 @@ def _stream(x):
     return 0
 
 
-_TORCH_CODES = {}
+_TORCH_CODES = {}  # torch dtype -> (code the extension takes, name)
 
 
 def _pass(x, what="input"):
@@ -146,7 +146,8 @@ def _pass(x, what="input"):
         return x
     if not _TORCH_CODES:
         import torch
-        _TORCH_CODES.update({torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.uint8: 3})
+        _TORCH_CODES.update({torch.float32: (0, "float32"), torch.bfloat16: (1, "bfloat16"),
+                             torch.float16: (2, "float16"), torch.uint8: (3, "uint8")})
     code = _TORCH_CODES.get(x.dtype)
     if code is None:
         raise TypeError(f"{what}: dtype must be float32, bfloat16 or float16 (uint8 for wires), got "
@@ -154,10 +155,25 @@ def _pass(x, what="input"):
     if not x.is_contiguous():
         raise ValueError(f"{what}: the array is not contiguous (call .contiguous() first)")
     if x.is_cuda:
-        return (x.data_ptr(), code, x.numel(), x.get_device())
+        return (x.data_ptr(), code[0], x.numel(), x.get_device())
     if x.device.type != "cpu":
         raise TypeError(f"{what}: arrays must live on the CPU or a CUDA device, got {x.device}")
-    return (x.data_ptr(), code, x.numel(), -1)
+    return (x.data_ptr(), code[0], x.numel(), -1)
+
+
+_LAYOUTS = {}  # (variant, shape, chunks) -> (rows, cols, chunk bytes): the per-call shape work, once
+
+
+def _layout(codec, variant, shape, chunks):
+    key = (variant, shape, chunks)
+    hit = _LAYOUTS.get(key)
+    if hit is None:
+        rows, cols = _geometry(shape, chunks)
+        hit = (rows, cols, codec.chunk_bytes(rows, cols))
+        if len(_LAYOUTS) > 4096:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = hit
+    return hit
 
 
 def _numel(shape):
@@ -194,25 +210,31 @@ def encode(x, variant, *, chunks=1, out=None, residual=None):
     """Encodes x; returns a Wire. `out`: a uint8 buffer of wire_bytes(...) to write into.
     `residual`: error feedback, a float32 array shaped like x, updated in place
     (v = x + residual; wire = C(v); residual = v - D(wire))."""
-    x = _array(x)
-    dtype = _check_values(x, "input")
     codec = get_codec(variant)
-    rows, cols = _geometry(x.shape, chunks)
-    cb = codec.chunk_bytes(rows, cols)
+    if _is_torch(x):
+        px = _pass(x)
+        dtype = _TORCH_CODES[x.dtype][1]
+        if dtype == "uint8":
+            raise TypeError("input: dtype must be float32, bfloat16 or float16, got uint8")
+    else:
+        x = _array(x)
+        dtype = _check_values(x, "input")
+        px = x
+    rows, cols, cb = _layout(codec, variant, x.shape, chunks)
     if out is None:
         out = _empty(x, (chunks * cb,), "uint8")
     stream = _stream(x)
     if residual is None:
-        codec.encode(_pass(x), _pass(out, "wire"), chunks, rows, cols, stream)
+        codec.encode(px, _pass(out, "wire"), chunks, rows, cols, stream)
     else:
-        codec.encode_ef(_pass(x), _pass(_array(residual, "residual"), "residual"), _pass(out, "wire"), chunks, rows,
-                        cols, stream)
+        codec.encode_ef(px, _pass(_array(residual, "residual"), "residual"), _pass(out, "wire"), chunks, rows, cols,
+                        stream)
     return Wire(out, codec.name, x.shape, dtype, chunks, rows, cols)
 
 
 def _check_wires(wires):
     if isinstance(wires, Wire):
-        wires = [wires]
+        return [wires]
     wires = list(wires)
     if not wires or not all(isinstance(w, Wire) for w in wires):
         raise TypeError("expected one or more Wire objects (from taco.codec.encode)")
@@ -233,11 +255,13 @@ def decode_reduce(wires, out=None, dtype=None):
         if dtype not in _VALUE_DTYPES:
             raise TypeError(f"dtype must be float32, bfloat16 or float16, got {dtype}")
         out = _empty(w0.data, w0.shape, dtype)
-    else:
+    elif not _is_torch(out):  # torch tensors are checked by _pass
         out = _array(out, "out")
         _check_values(out, "out")
-    get_codec(w0.variant).decode_reduce([_pass(w.data, "wire") for w in wires], _pass(out, "out"), w0.chunks, w0.rows,
-                                        w0.cols, _stream(w0.data))
+    elif out.dtype == getattr(sys.modules["torch"], "uint8"):
+        raise TypeError("out: dtype must be float32, bfloat16 or float16, got uint8")
+    get_codec(w0.variant).decode_reduce([_pass(w.data, "wire") for w in wires], _pass(out, "out"), w0.chunks,
+                                        w0.rows, w0.cols, _stream(w0.data))
     return out
 
 
