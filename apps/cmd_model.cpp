@@ -142,7 +142,9 @@ StepConfig make_config(const ModelArgs& a, const Inputs& in) {
   c.compute.peak_source = kPeakSource;
   if (in.bench) c.compute.copy_TBps = in.bench->copy_TBps;
   check_config(c);
-  for (const auto& t : {c.place.tp, c.place.pp, c.place.dp}) in.links.tier(t, "--tp-link/--pp-link/--dp-link");
+  in.links.tier(c.place.tp, "--tp-link");
+  in.links.tier(c.place.pp, a.pp_link.empty() ? "--pp-link (default: --tp-link)" : "--pp-link");
+  in.links.tier(c.place.dp, a.dp_link.empty() ? "--dp-link (default: --pp-link)" : "--dp-link");
   return c;
 }
 
@@ -186,9 +188,12 @@ json cost_json(const CollCost& c) {
           {"wire_bytes", c.wire_bytes}};
 }
 
-json result_json(const StepResult& r) {
+// sites = false (--paper): the per-site costs are left out to keep a 100-result file small; one
+// prediction of the configuration gives them.
+json result_json(const StepResult& r, bool sites_too = true) {
   json sites = json::array();
-  for (const SiteCost& s : r.sites)
+  if (sites_too)
+    for (const SiteCost& s : r.sites)
     sites.push_back({{"site", s.msg.site}, {"direction", s.msg.direction}, {"collective", coll_name(s.msg.coll)},
                      {"bytes", s.msg.bytes}, {"codec", s.codec}, {"count_per_microbatch", s.count},
                      {"cost", cost_json(s.cost)}});
@@ -203,7 +208,7 @@ json result_json(const StepResult& r) {
           {"critical_stage", r.critical_stage},
           {"layer_compute_ms", r.layer_compute_ms},
           {"params_per_rank", r.params_per_rank},
-          {"tp_sites", sites},
+          {"tp_sites", sites_too ? sites : json(nullptr)},
           {"pp_send", cost_json(r.pp_send)},
           {"dp_grad_bucket", cost_json(r.dp_grad)},
           {"dp_param_gather_bucket", cost_json(r.dp_param_gather)},
@@ -221,8 +226,9 @@ json tier_json(const LinkTier& t) {
     for (const AlphaBeta& l : ls) a.push_back({{"alpha_us", l.alpha_us}, {"bw_GBps", l.bw_GBps}});
     own[coll_name(c)] = a;
   }
-  return {{"coll_fit", own}, {"name", t.name},     {"description", t.description}, {"basis", t.fit.empty() ? t.basis : "measured"},
-          {"source", t.fit.empty() ? t.source : t.fit_source}, {"lines", lines}, {"coll_factor", f}};
+  // The sources of the numbers stay in the links file (meta.links) rather than in every prediction.
+  return {{"name", t.name}, {"basis", t.fit.empty() ? t.basis : "measured"}, {"lines", lines},
+          {"coll_factor", f}, {"coll_fit", own}};
 }
 
 std::string codec_summary(const Compression& c) {
@@ -237,7 +243,8 @@ std::string codec_summary(const Compression& c) {
 
 json prediction_json(const std::string& label, const std::string& scenario, const StepConfig& cfg,
                      const LinkConfig& links, const std::vector<std::pair<std::string, StepResult>>& results,
-                     const std::map<std::string, std::string>& codecs, const StepResult& plain) {
+                     const std::map<std::string, std::string>& codecs, const StepResult& plain,
+                     bool sites_too = true) {
   json j;
   j["label"] = label;
   j["scenario"] = scenario;
@@ -254,7 +261,7 @@ json prediction_json(const std::string& label, const std::string& scenario, cons
   j["compute_measured"] = plain.compute_measured;
   json res = json::object(), sp = json::object();
   for (const auto& [name, r] : results) {
-    res[name] = result_json(r);
+    res[name] = result_json(r, sites_too);
     sp[name] = plain.step_ms / r.step_ms;
   }
   j["results"] = res;
@@ -445,7 +452,7 @@ void run_paper(const ModelArgs& a) {
       preds.push_back(prediction_json(
           fmt::format("{} {}", mname, sc.name), sc.description, cfg, in.links,
           {{"plain", plain}, {"taco_tp", taco_tp}, {"taco_3d", taco_3d}, {"best", best}, {"bound", bnd}}, codecs,
-          plain));
+          plain, false));
       if (!a.quiet)
         fmt::print("  {:<11} {:<11} {:>9.1f} {:>9.0f} {:>7.3f}x {:>7.3f}x {:>7.3f}x {:>7.3f}x  {:<10} {:<10}  {}\n", mname,
                    sc.name, plain.step_ms, plain.tokens_per_s, plain.step_ms / taco_tp.step_ms,
@@ -565,7 +572,7 @@ void run_validate(const ModelArgs& a) {
     for (const ValidationSummary& s : v.summary)
       fmt::print("  {:<26} {:<12} {:>4} {:>9.1f}% {:>8.1f}% {:>6} of {}\n", s.kind, s.transport, s.n,
                  100 * s.median_abs_err, 100 * s.max_abs_err, s.within_10pct, s.n);
-    for (const auto& n : v.notes) fmt::print("# left out: {}\n", n);
+    for (const auto& n : v.notes) fmt::print("# note: {}\n", n);
   }
   json j = {{"schema", "taco.model/1"}, {"meta", meta_json(a, in, "validate")}, {"predictions", json::array()},
             {"validation", validation_json(v)}};

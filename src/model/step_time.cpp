@@ -365,6 +365,7 @@ StepResult predict_step(const StepConfig& cfg, const LinkConfig& links, const Co
   B.tp_comm_ms = m * (wc.tp_fwd + wc.tp_bwd - wc.tp_codec) / 1e3;
   B.pp_comm_ms = (m * sends_c + embed_sync) / 1e3;
   B.bubble_ms = (pipe.makespan_us - m * tau_c) / 1e3;
+  if (B.bubble_ms < 0 && B.bubble_ms > -1e-9 * pipe.makespan_us) B.bubble_ms = 0;  // rounding, p = 1
   B.dp_comm_ms = (finish - pipe.makespan_us + param_gather_exposed) / 1e3;
   B.optimizer_ms = opt_us / 1e3;
   R.critical_stage = c;
