@@ -121,8 +121,8 @@ StepConfig make_config(const ModelArgs& a, const Inputs& in) {
   if (a.kv_heads) c.model.kv_heads = a.kv_heads;
   if (a.vocab) c.model.vocab = a.vocab;
   if (custom) {
-    TACO_REQUIRE_INPUT(c.model.layers && c.model.hidden && c.model.ffn && c.model.heads && c.model.vocab,
-                       "--model custom needs --layers, --hidden, --ffn, --heads and --vocab");
+    TACO_REQUIRE_INPUT(c.model.layers && c.model.hidden && c.model.heads && c.model.vocab,
+                       "--model custom needs --layers, --hidden, --heads and --vocab (--ffn defaults to 4 x --hidden)");
     if (c.model.ffn == 0) c.model.ffn = 4 * c.model.hidden;
   }
   c.train = {a.seq, a.mbs, a.gbs};
@@ -587,7 +587,7 @@ void add_model(CLI::App& root) {
   c->add_option("--arch", a->arch, "gpt (GELU MLP) or llama (SwiGLU MLP); overrides the preset");
   c->add_option("--layers", a->layers, "Transformer layers");
   c->add_option("--hidden", a->hidden, "Hidden size");
-  c->add_option("--ffn", a->ffn, "MLP inner size");
+  c->add_option("--ffn", a->ffn, "MLP inner size (custom default: 4 x --hidden)");
   c->add_option("--heads", a->heads, "Attention heads");
   c->add_option("--kv-heads", a->kv_heads, "Key/value heads (GQA); default: --heads");
   c->add_option("--vocab", a->vocab, "Vocabulary size");

@@ -107,6 +107,7 @@ CodecTable read_bench_json(const std::string& path) {
     any_cold = any_cold || cold;
     rows.push_back({variant, o, numel, bytes, gbps, cold});
   }
+  std::map<std::string, double> largest;  // variant -> numel of the largest encode row so far
   for (const R& r : rows) {
     if (any_cold && !r.cold) continue;  // cold (L2 flushed) rows: a collective's data is not in L2
     auto& pts = t.curves[r.variant][r.op].pts;
@@ -114,11 +115,11 @@ CodecTable read_bench_json(const std::string& path) {
     if (it == pts.end()) pts.emplace_back(r.bytes, r.gbps);
     else it->second = std::max(it->second, r.gbps);  // several launch configurations: the best
     if (r.op == CodecOp::Encode) {
-      // encode counts input (2 B/elem, bf16) + wire; the largest size gives the asymptotic ratio.
+      // encode counts input (2 B/elem, bf16) + wire; the largest size gives the asymptotic ratio
+      // (per-tensor scales add 4 bytes per tensor, not per element).
       const double bpe = (r.bytes - 2 * r.numel) / r.numel;
       TACO_REQUIRE_INPUT(bpe > 0, "{}: encode row of '{}' counts fewer bytes than its bf16 input", path, r.variant);
-      auto& b = t.bytes_per_elem[r.variant];
-      if (b == 0 || r.numel * 2 >= t.curves[r.variant][r.op].pts.back().first - 1) b = bpe;
+      if (r.numel >= largest[r.variant]) largest[r.variant] = r.numel, t.bytes_per_elem[r.variant] = bpe;
     }
   }
   for (auto it = t.curves.begin(); it != t.curves.end();) {

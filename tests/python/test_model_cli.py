@@ -174,3 +174,26 @@ def test_validate_against_run7(taco, tmp_path):
     kinds = {(s["kind"], s["transport"]) for s in v["summary"]}
     assert ("comm-compressed", "nvlink") in kinds and ("part: wire", "shm") in kinds
     assert 0 < v["executor"]["overlap_efficiency"] <= 1
+
+
+def test_comm_records_recalibrate_the_tier_they_measure(taco, tmp_path):
+    out = tmp_path / "r.json"
+    r = run(taco, "--codec", "none", "--comm", os.path.join(RUN7, "shm.json"), "--tp-link", "h200-shm",
+            "-J", out)
+    assert r.returncode == 0, r.stderr
+    assert "tier h200-shm recalibrated from --comm" in r.stdout
+    j = json.loads(out.read_text())
+    assert j["meta"]["recalibrated_tiers"] == ["h200-shm"]
+    (line,) = j["predictions"][0]["links"]["tp"]["lines"]
+    assert line["bw_GBps"] == pytest.approx(28.85, rel=0.01)     # run7's shm plateau
+
+
+def test_custom_model_defaults_ffn_and_checks_the_shape(taco, tmp_path):
+    out = tmp_path / "c.json"
+    r = run(taco, "--model", "custom", "--layers", 8, "--hidden", 512, "--heads", 8, "--vocab", 1000,
+            "--tp", 2, "--pp", 2, "--dp", 1, "--gbs", 64, "--codec", "none", "-J", out, "-q")
+    assert r.returncode == 0, r.stderr
+    m = json.loads(out.read_text())["predictions"][0]["model"]
+    assert m["ffn"] == 2048 and m["kv_heads"] == 8 and m["arch"] == "gpt"
+    one_error_line(run(taco, "--model", "custom", "--layers", 8, "--codec", "none"),
+                   "--model custom needs --layers, --hidden, --heads and --vocab")
