@@ -5,7 +5,8 @@ usage: python3 analysis/report.py RESULTS_DIR OUT_DIR [--quiet]
 
 Runs every figure script of analysis/ (fig_*.py, in a fixed order) on RESULTS_DIR, which
 holds the outputs of `taco study --out` (results.csv/json, collectives.csv, histograms.csv,
-selection.json) and any `taco bench --json` / `taco comm --json` files. Writes
+selection.json) and any `taco bench --json` / `taco comm --json` / `taco model --json` files.
+Writes
   OUT_DIR/figures/NAME.png, NAME.pdf, NAME.json   per figure (JSON: what was drawn)
   OUT_DIR/report.json                             figures, skipped ones, provenance
   OUT_DIR/index.html                              figures with captions and provenance
@@ -37,7 +38,8 @@ import style
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = ["fig_histograms", "fig_error_variants", "fig_pareto", "fig_error_groupsize",
-         "fig_hadamard", "fig_error_collectives", "fig_codec_throughput", "fig_collectives"]
+         "fig_hadamard", "fig_error_collectives", "fig_codec_throughput", "fig_collectives",
+         "fig_step_model"]
 
 
 def figure_modules() -> list[str]:
@@ -101,7 +103,7 @@ def build(results_dir: str, stage: str, log) -> dict:
 
 def provenance(rd: results.ResultsDir) -> dict:
     prov: dict = {"study": rd.study_provenance()}
-    for kind, getter in (("bench", rd.bench_runs), ("comm", rd.comm_runs)):
+    for kind, getter in (("bench", rd.bench_runs), ("comm", rd.comm_runs), ("model", rd.model_runs)):
         try:
             prov[kind] = [{"file": os.path.basename(p), "meta": d.get("meta", {})}
                           for p, d in getter()]
@@ -211,7 +213,8 @@ def render_html(rec: dict) -> str:
             parts.append(_table(["input", "sha256", "bytes"],
                                 [[i.get("path"), i.get("sha256"), i.get("bytes")]
                                  for i in study["inputs"]]))
-    for kind, label in (("bench", "Codec benchmark"), ("comm", "Collective benchmark")):
+    for kind, label in (("bench", "Codec benchmark"), ("comm", "Collective benchmark"),
+                        ("model", "Step-time model")):
         for b in p.get(kind, []):
             parts.append(f"<h3>{label} ({_e(b['file'])})</h3>")
             parts.append(_kv_table(b["meta"]))

@@ -409,6 +409,19 @@ class ResultsDir:
             raise InputMissing("no training summary (python -m taco.train.sweep writes training_summary.json)")
         return runs
 
+    def model_runs(self) -> list[tuple[str, dict]]:
+        """Every `taco model --json` output in the directory, validated."""
+        runs = []
+        for p, kind, obj in self.json_files():
+            if kind != "model":
+                continue
+            validate_model(obj, p)
+            self._note(p, "step-time model")
+            runs.append((p, obj))
+        if not runs:
+            raise InputMissing("no step-time model JSON (taco model --json FILE)")
+        return runs
+
     def provenance_of_used(self) -> list[dict]:
         """path, kind, bytes, sha256 of every file read so far (sorted by path)."""
         out = []
@@ -422,6 +435,8 @@ def classify_json(obj: Any) -> str:
     """What a taco JSON file is, from its keys (file names are free)."""
     if not isinstance(obj, dict):
         return "other"
+    if obj.get("schema") == "taco.model/1":
+        return "model"
     if "rows" in obj and "provenance" in obj:
         return "study"
     if "choices" in obj and "candidates" in obj:
@@ -479,6 +494,49 @@ def validate_comm(obj: dict, path: str) -> None:
             v = _opt_number(r, k, w)
             if k == "speedup" and not math.isnan(v) and v <= 0:
                 raise InputInvalid(f"{w}.speedup must be positive")
+
+
+MODEL_PARTS = ("compute", "tp_comm", "codec", "pp_comm", "pp_bubble", "dp_comm", "optimizer")
+MODEL_VALIDATION_KEYS = {"kind": str, "transport": str, "measured_us": float,
+                         "predicted_us": float}
+
+
+def validate_model(obj: dict, path: str) -> None:
+    """`taco model --json` (schema taco.model/1): predictions and/or a validation."""
+    if not isinstance(obj.get("meta"), dict):
+        raise InputInvalid(f"{path}: \"meta\" is not an object")
+    preds = obj.get("predictions")
+    if not isinstance(preds, list):
+        raise InputInvalid(f"{path}: \"predictions\" is not a list")
+    for i, p in enumerate(preds):
+        w = f"{path}: predictions[{i}]"
+        _check_keys(p, {"label": str}, w)
+        if not isinstance(p.get("model"), dict) or not isinstance(p["model"].get("name"), str):
+            raise InputInvalid(f"{w}.model.name is missing")
+        res, sp = p.get("results"), p.get("speedup")
+        if not isinstance(res, dict) or "plain" not in res or not isinstance(sp, dict):
+            raise InputInvalid(f"{w}: needs \"results\" with \"plain\" and a \"speedup\" object")
+        for name, r in res.items():
+            rw = f"{w}.results.{name}"
+            _check_keys(r, {"step_ms": float}, rw)
+            if not r["step_ms"] > 0:
+                raise InputInvalid(f"{rw}.step_ms must be positive")
+            parts = r.get("parts_ms")
+            if not isinstance(parts, dict):
+                raise InputInvalid(f"{rw}.parts_ms is not an object")
+            _check_keys(parts, {k: float for k in MODEL_PARTS}, f"{rw}.parts_ms")
+        for name, v in sp.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise InputInvalid(f"{w}.speedup.{name} is not a positive number")
+    val = obj.get("validation")
+    if val is not None:
+        if not isinstance(val, dict) or not isinstance(val.get("rows"), list):
+            raise InputInvalid(f"{path}: \"validation\" lacks a \"rows\" list")
+        for i, r in enumerate(val["rows"]):
+            w = f"{path}: validation.rows[{i}]"
+            _check_keys(r, MODEL_VALIDATION_KEYS, w)
+            if not (r["measured_us"] > 0 and r["predicted_us"] > 0):
+                raise InputInvalid(f"{w}: measured_us and predicted_us must be positive")
 
 
 def finite(values: Iterable[float]) -> np.ndarray:

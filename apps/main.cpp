@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
       "  taco synth --out trace.h5 --hidden 1024 --tokens 2048 --layers 2 --tp 2\n"
       "  taco info trace.h5\n"
       "  taco study trace.h5 --variants taco,fp8-g128,mxfp8 --out results/\n"
+      "  taco model --paper --bench bench.json      # when does compressed TP communication pay?\n"
       "Run 'taco SUBCOMMAND --help' for a subcommand's options and examples.");
 
   auto& table = taco::cli::command_table();

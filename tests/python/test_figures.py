@@ -39,6 +39,7 @@ SCRIPTS = {
     "fig_error_collectives.py": ["error_collectives"],
     "fig_codec_throughput.py": ["codec_throughput"],
     "fig_collectives.py": ["comm_busbw"],
+    "fig_step_model.py": ["step_model", "model_validation"],
 }
 ALL_FIGURES = [f for figs in SCRIPTS.values() for f in figs]
 MIB = 2 ** 20
@@ -308,6 +309,42 @@ def test_comm_crossovers_where_the_fixture_puts_them(drawn):
                                           for k in ("NCCL", "taco two_shot")}
 
 
+def test_step_model_bars_and_shares_are_the_files(drawn):
+    sc = sidecar(drawn, "step_model")
+    assert [p["id"] for p in sc["panels"]] == [
+        "gpt-345m: speed-up over plain", "qwen2.5-3b: speed-up over plain",
+        "gpt-345m: plain step", "qwen2.5-3b: plain step"]
+    for model in fx.MODEL_NAMES:
+        bars = {s["config"]: s for s in series(sc, f"{model}: speed-up over plain")}
+        assert list(bars) == fx.MODEL_CONFIGS
+        for k, cfg in enumerate(fx.MODEL_CONFIGS):
+            assert bars[cfg]["scenarios"] == fx.MODEL_SCENARIOS
+            assert bars[cfg]["speedup"] == pytest.approx(
+                [fx.MODEL_SPEEDUP[(model, sc_)][k] for sc_ in fx.MODEL_SCENARIOS], rel=1e-12)
+        parts = {s["part"]: s for s in series(sc, f"{model}: plain step")}
+        assert list(parts) == fx.MODEL_PARTS
+        for i, part in enumerate(fx.MODEL_PARTS):
+            assert parts[part]["share"] == pytest.approx(
+                [fx.MODEL_SHARES[sc_][i] for sc_ in fx.MODEL_SCENARIOS], rel=1e-9)
+    # Only gpt over ib-100 reaches the paper's 1.87x (best 1.9x, bound 1.92x); the caption and
+    # the sidecar say which, and that the compute is a placeholder.
+    assert sc["extra"]["reach_paper_claim"] == [
+        "gpt-345m ib-100 (fastest codec per site)", "gpt-345m ib-100 (no-cost codec (bound))"]
+    assert sc["extra"]["placeholder_compute"] is True
+    assert "PLACEHOLDER" in sc["caption"] and "paper's 1.87x" in sc["legends"][0]
+
+
+def test_model_validation_counts_within_10_percent(drawn):
+    sc = sidecar(drawn, "model_validation")
+    got = {(s["kind"], s["transport"]): s for s in series(sc)}
+    assert set(got) == set(fx.MODEL_VAL_ERRS)
+    for key, errs in fx.MODEL_VAL_ERRS.items():
+        assert got[key]["n"] == len(errs)
+        assert got[key]["within_10pct"] == sum(abs(e) <= 0.10 for e in errs)
+        assert got[key]["max_abs_err"] == pytest.approx(max(abs(e) for e in errs), rel=1e-9)
+    assert all(p["xscale"] == "log" and p["yscale"] == "log" for p in sc["panels"])
+
+
 def test_comm_crossover_markers_are_drawn_at_the_crossover():
     import fig_collectives
     import figkit
@@ -480,6 +517,11 @@ CORRUPTIONS = {
                            ["comm.json", "results[0]", "busbw"]),
     "on_front not a flag": ("fig_pareto.py", "pareto.csv", (3, "on_front"), "2",
                             ["pareto.csv line 3", "on_front must be 0 or 1"]),
+    "model step is text": ("fig_step_model.py", "step_model.json", '"step_ms": 100.0',
+                           '"step_ms": "fast"', ["step_model.json", "predictions[0].results.plain",
+                                                 "step_ms is not a number"]),
+    "model without parts": ("fig_step_model.py", "step_model.json", '"parts_ms"', '"parts"',
+                            ["step_model.json", "predictions[0].results.plain.parts_ms"]),
 }
 
 
@@ -559,7 +601,8 @@ def test_report_full(report_full):
     assert "taco study trace.h5 --out study" in html
     read = {os.path.basename(i["path"]): i for i in rec["provenance"]["inputs_read"]}
     assert set(read) == {"results.csv", "results.json", "histograms.csv", "collectives.csv",
-                         "bench.json", "comm.json", "selection.json", "pareto.csv"}
+                         "bench.json", "comm.json", "selection.json", "pareto.csv",
+                         "step_model.json"}
     assert read["results.csv"]["sha256"] == results.sha256_file(os.path.join(FIXTURE,
                                                                               "results.csv"))
     import html as html_mod
@@ -582,7 +625,7 @@ def test_report_partial_dir_lists_skipped_figures(tmp_path):
     rec = json.loads((out / "report.json").read_text())
     assert {s["script"] for s in rec["skipped"]} == {
         "fig_histograms.py", "fig_pareto.py", "fig_error_collectives.py",
-        "fig_codec_throughput.py", "fig_collectives.py"}
+        "fig_codec_throughput.py", "fig_collectives.py", "fig_step_model.py"}
     assert "fig_codec_throughput.py" in html and "taco bench --json" in html
     assert "hist_scaled.png" not in html
 
