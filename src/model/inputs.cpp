@@ -202,7 +202,9 @@ LayerRow read_layer_row(const jc::json& r, const std::string& w, int index) {
   x.index = index;
   const jc::json& m = jc::member(r, "model", w);
   const std::string mw = w + ".model";
-  x.model.arch = jc::one_of(m, "arch", mw, {"gpt", "llama"});
+  // taco.bench.layer names the GPT-2-style layer "gpt2" (taco.train's --arch): the same shape.
+  x.model.arch = jc::one_of(m, "arch", mw, {"gpt", "gpt2", "llama"});
+  if (x.model.arch == "gpt2") x.model.arch = "gpt";
   x.model.hidden = jc::integer(m, "hidden", mw, 1);
   x.model.ffn = jc::integer(m, "ffn", mw, 1);
   x.model.heads = jc::integer(m, "heads", mw, 1);
@@ -221,7 +223,7 @@ LayerRow read_layer_row(const jc::json& r, const std::string& w, int index) {
   x.dtype = jc::one_of(r, "dtype", w, {"bfloat16"});
   x.variant = jc::string(r, "variant", w);
   TACO_REQUIRE_INPUT(!x.variant.empty(), "{}.variant: empty", w);
-  x.algo = jc::one_of(r, "algo", w, {"nccl", "one_shot", "two_shot", "ring", "direct"});
+  x.algo = jc::one_of(r, "algo", w, {"nccl", "auto", "one_shot", "two_shot", "ring", "direct"});
   x.mode = jc::one_of(r, "mode", w, {"shard", "dist"});
   const jc::json& s = jc::member(r, "step_ms", w);
   const std::string sw = w + ".step_ms";

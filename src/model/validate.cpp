@@ -300,7 +300,7 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
         const double bytes = double(msg.bytes_plain);  // the collective's per-rank input buffer
         if (r.mode == "shard") {
           if (!compressed) continue;
-          const Algo a = c == Coll::AllReduce ? (r.algo == "nccl" ? auto_allreduce_algo(bytes, int(r.tp))
+          const Algo a = c == Coll::AllReduce ? (r.algo == "nccl" || r.algo == "auto" ? auto_allreduce_algo(bytes, int(r.tp))
                                                                   : parse_algo(r.algo, src))
                                               : Algo::Direct;
           // One GPU runs the codec kernels of one rank, unpipelined, no transfer.
@@ -322,7 +322,7 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
           if (!compressed) {
             add_us += plain_collective(tier, c, int(r.tp), bytes).total_us;
           } else {
-            const Algo a = c == Coll::AllReduce ? (r.algo == "nccl" ? auto_allreduce_algo(bytes, int(r.tp))
+            const Algo a = c == Coll::AllReduce ? (r.algo == "nccl" || r.algo == "auto" ? auto_allreduce_algo(bytes, int(r.tp))
                                                                     : parse_algo(r.algo, src))
                                                 : Algo::Direct;
             add_us += compressed_collective(tier, rep.exec, codec, c, a, int(r.tp), bytes, 2, true).total_us;
