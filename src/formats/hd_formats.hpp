@@ -9,6 +9,7 @@
 // rounded operation (add_rn, mul_rn, div_rn), which host and device evaluate alike: the host is
 // built with -ffp-contract=off, and the device side spells the _rn intrinsics (nothing to
 // contract, whatever --fmad says). No step flushes subnormals on either side (no fast-math).
+#include <cmath>
 #include <cstdint>
 
 #include "formats/scale_division.hpp"  // TACO_HD
@@ -58,6 +59,36 @@ TACO_HD float div_rn(float a, float b) {
   return a / b;
 #endif
 }
+// IEEE maxNum / minNum (a NaN operand is ignored); |x|.
+TACO_HD float max_num(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fmaxf(a, b);
+#else
+  return std::fmax(a, b);
+#endif
+}
+TACO_HD float min_num(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fminf(a, b);
+#else
+  return std::fmin(a, b);
+#endif
+}
+TACO_HD float abs_f(float a) {
+#if defined(__CUDA_ARCH__)
+  return fabsf(a);
+#else
+  return std::fabs(a);
+#endif
+}
+// The low bytes of four words as one word, a's in the low byte.
+TACO_HD uint32_t low_bytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+#else
+  return (a & 0xffu) | ((b & 0xffu) << 8) | ((c & 0xffu) << 16) | ((d & 0xffu) << 24);
+#endif
+}
 
 inline constexpr float kHdFltMin = 1.17549435e-38f, kHdFltMax = 3.40282347e+38f;
 
@@ -96,6 +127,61 @@ TACO_HD float e2m1_value(uint32_t code) {
   return mul_rn(hd_float(bits), 0x1p126f);
 }
 
+// ---- E2M1, eight codes at a time: the kernels' encode ------------------------------------
+// The kernels quantize the quotients t * 2^-14 (kE2M1Shift, folded into the division by the
+// scale), where every E2M1 value and rounding midpoint is a normal float: there
+//  * round to E2M1's grid on the float adder: min(|x|, 6 * 2^-14) plus M = 2^(E + 22), where 2^E
+//    is that value's binade, at least 2^-14 (for E2M1's subnormal 0.5 step), has its ulp at the
+//    grid's step, so the add rounds to the grid with ties to the even code, and subtracting M
+//    is exact (Sterbenz); the clamp to 6 is E2M1's saturation (rounding below 6 then saturating
+//    is the same as saturating first);
+//  * the rounded value, an E2M1 value times 2^-14, converts exactly to E5M2 with the code's
+//    bits shifted left by one and the sign in bit 7 (E5M2's subnormal 2^-15 is E2M1's 0.5, its
+//    exponent field E2M1's): on the GPU one conversion instruction per pair of values;
+//  * two words of four E5M2 bytes (even and odd elements) become eight nibbles with shifts and
+//    masks.
+// Equal to e2m1_code(t) for every t that is not NaN whose t * 2^-14 is that quotient rounded,
+// i.e. |t| >= 2^-112 (the scaling is exact above the float subnormals); quotients below 2^-16
+// give the signed zero code like every |t| <= 0.25 (tests/cpu/test_hd_formats.cpp). A NaN gives
+// code 7 (e2m1_code gives 0): the kernels zero NaN values before they divide.
+inline constexpr float kE2M1Shift = 0x1p-14f;
+
+// x = t * 2^-14 rounded to E2M1's grid (scaled), with x's sign: float bits.
+TACO_HD uint32_t e2m1_round_scaled(float x) {
+  const float xc = min_num(abs_f(x), 6.0f * kE2M1Shift);
+  const float e = max_num(xc, kE2M1Shift);
+  const float m = hd_float(hd_bits(mul_rn(e, 0x1p22f)) & 0x7f800000u);
+  const float r = add_rn(add_rn(xc, m), -m);
+  return hd_bits(r) | (hd_bits(x) & 0x80000000u);
+}
+
+// Four E5M2 codes of exactly representable values (bits as from e2m1_round_scaled), a's in the
+// low byte: the hardware conversion on the GPU, the reference encoder on the host.
+TACO_HD uint32_t e5m2x4_exact(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+#if defined(__CUDA_ARCH__)
+  uint32_t w;
+  asm("{\n .reg .b16 lo, hi;\n cvt.rn.satfinite.e5m2x2.f32 lo, %2, %1;\n"
+      " cvt.rn.satfinite.e5m2x2.f32 hi, %4, %3;\n mov.b32 %0, {lo, hi};\n}"
+      : "=r"(w) : "f"(__uint_as_float(a)), "f"(__uint_as_float(b)), "f"(__uint_as_float(c)), "f"(__uint_as_float(d)));
+  return w;
+#else
+  auto code = [](uint32_t v) { return minifloat_code<2, 15, 0x80u, 0x7bu, 0x7cu, 0x7fu>(hd_float(v), true); };
+  return code(a) | (code(b) << 8) | (code(c) << 16) | (code(d) << 24);
+#endif
+}
+
+// Eight E2M1 codes, element k in nibble k (the wire's order), from x_k = t_k * 2^-14.
+TACO_HD uint32_t e2m1_word_scaled(const float (&x)[8]) {
+  uint32_t r[8];
+  for (int k = 0; k < 8; ++k) r[k] = e2m1_round_scaled(x[k]);
+  // byte j: s000 ccc0 (E5M2 of a code c, sign s) for element 2j (even) / 2j + 1 (odd)
+  const uint32_t even = e5m2x4_exact(r[0], r[2], r[4], r[6]);
+  const uint32_t odd = e5m2x4_exact(r[1], r[3], r[5], r[7]);
+  // even -> low nibbles (c from bits 1-3, s from bit 7); odd -> high nibbles (c shifted up by 3,
+  // s in place); the other bits the shifts bring in are masked off
+  return (((even >> 1) | (even >> 4)) & 0x0f0f0f0fu) | (((odd << 3) | odd) & 0xf0f0f0f0u);
+}
+
 // ---- INT4, symmetric (formats/intq.hpp quantize_int_sym with qmax 7) ---------------------
 // clamp_nan0 then round to nearest even: t + 1.5 * 2^23 has ulp 1, so the add rounds to an
 // integer and the sum's low mantissa bits are that integer in two's complement (|t| <= 7): the
@@ -105,6 +191,13 @@ TACO_HD float int4_clamp(float t) {
   return t != t ? 0.0f : c;
 }
 TACO_HD uint32_t int4_code(float t) { return hd_bits(add_rn(int4_clamp(t), 12582912.0f)) & 0xfu; }
+// Eight codes, element k in nibble k, for t_k that are not NaN (where the clamp is two min/max).
+TACO_HD uint32_t int4_word(const float (&t)[8]) {
+  uint32_t b[8];
+  for (int k = 0; k < 8; ++k) b[k] = hd_bits(add_rn(min_num(max_num(t[k], -7.0f), 7.0f), 12582912.0f));
+  const uint32_t even = low_bytes(b[0], b[2], b[4], b[6]), odd = low_bytes(b[1], b[3], b[5], b[7]);
+  return (even & 0x0f0f0f0fu) | ((odd << 4) & 0xf0f0f0f0u);
+}
 // Nibble (two's complement) -> value: 2^23 + (nib ^ 8) as float bits, minus 2^23 + 8 (exact).
 TACO_HD float int4_value(uint32_t nib) {
   return add_rn(hd_float(0x4b000000u | ((nib ^ 0x8u) & 0xfu)), -8388616.0f);

@@ -156,24 +156,79 @@ TEST_CASE("hd two-level scale rule equals QuantCodec's NVFP4 bytes, edge cases i
   }
 }
 
+TEST_CASE("hd E2M1 words (the kernels' encode of eight scaled quotients) equal e2m1_code", "[formats][hd]") {
+  // Every t in the sweep with |t| >= 2^-100 (where t * 2^-14 is exact), eight at a time, so each
+  // position of the word sees every kind of value; NaN is outside the contract.
+  int64_t bad = 0, n = 0;
+  float ts[8], x[8];
+  int fill = 0;
+  sweep_floats(0.0625f, 16.0f, 4099, [&](uint32_t b) {
+    const float t = bits_float(b);
+    if (std::isnan(t) || std::fabs(t) < std::ldexp(1.0f, -100)) return;
+    ts[fill] = t;
+    x[fill] = t * gpu::kE2M1Shift;
+    if (++fill < 8) return;
+    fill = 0;
+    const uint32_t w = gpu::e2m1_word_scaled(x);
+    for (int k = 0; k < 8; ++k) bad += ((w >> (4 * k)) & 0xfu) != encode_minifloat<E2M1Traits>(ts[k], true);
+    n += 8;
+  });
+  CAPTURE(n);
+  REQUIRE(bad == 0);
+  REQUIRE(n > (int64_t(1) << 27));
+  // Signed zeros and ties, and quotients too small for the scaling to be exact: the signed zero
+  // code, like every |t| <= 0.25.
+  const float fixed[8] = {0.0f, -0.0f, 1.0f, -6.0f, 0.5f, 3.0f, -0.25f, 5.0f};
+  for (int k = 0; k < 8; ++k) x[k] = fixed[k] * gpu::kE2M1Shift;
+  const uint32_t w = gpu::e2m1_word_scaled(x);
+  for (int k = 0; k < 8; ++k) REQUIRE(((w >> (4 * k)) & 0xfu) == encode_minifloat<E2M1Traits>(fixed[k], true));
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 100000; ++i) {
+    const float tiny = bits_float(uint32_t(rng() % float_bits(std::ldexp(1.0f, -16))) | (uint32_t(rng() & 1) << 31));
+    x[i % 8] = tiny;
+    const uint32_t c = (gpu::e2m1_word_scaled(x) >> (4 * (i % 8))) & 0xfu;
+    REQUIRE(c == (std::signbit(tiny) ? 8u : 0u));
+    x[i % 8] = 0.0f;
+  }
+}
+
+TEST_CASE("hd INT4 words equal the CPU's symmetric quantizer", "[formats][hd]") {
+  int64_t bad = 0, n = 0;
+  float ts[8];
+  int fill = 0;
+  sweep_floats(0.0625f, 16.0f, 4099, [&](uint32_t b) {
+    const float t = bits_float(b);
+    if (std::isnan(t)) return;
+    ts[fill] = t;
+    if (++fill < 8) return;
+    fill = 0;
+    const uint32_t w = gpu::int4_word(ts);
+    for (int k = 0; k < 8; ++k) bad += ((w >> (4 * k)) & 0xfu) != (uint32_t(quantize_int_sym(ts[k], 7.0f)) & 0xfu);
+    n += 8;
+  });
+  CAPTURE(n);
+  REQUIRE(bad == 0);
+  REQUIRE(n > (int64_t(1) << 27));
+  const float fixed[8] = {0.0f, -0.0f, 7.5f, -7.5f, 0.5f, 2.5f, -3.5f, -100.0f};
+  const uint32_t w = gpu::int4_word(fixed);
+  for (int k = 0; k < 8; ++k) REQUIRE(((w >> (4 * k)) & 0xfu) == (uint32_t(quantize_int_sym(fixed[k], 7.0f)) & 0xfu));
+}
+
 namespace {
 
 // Host model of the GPU kernels' encode of one untransformed 4-bit group (cuda/codec_group.cuh,
-// encode_group's block-scaled path): amax as a NaN-ignoring float max, the scale, each element
-// divided through the reciprocal (div_by_scale) when the group is finite and the scale in range,
-// else by IEEE division of the zeroed value; E2M1 or INT4 codes. Returns the group's codes.
-std::vector<uint32_t> model_group_codes(const QuantSpec& s, const float* v, int m, float tensor_scale,
-                                        uint32_t* scale_code) {
+// encode_group's 4-bit path), on either of its paths: `fast` (taken when the group's
+// NaN-propagating amax is finite): an E8M0 scale multiplies by its exact reciprocal, others
+// divide through the reciprocal (div_by_scale) when in range; the general path zeroes NaN/Inf
+// and divides by IEEE division. E2M1 quotients are scaled by 2^-14 on either path. Returns the
+// codes (past m: the codes of the zero padding) and the scale code.
+std::vector<uint32_t> model_group_codes(const QuantSpec& s, const float* v, int m, int G, float tensor_scale,
+                                        bool fast, uint32_t* scale_code) {
   float amax = 0.0f;
-  for (int i = 0; i < m; ++i) amax = std::fmax(amax, std::fabs(v[i]));
-  const bool finite_group = amax <= FLT_MAX;  // no Inf, not all NaN
-  if (!finite_group) {
-    uint32_t mb = 0;
-    for (int i = 0; i < m; ++i) {
-      const uint32_t a = float_bits(v[i]) & 0x7fffffffu;
-      mb = std::max(mb, a < 0x7f800000u ? a : 0u);
-    }
-    amax = bits_float(mb);
+  bool finite_group = true;
+  for (int i = 0; i < m; ++i) {
+    if (std::isfinite(v[i])) amax = std::max(amax, std::fabs(v[i]));
+    else finite_group = false;
   }
   float sc;
   if (s.sround == ScaleRound::OcpFloor) {
@@ -190,13 +245,26 @@ std::vector<uint32_t> model_group_codes(const QuantSpec& s, const float* v, int 
     *scale_code = c.code;
     sc = c.value;
   }
-  const bool fast = finite_group && s.target <= 1e20f && gpu::code_divisor_ok(sc);
-  const gpu::ScaleDivisor d = gpu::scale_divisor(sc);
-  std::vector<uint32_t> codes(static_cast<size_t>(m));
+  const bool e2m1 = s.elem == ElemFormat::E2M1;
+  const float shift = e2m1 ? gpu::kE2M1Shift : 1.0f;
+  std::vector<float> t(static_cast<size_t>(G), 0.0f);
+  const float s_div = sc * (e2m1 ? 16384.0f : 1.0f);
   for (int i = 0; i < m; ++i) {
-    const float z = std::isfinite(v[i]) ? v[i] : 0.0f;
-    const float t = fast ? gpu::div_by_scale(v[i], d) : z / sc;
-    codes[size_t(i)] = s.elem == ElemFormat::E2M1 ? gpu::e2m1_code(t) : gpu::int4_code(t);
+    if (fast && finite_group && s.scale == ScaleFormat::E8M0) {
+      t[size_t(i)] = v[i] * (shift / sc);
+    } else if (fast && finite_group && s.target <= 1e20f && gpu::code_divisor_ok(s_div)) {
+      t[size_t(i)] = gpu::div_by_scale(v[i], gpu::scale_divisor(s_div));
+    } else {
+      const float z = std::isfinite(v[i]) ? v[i] : 0.0f;
+      t[size_t(i)] = (z / sc) * shift;
+    }
+  }
+  std::vector<uint32_t> codes(static_cast<size_t>(G));
+  for (int i = 0; i < G; i += 8) {
+    float x[8];
+    for (int k = 0; k < 8; ++k) x[k] = t[size_t(i + k)];
+    const uint32_t w = e2m1 ? gpu::e2m1_word_scaled(x) : gpu::int4_word(x);
+    for (int k = 0; k < 8; ++k) codes[size_t(i + k)] = (w >> (4 * k)) & 0xfu;
   }
   return codes;
 }
@@ -213,7 +281,7 @@ TEST_CASE("host model of the GPU 4-bit group encode equals QuantCodec's bytes", 
     const auto codec = make_codec(variant);
     const auto& q = dynamic_cast<const QuantCodec&>(*codec);
     const QuantSpec& s = q.spec();
-    for (int kind = 0; kind < 9; ++kind) {
+    for (int kind = 0; kind < 10; ++kind) {
       const int64_t n = 37 * 64 + (kind % 3) * 7;  // tails of 0, 7 and 14 elements
       std::vector<float> x(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
@@ -227,6 +295,7 @@ TEST_CASE("host model of the GPU 4-bit group encode equals QuantCodec's bytes", 
           case 6: v *= std::ldexp(1.0f, int(ud(rng) * 80.0f) - 40); break;
           case 7: v = (i / 16) % 3 == 0 ? 0.0f : v * 3.0e38f; break;  // zero groups next to huge ones
           case 8: v = std::round(v * 8.0f) / 16.0f; break;          // many exact ties
+          case 9: v = i % 16 == 0 ? 1e30f : v * 1e-12f; break;       // quotients below 2^-20
           default: break;
         }
         x[size_t(i)] = v;
@@ -242,19 +311,24 @@ TEST_CASE("host model of the GPU 4-bit group encode equals QuantCodec's bytes", 
       }
       const int G = s.block, sb = scale_format_bytes(s.scale);
       std::vector<uint8_t> model(static_cast<size_t>(L.total), 0);
-      for (int64_t b = 0; b < L.blocks; ++b) {
-        const int m = int(std::min<int64_t>(G, n - b * G));
-        uint32_t sc = 0;
-        const std::vector<uint32_t> codes = model_group_codes(s, x.data() + b * G, m, st, &sc);
-        for (int i = 0; i < m; ++i) model[size_t((b * G + i) / 2)] |= uint8_t(codes[size_t(i)] << (4 * ((b * G + i) % 2)));
-        for (int k = 0; k < sb; ++k) model[size_t(L.scale_off + b * sb + k)] = uint8_t(sc >> (8 * k));
-        ++groups;
-      }
-      if (s.scale == ScaleFormat::UE4M3) std::memcpy(model.data() + L.tensor_off, &st, 4);
-      for (size_t i = 0; i < w.size(); ++i) {
-        if (model[i] != w[i]) {
-          CAPTURE(i, int(model[i]), int(w[i]));
-          FAIL("model of the GPU encode differs from QuantCodec");
+      for (const bool fast : {true, false}) {
+        std::fill(model.begin(), model.end(), uint8_t(0));
+        for (int64_t b = 0; b < L.blocks; ++b) {
+          const int m = int(std::min<int64_t>(G, n - b * G));
+          uint32_t sc = 0;
+          const std::vector<uint32_t> codes = model_group_codes(s, x.data() + b * G, m, G, st, fast, &sc);
+          // the tail's last byte, when m is odd, carries the padding zero's code: 0
+          for (int i = 0; i < m + (m % 2); ++i)
+            model[size_t((b * G + i) / 2)] |= uint8_t(codes[size_t(i)] << (4 * ((b * G + i) % 2)));
+          for (int k = 0; k < sb; ++k) model[size_t(L.scale_off + b * sb + k)] = uint8_t(sc >> (8 * k));
+          ++groups;
+        }
+        if (s.scale == ScaleFormat::UE4M3) std::memcpy(model.data() + L.tensor_off, &st, 4);
+        for (size_t i = 0; i < w.size(); ++i) {
+          if (model[i] != w[i]) {
+            CAPTURE(fast, i, int(model[i]), int(w[i]));
+            FAIL("model of the GPU encode differs from QuantCodec");
+          }
         }
       }
       // Decoding through the hd values equals QuantCodec::decode (code value times the scale).
