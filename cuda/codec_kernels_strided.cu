@@ -489,22 +489,36 @@ __global__ void __launch_bounds__(kStridedThreads) tensor_decode_kernel(const __
   const int64_t numel = p.geo.numel, runs = (numel + kRun - 1) / kRun;
   for (int64_t c = 0; c < p.chunks; ++c) {
     const float s0 = wire_scale(p.src[0] + c * p.wire_in_stride, 0, p);
-    for (int64_t u = tid; u < runs; u += nthreads) {
-      const int n = int(min(int64_t(kRun), numel - u * kRun));
-      float acc[kRun];
-      for (int k = 0; k < p.nsrc; ++k) {
-        const uint8_t* wire = p.src[k] + c * p.wire_in_stride;
-        uint32_t w[2];
-        load_code_run(wire + u * kRun, n, p.code_vec, w);
-        float d[kRun];
-        decode_run(q, w, k == 0 ? s0 : wire_scale(wire, 0, p), d);
+    for (int64_t u0 = tid; u0 < runs; u0 += kBatch * nthreads) {
+      // the first source's codes of kBatch runs first, then the work
+      uint32_t w0[kBatch][2];
+      int n[kBatch];
 #pragma unroll
-        for (int r = 0; r < kRun; ++r) acc[r] = k == 0 ? d[r] : __fadd_rn(acc[r], d[r]);
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t u = u0 + b * nthreads;
+        n[b] = int(max(int64_t(0), min(int64_t(kRun), numel - u * kRun)));
+        load_code_run(p.src[0] + c * p.wire_in_stride + min(u * kRun, numel), n[b], p.code_vec, w0[b]);
       }
-      if (p.round_sum_bf16)
 #pragma unroll
-        for (int r = 0; r < kRun; ++r) acc[r] = round_to_bf16(acc[r]);
-      store_out_run(p, c * p.out_stride + u * kRun, n, p.out_vec16, acc);
+      for (int b = 0; b < kBatch; ++b) {
+        if (n[b] == 0) continue;
+        const int64_t u = u0 + b * nthreads;
+        float acc[kRun];
+        decode_run(q, w0[b], s0, acc);
+        for (int k = 1; k < p.nsrc; ++k) {
+          const uint8_t* wire = p.src[k] + c * p.wire_in_stride;
+          uint32_t w[2];
+          load_code_run(wire + u * kRun, n[b], p.code_vec, w);
+          float d[kRun];
+          decode_run(q, w, wire_scale(wire, 0, p), d);
+#pragma unroll
+          for (int r = 0; r < kRun; ++r) acc[r] = __fadd_rn(acc[r], d[r]);
+        }
+        if (p.round_sum_bf16)
+#pragma unroll
+          for (int r = 0; r < kRun; ++r) acc[r] = round_to_bf16(acc[r]);
+        store_out_run(p, c * p.out_stride + u * kRun, n[b], p.out_vec16, acc);
+      }
     }
   }
 }
@@ -516,35 +530,56 @@ __global__ void __launch_bounds__(kStridedThreads) tile_decode_kernel(const __gr
   const int64_t items = tile_count(p), cols = p.geo.cols;
   for (int64_t i = tid; i < items; i += nthreads) {
     const Tile tl = tile_of(p, i);
-    // columns: a source's kRun scales hold for the whole tile; the first source's are kept
+    const uint8_t* wire0 = p.src[0] + tl.c * p.wire_in_stride;
+    // columns: the first source's kRun scales hold for the whole tile
     float s0[kRun];
     if constexpr (kCol) {
 #pragma unroll
-      for (int k = 0; k < kRun; ++k) s0[k] = k < tl.n ? wire_scale(p.src[0] + tl.c * p.wire_in_stride, tl.j + k, p) : 1.0f;
+      for (int e = 0; e < kRun; ++e) s0[e] = e < tl.n ? wire_scale(wire0, tl.j + e, p) : 1.0f;
     }
-    for (int64_t r = tl.r0; r < tl.r1; ++r) {
-      float acc[kRun];
-      for (int k = 0; k < p.nsrc; ++k) {
-        const uint8_t* wire = p.src[k] + tl.c * p.wire_in_stride;
-        uint32_t w[2];
-        load_code_run(wire + r * cols + tl.j, tl.n, p.code_vec, w);
-        float d[kRun];
-        if constexpr (kCol) {
+    for (int64_t r0 = tl.r0; r0 < tl.r1; r0 += kBatch) {
+      // the first source's codes (and row scales) of kBatch rows first, then the work
+      uint32_t w0[kBatch][2];
+      float rs0[kBatch];
 #pragma unroll
-          for (int e = 0; e < kRun; ++e) {
-            const float s = k == 0 ? s0[e] : (e < tl.n ? wire_scale(wire, tl.j + e, p) : 1.0f);
-            d[e] = __fmul_rn(code_value((w[e / 4] >> (8 * (e % 4))) & 0xffu, q.elem), s);
-          }
-        } else {
-          decode_run(q, w, wire_scale(wire, r, p), d);
-        }
-#pragma unroll
-        for (int e = 0; e < kRun; ++e) acc[e] = k == 0 ? d[e] : __fadd_rn(acc[e], d[e]);
+      for (int b = 0; b < kBatch; ++b) {
+        const bool in = r0 + b < tl.r1;
+        const int64_t r = in ? r0 + b : tl.r0;
+        load_code_run(wire0 + r * cols + tl.j, in ? tl.n : 0, p.code_vec, w0[b]);
+        if constexpr (!kCol) rs0[b] = wire_scale(wire0, r, p);
       }
-      if (p.round_sum_bf16)
 #pragma unroll
-        for (int e = 0; e < kRun; ++e) acc[e] = round_to_bf16(acc[e]);
-      store_out_run(p, tl.c * p.out_stride + r * cols + tl.j, tl.n, p.out_vec16, acc);
+      for (int b = 0; b < kBatch; ++b) {
+        if (r0 + b >= tl.r1) continue;
+        const int64_t r = r0 + b;
+        float acc[kRun];
+        for (int k = 0; k < p.nsrc; ++k) {
+          const uint8_t* wire = p.src[k] + tl.c * p.wire_in_stride;
+          uint32_t w[2];
+          if (k == 0) {
+            w[0] = w0[b][0];
+            w[1] = w0[b][1];
+          } else {
+            load_code_run(wire + r * cols + tl.j, tl.n, p.code_vec, w);
+          }
+          float d[kRun];
+          if constexpr (kCol) {
+#pragma unroll
+            for (int e = 0; e < kRun; ++e) {
+              const float s = k == 0 ? s0[e] : (e < tl.n ? wire_scale(wire, tl.j + e, p) : 1.0f);
+              d[e] = __fmul_rn(code_value((w[e / 4] >> (8 * (e % 4))) & 0xffu, q.elem), s);
+            }
+          } else {
+            decode_run(q, w, k == 0 ? rs0[b] : wire_scale(wire, r, p), d);
+          }
+#pragma unroll
+          for (int e = 0; e < kRun; ++e) acc[e] = k == 0 ? d[e] : __fadd_rn(acc[e], d[e]);
+        }
+        if (p.round_sum_bf16)
+#pragma unroll
+          for (int e = 0; e < kRun; ++e) acc[e] = round_to_bf16(acc[e]);
+        store_out_run(p, tl.c * p.out_stride + r * cols + tl.j, tl.n, p.out_vec16, acc);
+      }
     }
   }
 }
