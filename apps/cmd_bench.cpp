@@ -91,7 +91,8 @@ nlohmann::json meta_json(const taco::gpu::BenchReport& rep, const taco::gpu::Ben
   m["chunks"] = o.chunks;
   m["cols"] = o.cols;
   m["seed"] = o.seed;
-  m["bytes_counted"] = "encode: numel*in_bytes + wire; decode: wire + numel*out_bytes; decode_reduce: "
+  m["bytes_counted"] = "encode: numel*in_bytes + wire; encode_ef: encode + 2*numel*4 (the fp32 residual read and "
+                       "written); decode: wire + numel*out_bytes; decode_reduce: "
                        "N wires of numel/N elements + numel/N*out_bytes; GB = 1e9 B";
   m["checks"] = rep.checks;
   m["check_failures"] = rep.failures;
@@ -211,7 +212,8 @@ void add_bench(CLI::App& root) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = root.add_subcommand("bench", "GPU codec throughput: encode, decode, decode-reduce vs copy bandwidth");
   cmd->add_option("--variants,--variant,-v", a->variants, "Comma-separated presets or grammar forms")->capture_default_str();
-  cmd->add_option("--ops", a->ops, "encode, decode, decode_reduce, decode_reduce_encode")->capture_default_str();
+  cmd->add_option("--ops", a->ops, "encode, encode_ef (with error feedback), decode, decode_reduce, decode_reduce_encode")
+      ->capture_default_str();
   cmd->add_option("--impl", a->impls, "fused (one kernel) and/or unfused (TACO v1-style pipeline; TACO variants)")
       ->capture_default_str();
   cmd->add_option("--sizes", a->sizes, "Comma-separated bf16 input sizes (e.g. 1M,8M,256M,1G); overrides -b/-e/-f");

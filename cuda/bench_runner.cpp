@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -65,8 +66,10 @@ BenchReport run_bench(const BenchOptions& o) {
   TACO_REQUIRE_INPUT(o.cols >= 1, "--cols must be >= 1");
   TACO_REQUIRE_INPUT(o.cold || o.batch, "taco bench: nothing to time (--no-cold and --no-batch)");
   for (const auto& op : o.ops)
-    TACO_REQUIRE_INPUT(op == "encode" || op == "decode" || op == "decode_reduce" || op == "decode_reduce_encode",
-                       "--ops: unknown operation '{}' (encode, decode, decode_reduce, decode_reduce_encode)", op);
+    TACO_REQUIRE_INPUT(op == "encode" || op == "encode_ef" || op == "decode" || op == "decode_reduce" ||
+                           op == "decode_reduce_encode",
+                       "--ops: unknown operation '{}' (encode, encode_ef, decode, decode_reduce, decode_reduce_encode)",
+                       op);
   for (const auto& im : o.impls)
     TACO_REQUIRE_INPUT(im == "fused" || im == "unfused", "--impl: unknown implementation '{}' (fused, unfused)", im);
   for (const auto& v : o.variants) (void)GpuQuant::require_supported(v);  // fail before any timing
@@ -154,6 +157,14 @@ BenchReport run_bench(const BenchOptions& o) {
       dr.alloc(k, size_t(N * src_bytes), "cudaMalloc(bench decode-reduce sources)");
       const bool want_dre = std::find(o.ops.begin(), o.ops.end(), "decode_reduce_encode") != o.ops.end();
       if (want_dre) rew.alloc(k, size_t(src_bytes), "cudaMalloc(bench re-encode output)");
+      // error feedback: one fp32 residual per rotation set, zero at the start (it then holds
+      // whatever the timed steps leave, as a training step's would)
+      Rotation res;
+      const bool want_ef = std::find(o.ops.begin(), o.ops.end(), "encode_ef") != o.ops.end();
+      if (want_ef) {
+        res.alloc(k, size_t(numel) * 4, "cudaMalloc(bench residual)");
+        for (int i = 0; i < k; ++i) TACO_CUDA_CHECK(cudaMemsetAsync(res.at(i), 0, size_t(numel) * 4, s));
+      }
       for (int i = 0; i < k; ++i) {
         fill_random(in.at(i), o.dtype == DataType::BF16, numel, cols, o.seed + 1000 + uint64_t(i), s);
         q.encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s);
@@ -196,6 +207,29 @@ BenchReport run_bench(const BenchOptions& o) {
         };
         check(fmt::format("{} ({}) encode of {} B, GPU bytes vs CPU bytes", variant, config, size),
               compare_bytes(gpu_wire, cpu_wire));
+        if (want_ef) {
+          // one step from a zero residual: v = finite(x) + 0, the wire of encode(v), e' = v - decode
+          DeviceBuffer w2(size_t(wire_bytes), "cudaMalloc(bench verify)"), r2(size_t(numel) * 4, "cudaMalloc(bench verify)");
+          TACO_CUDA_CHECK(cudaMemsetAsync(r2.get(), 0, size_t(numel) * 4, s));
+          q.encode_ef(in.at(0), o.dtype, r2.as<float>(), o.chunks, crow, cols, w2.as<uint8_t>(), s);
+          std::vector<float> v(static_cast<size_t>(numel)), dec(static_cast<size_t>(numel));
+          for (int64_t i = 0; i < numel; ++i) v[size_t(i)] = (std::isfinite(x[size_t(i)]) ? x[size_t(i)] : 0.0f) + 0.0f;
+          std::vector<uint8_t> ef_wire;
+          for (int64_t c = 0; c < o.chunks; ++c) {
+            const auto w = cpu->encode(v.data() + c * crow * cols, crow, cols);
+            cpu->decode(w.data(), w.size(), crow, cols, dec.data() + c * crow * cols);
+            ef_wire.insert(ef_wire.end(), w.begin(), w.end());
+          }
+          check(fmt::format("{} encode_ef of {} B, GPU bytes vs CPU bytes", variant, size),
+                compare_bytes(download(w2.get(), size_t(wire_bytes), s), ef_wire));
+          std::vector<uint8_t> want_res(size_t(numel) * 4);
+          for (int64_t i = 0; i < numel; ++i) {
+            const float e = v[size_t(i)] - (std::isfinite(dec[size_t(i)]) ? dec[size_t(i)] : 0.0f);
+            std::memcpy(want_res.data() + 4 * i, &e, 4);
+          }
+          check(fmt::format("{} encode_ef of {} B, GPU residual vs CPU residual", variant, size),
+                compare_bytes(download(r2.get(), size_t(numel) * 4, s), want_res));
+        }
         if (unfused) {
           DeviceBuffer w2(size_t(wire_bytes), "cudaMalloc(bench verify)");
           unfused->encode(in.at(0), o.dtype, o.chunks, crow, cols, w2.as<uint8_t>(), s);
@@ -211,7 +245,7 @@ BenchReport run_bench(const BenchOptions& o) {
 
       for (const std::string& op : o.ops) {
         for (const std::string& impl : o.impls) {
-          if (impl == "unfused" && (!unfused || op == "decode_reduce_encode")) continue;
+          if (impl == "unfused" && (!unfused || op == "decode_reduce_encode" || op == "encode_ef")) continue;
           if (impl == "fused" && !want_fused) continue;
           std::function<void(int)> work;
           BenchRow r;
@@ -229,7 +263,14 @@ BenchReport run_bench(const BenchOptions& o) {
               work = [&](int i) { q.encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s); };
             else
               work = [&](int i) { unfused->encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s); };
-            r.launches = impl == "fused" ? (q.fused() ? 1 : 3) : unfused->encode_launches();
+            r.launches = impl == "fused" ? q.encode_launches() : unfused->encode_launches();
+          } else if (op == "encode_ef") {
+            r.numel = numel;
+            r.bytes_counted = int64_t(in_bytes) + wire_bytes + 2 * numel * 4;
+            work = [&](int i) {
+              q.encode_ef(in.at(i), o.dtype, reinterpret_cast<float*>(res.at(i)), o.chunks, crow, cols, wire.at(i), s);
+            };
+            r.launches = q.encode_launches();
           } else if (op == "decode") {
             r.numel = numel;
             r.bytes_counted = wire_bytes + int64_t(out_bytes);
@@ -252,7 +293,7 @@ BenchReport run_bench(const BenchOptions& o) {
             r.sources = int(N);
             r.bytes_counted = N * src_bytes + src_bytes;
             work = [&](int i) { q.decode_reduce_encode(srcs_of(i), 1, srow, cols, rew.at(i), false, s); };
-            r.launches = q.fused() ? 1 : 4;
+            r.launches = q.fused() ? q.encode_launches() : 1 + q.encode_launches();
           }
           for (int mode = 0; mode < 2; ++mode) {
             const bool cold = mode == 0;

@@ -5,6 +5,8 @@
 //
 // Bytes counted (logical IO, each input read once, each output written once; 1 GB = 1e9 B):
 //   encode          numel * in_bytes + wire bytes (all chunks)
+//   encode_ef       encode's bytes + 2 * numel * 4 (the fp32 error-feedback residual, read and
+//                   written in place)
 //   decode          wire bytes + numel * out_bytes
 //   decode_reduce   N wires of numel/N elements each + numel/N * out_bytes (numel = N * n is
 //                   the number of decoded elements; N = --sources)

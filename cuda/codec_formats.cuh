@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "cuda/codec_params.hpp"
+#include "formats/hd_formats.hpp"
 #include "formats/scale_division.hpp"
 
 namespace taco::gpu::detail {
@@ -225,6 +226,60 @@ __device__ __forceinline__ ScaleOut block_scale(float amax, const QuantRules& q)
 
 __device__ __forceinline__ bool is_sat_code(uint32_t c, const QuantRules& q) {
   return (q.sat_code[(c >> 5) & 7u] >> (c & 31u)) & 1u;
+}
+
+// ---- 4-bit elements and UE4M3 scales (formats/hd_formats.hpp, shared with the host tests) --------
+// Codes travel as words of eight nibbles: word i holds the codes of registers 8i (low nibble) ..
+// 8i + 7, so that a word's bytes are the wire's bytes (element 2j in the low nibble).
+// The format branch is taken once per group, not per element. t: the quotients, none NaN; for
+// E2M1 scaled by kE2M1Shift (hd_formats.hpp e2m1_word_scaled), for INT4 not.
+template <int N>
+__device__ __forceinline__ void encode_nibbles(const float (&t)[N], uint32_t (&w)[N / 8], ElemKind kind) {
+  static_assert(N % 8 == 0, "whole words of nibbles");
+  if (kind == ElemKind::E2M1) {
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i)
+      w[i] = e2m1_word_scaled({t[8 * i], t[8 * i + 1], t[8 * i + 2], t[8 * i + 3], t[8 * i + 4], t[8 * i + 5],
+                               t[8 * i + 6], t[8 * i + 7]});
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i)
+      w[i] = int4_word({t[8 * i], t[8 * i + 1], t[8 * i + 2], t[8 * i + 3], t[8 * i + 4], t[8 * i + 5], t[8 * i + 6],
+                        t[8 * i + 7]});
+  }
+}
+
+// Code values times s (kScaled = false: the code values alone).
+template <int N, bool kScaled = true>
+__device__ __forceinline__ void decode_nibbles(const uint32_t (&w)[N / 8], float s, ElemKind kind, float (&v)[N]) {
+  if (kind == ElemKind::E2M1) {
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      const float c = e2m1_value(w[r / 8] >> (4 * (r % 8)));
+      v[r] = kScaled ? __fmul_rn(c, s) : c;
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      const float c = int4_value(w[r / 8] >> (4 * (r % 8)));
+      v[r] = kScaled ? __fmul_rn(c, s) : c;
+    }
+  }
+}
+
+// The scale of a block of a 4-bit codec: block_scale, or NVFP4's two-level rule (UE4M3 code of
+// the block's ideal scale over the chunk's tensor scale S_t).
+__device__ __forceinline__ ScaleOut nibble_block_scale(float amax, const QuantRules& q, float tensor_scale) {
+  if (q.scale == ScaleKind::UE4M3) {
+    const HdScale h = two_level_block_scale(amax, q.target, tensor_scale, q.sround == ScaleRoundKind::Up);
+    return {h.code, h.s};
+  }
+  return block_scale(amax, q);
+}
+// The scale a stored code means (UE4M3: times the chunk's S_t).
+__device__ __forceinline__ float nibble_decode_scale(uint32_t code, const QuantRules& q, float tensor_scale) {
+  if (q.scale == ScaleKind::UE4M3) return __fmul_rn(ue4m3_value(code), tensor_scale);
+  return decode_scale(code, q.scale);
 }
 
 // ---- unaligned little-endian scalars in the wire ----------------------------------------------

@@ -12,6 +12,10 @@
 // Work decomposition: a warp owns 32 / 2^LB groups at a time (2^LB lanes per group, 2^R
 // consecutive elements per lane, so a lane's input is one or more 16-byte loads); a grid-stride
 // loop walks all (chunk, group) pairs of the launch, so any grid size is correct.
+//
+// 4-bit codes (E2M1, INT4; GroupCfg::kBits) are a compile-time layout too: a lane's codes are
+// half as many bytes, two per byte. They take the block-scaled rules only (variant.cpp), with
+// NVFP4's two-level UE4M3 scale among them.
 #include <type_traits>
 
 #include "cuda/codec_formats.cuh"
@@ -28,7 +32,7 @@ namespace taco::gpu::detail {
 //    regroups the values into SectorLayout for the stores (fwht_to).
 enum class Lay { Lane, Sector, LaneToSector };
 
-template <int LG_, int R_, bool Had_, Lay K_, bool Taco_, bool Ref_ = false>
+template <int LG_, int R_, bool Had_, Lay K_, bool Taco_, bool Ref_ = false, int Bits_ = 8>
 struct GroupCfg {
   static constexpr int LG = LG_, R = R_, LB = LG_ - R_;
   static constexpr int G = 1 << LG_;     // group size
@@ -42,6 +46,9 @@ struct GroupCfg {
   // range) and p.stats == nullptr are compile-time facts instead of run-time branches.
   static constexpr bool kRef = Ref_;
   static_assert(!Ref_ || Taco_, "reference rules are TACO rules");
+  static constexpr int kBits = Bits_;  // bits per code: 8, or 4 (two codes per byte)
+  static_assert(Bits_ == 8 || (Bits_ == 4 && !Taco_), "4-bit codes take the block-scaled rules");
+  static constexpr int kCodeWords = (1 << R_) * Bits_ / 32;  // 32-bit words of a lane's codes
   static_assert(LB >= 0 && LB <= 5, "a group spans at most one warp");
   static_assert(EPL >= 8, "16-byte bf16 loads need 8 elements per lane");
   static constexpr bool kRegroup = K_ == Lay::LaneToSector;
@@ -56,6 +63,22 @@ struct GroupCfg {
   // Shared-memory floats per group for the regrouping (0: none).
   static constexpr int kScratchFloats = kRegroup ? kRegroupFloats : 0;
 };
+
+// max(a, b) that propagates NaN (PTX max.NaN): the max of |v| over a group is then finite
+// exactly when every value is.
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+template <int N>
+__device__ __forceinline__ float lane_absmax_nan(const float (&v)[N]) {
+  float m[N / 2];  // a pairwise tree, as lane_absmax
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) m[i] = fmax_nan(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
+  tree_detail::fold<N / 4>(m, [](float a, float b) { return fmax_nan(a, b); });
+  return m[0];
+}
 
 // The calling lane's group scratch area in the kernel's shared array `mem` (nullptr when the
 // configuration needs none). Warps own consecutive areas, one per group.
@@ -257,6 +280,62 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&quad)
   }
 }
 
+// 4-bit codes travel as words of eight nibbles (codec_formats.cuh encode_nibbles): the group's
+// codes hold 2^LG / 2 bytes from dst (its first code byte), run j of a lane at byte
+// (lane offset + register offset) / 2. Every run is at least 8 elements and starts at an even
+// element, so registers r and r + 1 (r even) fill one byte.
+template <class L>
+__device__ __forceinline__ void store_nibbles(uint8_t* dst, const uint32_t (&w)[L::kRegs / 8], int lane, int n,
+                                              bool vec) {
+  constexpr int K = 1 << L::run_log2();
+  static_assert(K >= 8, "nibble runs of at least 4 bytes");
+  constexpr int kRuns = L::kRegs / K;
+  const int lo = L::lane_offset(lane);
+  if (vec && n == (1 << L::LG)) {
+#pragma unroll
+    for (int j = 0; j < kRuns; ++j) {
+      const uint32_t* wj = w + j * K / 8;
+      uint8_t* d = dst + ((lo + L::reg_offset(j * K)) >> 1);
+      if constexpr (K == 8) {
+        *reinterpret_cast<uint32_t*>(d) = wj[0];
+      } else if constexpr (K == 16) {
+        *reinterpret_cast<uint2*>(d) = make_uint2(wj[0], wj[1]);
+      } else {
+#pragma unroll
+        for (int t = 0; t < K / 32; ++t)
+          reinterpret_cast<uint4*>(d)[t] = make_uint4(wj[4 * t], wj[4 * t + 1], wj[4 * t + 2], wj[4 * t + 3]);
+      }
+    }
+  } else {
+    // A tail of odd length writes its last byte with the code of the zero past it (0) on top,
+    // as the reference packs it.
+#pragma unroll
+    for (int r = 0; r < L::kRegs; r += 2) {
+      const int i = L::reg_offset(r) | lo;
+      if (i < n) dst[i >> 1] = uint8_t(w[r / 8] >> (4 * (r % 8)));
+    }
+  }
+}
+
+// Code of register r, 8- or 4-bit.
+template <class Cfg>
+__device__ __forceinline__ uint32_t group_code(const uint32_t (&w)[Cfg::kCodeWords], int r) {
+  if constexpr (Cfg::kBits == 4) return (w[r / 8] >> (4 * (r % 8))) & 0xfu;
+  else return code_at<typename Cfg::In>(w, r);
+}
+
+// One lane's share of a coded group as loaded: its EPL codes (load layout) and the group's
+// scale bytes. load_codes only issues loads (no arithmetic on their results), so a kernel can
+// load the next group while it decodes this one; decode_codes interprets them. An encode that
+// keeps what it wrote (error feedback) hands it over in the same form.
+template <class Cfg>
+struct RawCodes {
+  uint32_t w[Cfg::kCodeWords];
+  uint32_t s_bits;    // the scale as stored (scale_bytes, little-endian)
+  uint32_t s_a_bits;  // TACO's s_a; UE4M3 scales: the chunk's S_t
+  bool valid;
+};
+
 // The byte-wise paths of unaligned scales are calls: inlined, ptxas predicates them next to the
 // aligned access, and all their byte loads or stores then issue in every group (profile of the
 // taco decode: 8 byte loads per lane and group).
@@ -354,9 +433,12 @@ __device__ __forceinline__ void encode_quads(const float (&t)[N], uint32_t (&qua
 
 // Encodes one group held in its layout (values already zero past m) into the chunk's wire
 // buffer: codes, scale(s). Adds the saturated codes it stored to `sat`. kWhole: as load_raw's.
-template <class Cfg, bool kWhole = false>
+// kKeep: also hands the codes and scales it wrote to *keep, as load_codes would read them
+// back (the error-feedback encode decodes them in registers).
+template <class Cfg, bool kWhole = false, bool kKeep = false>
 __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& it, int lane,
-                                             float (&v)[Cfg::EPL], unsigned long long& sat) {
+                                             float (&v)[Cfg::EPL], unsigned long long& sat,
+                                             RawCodes<Cfg>* keep = nullptr) {
   // Regrouping inside the transform made encodes slower (bench/records/2026-12-01-h200-v13-ab.md).
   static_assert(!Cfg::kRegroup, "encodes keep one layout");
   using L = typename Cfg::In;
@@ -367,7 +449,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
   const int n = Cfg::kHad || kWhole ? Cfg::G : it.m;  // codes stored
   const bool whole = kWhole || it.m == Cfg::G;
   const bool code_vec = kWhole || p.code_vec, scale_vec4 = kWhole || p.scale_vec4;
-  uint32_t quad[EPL / 4];
+  uint32_t quad[Cfg::kCodeWords];
 
   if constexpr (Cfg::kTaco) {
     // methods.md 1.4 / quant_codec.hpp "TACO rules", steps 2-6
@@ -450,6 +532,67 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
         if (rule_dual<Cfg>(q)) store_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), s_a, scale_vec4);
       }
     }
+    if constexpr (kKeep) {
+      keep->s_bits = fbits(s_q);
+      keep->s_a_bits = fbits(s_a);
+    }
+  } else if constexpr (Cfg::kBits == 4) {
+    // QuantCodec::encode_flat for E2M1 / INT4 codes, prepare_group for transformed groups
+    if constexpr (Cfg::kHad) {
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(v[r]);
+      if (q.rht) apply_rht_signs<L>(v, lane, q);
+      fwht<L>(v, lane);
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(__fmul_rn(v[r], q.hconst));
+    }
+    // amax as a NaN-propagating max of |v| (one instruction per element): finite exactly when
+    // the group is, so the quotients below are never NaN (encode_nibbles needs that); a warp with
+    // a NaN or an infinite value takes the general path (the finite amax, zeroed values).
+    float amax = lane_absmax_nan(v);
+#pragma unroll
+    for (int j = 0; j < L::LB; ++j) amax = fmax_nan(amax, __shfl_xor_sync(kFullMask, amax, 1 << j));
+    const bool nonfinite_warp = __any_sync(kFullMask, !(amax <= 3.40282347e+38f));
+    if (nonfinite_warp) amax = bitsf(group_amax_bits_finite<L>(v));
+    // UE4M3 scales: the chunk's tensor scale from its amax (the statistics pass before this one).
+    const float tensor_scale =
+        q.scale == ScaleKind::UE4M3 ? two_level_tensor_scale(bitsf(__ldg(p.chunk_amax + it.c)), q.target) : 1.0f;
+    const ScaleOut so = nibble_block_scale(amax, q, tensor_scale);
+    // E2M1 codes come from the quotients times 2^-14 (hd_formats.hpp e2m1_word_scaled), folded
+    // into the division: t * 2^-14 = v / (s * 2^14), the same rounding where it matters (the
+    // scaling is exact for normal floats, and quotients small enough to differ encode as +-0).
+    const bool e2m1 = q.elem == ElemKind::E2M1;
+    const float shift = e2m1 ? kE2M1Shift : 1.0f;
+    float t[EPL];
+    if (!nonfinite_warp && q.scale == ScaleKind::E8M0) {
+      // a power of two: the division is the multiply by its exact reciprocal (2^-141 .. 2^127)
+      const float rcp = __fdiv_rn(shift, so.s);
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) t[r] = __fmul_rn(v[r], rcp);
+    } else if (const float s_div = __fmul_rn(so.s, e2m1 ? 16384.0f : 1.0f);
+               !nonfinite_warp && q.fast_div && code_divisor_ok(s_div)) {
+      const ScaleDivisor d = scale_divisor(s_div);
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) t[r] = div_by_scale(v[r], d);
+    } else {
+#pragma unroll
+      for (int r = 0; r < EPL; ++r) t[r] = __fmul_rn(__fdiv_rn(finite_or_zero(v[r]), so.s), shift);
+    }
+    encode_nibbles<EPL>(t, quad, q.elem);
+    if (it.valid) {
+      store_nibbles<L>(wire + int64_t(it.b) * (Cfg::G / 2), quad, lane, n, code_vec);
+      if (leader) {
+        uint8_t* sp = wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes;
+        if (q.scale_bytes == 4) store_f32_scalar(sp, bitsf(so.code), scale_vec4);
+        else put_le(sp, so.code, q.scale_bytes);
+        // the chunk's S_t, after the scales (no aux bytes: codec_params.hpp)
+        if (q.scale == ScaleKind::UE4M3 && it.b == 0) put_le(wire + p.geo.aux_off, fbits(tensor_scale), 4);
+      }
+    }
+    if constexpr (kKeep) {
+      keep->s_bits = so.code;
+      keep->s_a_bits = fbits(tensor_scale);
+    }
   } else {
     // QuantCodec::encode_flat with prepare_group for transformed groups
     if constexpr (Cfg::kHad) {
@@ -485,32 +628,31 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
         else put_le(sp, so.code, q.scale_bytes);
       }
     }
+    if constexpr (kKeep) {
+      keep->s_bits = so.code;
+      keep->s_a_bits = 0;
+    }
   }
   if (counts<Cfg>(p) && it.valid) {
     const int lo = L::lane_offset(lane);
 #pragma unroll
     for (int r = 0; r < EPL; ++r)
-      sat += ((L::reg_offset(r) | lo) < n && is_sat_code(code_at<L>(quad, r), q)) ? 1u : 0u;
+      sat += ((L::reg_offset(r) | lo) < n && is_sat_code(group_code<Cfg>(quad, r), q)) ? 1u : 0u;
+  }
+  if constexpr (kKeep) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kCodeWords; ++i) keep->w[i] = quad[i];
+    keep->valid = it.valid;
   }
 }
 
 // ---- decode --------------------------------------------------------------------------------
-// One lane's share of a coded group as loaded: its EPL codes (load layout) and the group's
-// scale bytes. load_codes only issues loads (no arithmetic on their results), so a kernel can
-// load the next group while it decodes this one; decode_codes interprets them.
 // Whether a group's scale is an fp32: always under TACO rules (variant.cpp requires it), which
 // the TACO kernels then know at compile time (records v35: 1.05-1.19x for their decodes).
 template <class Cfg>
 __device__ __forceinline__ bool fp32_scales(const QuantRules& q) {
   return Cfg::kTaco || q.scale_bytes == 4;
 }
-
-template <class Cfg>
-struct RawCodes {
-  uint32_t w[Cfg::EPL / 4];
-  uint32_t s_bits, s_a_bits;  // the scale as stored (scale_bytes, little-endian), TACO's s_a
-  bool valid;
-};
 
 // The lane's EPL codes of a whole group whose first code is at cp, as vector loads: streaming
 // loads from global memory, or (kShared) loads from a shared-memory stage of the same layout.
@@ -543,6 +685,37 @@ __device__ __forceinline__ void load_code_runs(const uint8_t* cp, int lane, uint
   }
 }
 
+// The lane's 4-bit codes of a whole group whose first code byte is at cp (store_nibbles' layout),
+// as streaming vector loads.
+template <class Cfg>
+__device__ __forceinline__ void load_nibble_runs(const uint8_t* cp, int lane, uint32_t (&w)[Cfg::kCodeWords]) {
+  using L = typename Cfg::In;
+  constexpr int K = 1 << L::run_log2();  // consecutive codes per run: 8 or more, K / 2 bytes
+  static_assert(K >= 8, "nibble runs of at least 4 bytes");
+  const int lo = L::lane_offset(lane);
+#pragma unroll
+  for (int j = 0; j < Cfg::EPL / K; ++j) {
+    const uint8_t* s = cp + ((lo + L::reg_offset(j * K)) >> 1);
+    uint32_t* wj = w + j * (K / 8);
+    if constexpr (K == 8) {
+      wj[0] = __ldcs(reinterpret_cast<const unsigned int*>(s));
+    } else if constexpr (K == 16) {
+      const uint2 q2 = __ldcs(reinterpret_cast<const uint2*>(s));
+      wj[0] = q2.x;
+      wj[1] = q2.y;
+    } else {
+#pragma unroll
+      for (int t = 0; t < K / 32; ++t) {
+        const uint4 q4 = __ldcs(reinterpret_cast<const uint4*>(s) + t);
+        wj[4 * t] = q4.x;
+        wj[4 * t + 1] = q4.y;
+        wj[4 * t + 2] = q4.z;
+        wj[4 * t + 3] = q4.w;
+      }
+    }
+  }
+}
+
 template <class Cfg>
 __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t* wire, const Item& it,
                                            int lane, RawCodes<Cfg>& raw) {
@@ -551,16 +724,31 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
   const QuantRules& q = p.rules;
   const int lo = L::lane_offset(lane);
   const int n = Cfg::kHad ? Cfg::G : it.m;
-  const uint8_t* cp = wire + int64_t(it.b) * Cfg::G;
-  if (it.valid && p.code_vec && n == Cfg::G) {
-    load_code_runs<Cfg>(cp, lane, raw.w);
+  if constexpr (Cfg::kBits == 4) {
+    const uint8_t* cp = wire + int64_t(it.b) * (Cfg::G / 2);
+    if (it.valid && p.code_vec && n == Cfg::G) {
+      load_nibble_runs<Cfg>(cp, lane, raw.w);
+    } else {
+#pragma unroll
+      for (int k = 0; k < Cfg::kCodeWords; ++k) raw.w[k] = 0;
+#pragma unroll
+      for (int r = 0; r < EPL; r += 2) {  // one byte: registers r and r + 1 (store_nibbles)
+        const int i = L::reg_offset(r) | lo;
+        if (it.valid && i < n) raw.w[r / 8] |= uint32_t(cp[i >> 1]) << (4 * (r % 8));
+      }
+    }
   } else {
+    const uint8_t* cp = wire + int64_t(it.b) * Cfg::G;
+    if (it.valid && p.code_vec && n == Cfg::G) {
+      load_code_runs<Cfg>(cp, lane, raw.w);
+    } else {
 #pragma unroll
-    for (int k = 0; k < EPL / 4; ++k) raw.w[k] = 0;
+      for (int k = 0; k < EPL / 4; ++k) raw.w[k] = 0;
 #pragma unroll
-    for (int r = 0; r < EPL; ++r) {
-      const int i = L::reg_offset(r) | lo;
-      if (it.valid && i < n) raw.w[r / 4] |= uint32_t(cp[i]) << (8 * (r % 4));
+      for (int r = 0; r < EPL; ++r) {
+        const int i = L::reg_offset(r) | lo;
+        if (it.valid && i < n) raw.w[r / 4] |= uint32_t(cp[i]) << (8 * (r % 4));
+      }
     }
   }
   raw.valid = it.valid;
@@ -571,6 +759,9 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
       raw.s_bits = fbits(load_f32_scalar(wire + p.geo.scale_off + 4 * int64_t(it.b), p.scale_vec4));
     else raw.s_bits = get_le(wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes, q.scale_bytes);
     if (Cfg::kTaco && q.dual) raw.s_a_bits = fbits(load_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), p.scale_vec4));
+    if constexpr (Cfg::kBits == 4) {
+      if (q.scale == ScaleKind::UE4M3) raw.s_a_bits = get_le(wire + p.geo.aux_off, 4);  // the chunk's S_t
+    }
   }
 }
 
@@ -626,7 +817,10 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   }
   float s = 1.0f, s_a = 1.0f;
   if (raw.valid) {
-    s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits) : decode_scale(raw.s_bits, q.scale);
+    if constexpr (Cfg::kBits == 4)
+      s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits) : nibble_decode_scale(raw.s_bits, q, bitsf(raw.s_a_bits));
+    else
+      s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits) : decode_scale(raw.s_bits, q.scale);
     if (Cfg::kTaco && q.dual) s_a = bitsf(raw.s_a_bits);
   }
   if constexpr (Cfg::kTaco) {
@@ -657,7 +851,8 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     }
     return;
   }
-  decode_elems<EPL>(raw.w, s, q.elem, v);
+  if constexpr (Cfg::kBits == 4) decode_nibbles<EPL>(raw.w, s, q.elem, v);
+  else decode_elems<EPL>(raw.w, s, q.elem, v);
   if constexpr (Cfg::kHad) {
     fwht_to<typename Cfg::In, Out>(v, lane, scratch);
 #pragma unroll

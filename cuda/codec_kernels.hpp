@@ -1,7 +1,8 @@
 #pragma once
-// Host-side entry points of the quantization kernels (codec_kernels.cu). The one run-time ->
-// compile-time dispatch lives in select_group_kernels(); it throws InputError for a group size
-// it has no instantiation for.
+// Host-side entry points of the quantization kernels (codec_kernels*.cu). The one run-time ->
+// compile-time dispatch of the group codecs lives in select_group_kernels(); it throws
+// InputError for a group size or code width it has no instantiation for. The row / column /
+// tensor codecs take the kernels of strided_kernels().
 #include <cuda_runtime_api.h>
 
 #include "cuda/codec_params.hpp"
@@ -64,6 +65,10 @@ struct GroupKernels {
   GroupKernel decode_add_encode;        // encode(decode(src[0]) + in): a ring all-reduce hop
   GroupKernel decode_stream;            // `decode` through bulk copies (fn null: none); it takes
                                         // one wire of one chunk of whole groups (GpuQuant checks)
+  GroupKernel encode_feedback_bf16, encode_feedback_f32;  // encode with error feedback: input and
+                                        // residual in, codes and the new residual out
+  GroupKernel chunk_amax;               // the statistics pass of two-level (UE4M3) scales, before
+                                        // any encode of theirs (fn null: 8-bit codes, none)
 };
 
 // TACO's reference rules, the ones the encode_ref_* kernels compile in (codec_group.cuh,
@@ -73,8 +78,16 @@ constexpr bool taco_reference_rules(const QuantRules& q) {
 }
 
 // The kernels for groups of group_size, with or without the transform, for the TACO rules or
-// the block-scaled ones (QuantRules::taco).
-GroupKernels select_group_kernels(int group_size, bool transform, bool taco);
+// the block-scaled ones (QuantRules::taco), with 8- or 4-bit codes (4: block-scaled only).
+GroupKernels select_group_kernels(int group_size, bool transform, bool taco, int code_bits);
+
+namespace detail {
+// Parts of select_group_kernels instantiated in translation units of their own, which build in
+// parallel: the 4-bit kernels (codec_kernels_nibble.cu) and the error-feedback encodes of 8-bit
+// codes (codec_kernels_feedback.cu). lg = log2 of the group size, already validated.
+GroupKernels nibble_group_kernels(int lg, bool transform);
+void add_byte_feedback_kernels(int lg, bool transform, bool taco, GroupKernels& k);
+}  // namespace detail
 
 inline constexpr int kGroupThreads = 128;  // threads per block of every group kernel
 // Groups per group-kernel launch (chunks x blocks per chunk): the kernels index them in 32 bits.
@@ -83,16 +96,33 @@ inline constexpr int64_t kMaxLaunchGroups = int64_t(1) << 30;
 // Decode launches of at most this many output elements (2 MiB of bf16) take decode_reduce_small
 // (records v18: from 2 M outputs on, decode and decode-reduce, the regrouped kernel is faster).
 inline constexpr int64_t kSmallDecodeElems = int64_t(1) << 20;
-inline constexpr int kScopedThreads = 256;
-inline constexpr int kScopedRun = 16;      // elements per thread in the element-wise kernels
-inline constexpr int kStatsSegment = 8192; // elements per warp in the block-statistics kernel
 
-// Row / tensor blocks (an amax per block needs its own pass): statistics, scales, codes.
-// block_amax must be zeroed before scoped_stats runs.
-KernelFn scoped_stats_kernel();
-KernelFn scoped_scales_kernel();
-KernelFn scoped_quant_kernel();
-// Element-wise decode (sum over nsrc sources) of row / tensor codecs -> out.
-KernelFn scoped_decode_reduce_kernel();
+// ---- row / column / tensor codecs (codec_kernels_strided.cu) ---------------------------------
+// Rows: one pass; kRowShapes[k] threads per row (a warp, four warps, the block), each holding
+// kRowThreadElems elements of a slab of the row in registers (rows longer than a slab read the
+// rest a second time, from L2). Tensor and column scales need a statistic of the whole chunk
+// first: an amax pass (chunk_amax for tensor, block_amax per column), a scales pass (columns),
+// then an element-wise quantization pass. Decodes are element-wise. Elements: E4M3, E5M2, INT8.
+inline constexpr int kStridedThreads = 256;   // threads per block of every strided kernel
+inline constexpr int kRowThreadElems = 32;    // row elements a thread holds (4 runs of 8)
+inline constexpr int kRowShapes[3] = {32, 128, 256};
+// The row kernel for rows of `cols`: the fewest threads per row whose slab holds the row.
+inline int row_shape(int64_t cols) {
+  for (int k = 0; k < 2; ++k)
+    if (cols <= int64_t(kRowShapes[k]) * kRowThreadElems) return k;
+  return 2;
+}
+
+struct StridedKernels {
+  // [row_shape][in type: 0 bf16, 1 f32][error feedback: 0, 1]
+  KernelFn row_encode[3][2][2];
+  KernelFn tensor_amax[2][2];      // [in type][feedback] -> chunk_amax (zeroed first)
+  KernelFn col_amax[2][2];         // -> block_amax, [chunks][cols] (zeroed first)
+  KernelFn col_scales;             // block_amax -> the wire's scales and block_scale
+  KernelFn tensor_quant[2][2];     // codes from chunk_amax's scale
+  KernelFn col_quant[2][2];        // codes from block_scale
+  KernelFn tensor_decode, row_decode, col_decode;  // decode + reduce over nsrc wires -> out
+};
+const StridedKernels& strided_kernels();
 
 }  // namespace taco::gpu

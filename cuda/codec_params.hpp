@@ -3,16 +3,18 @@
 // A "chunk" is what one CPU QuantCodec::encode() call of a [rows, cols] block produces; the
 // kernels process `chunks` of them side by side (a collective's per-peer chunks), each chunk's
 // wire buffer laid out exactly as the CPU reference lays it out (codecs/quant_codec.hpp):
-//   [codes][scales: blocks x scale_bytes][aux: TACO s_a, blocks x fp32]
+//   [codes][scales: blocks x scale_bytes][aux: TACO s_a, blocks x fp32][tensor: UE4M3's fp32 S_t]
+// Codes are bytes, or two per byte for 4-bit elements (element 2i in the low nibble). The GPU
+// runs no asymmetric codec, so UE4M3 codecs have no aux bytes and S_t sits at aux_off.
 // Offsets are bytes within a chunk; strides are elements (inputs, outputs) or bytes (wire).
 #include <cstdint>
 
 namespace taco::gpu {
 
-enum class ElemKind : int32_t { E4M3 = 0, E5M2 = 1, INT8 = 2 };
-enum class ScaleKind : int32_t { F32 = 0, BF16 = 1, F16 = 2, E8M0 = 3 };
+enum class ElemKind : int32_t { E4M3 = 0, E5M2 = 1, INT8 = 2, E2M1 = 3, INT4 = 4 };
+enum class ScaleKind : int32_t { F32 = 0, BF16 = 1, F16 = 2, E8M0 = 3, UE4M3 = 4 };
 enum class ScaleRoundKind : int32_t { Exact = 0, Up = 1, Nearest = 2, OcpFloor = 3 };
-enum class BlockKind : int32_t { Group = 0, Row = 1, Tensor = 2 };
+enum class BlockKind : int32_t { Group = 0, Row = 1, Tensor = 2, Col = 3 };
 enum class DataType : int32_t { F32 = 0, BF16 = 1 };
 
 inline constexpr int kMaxSources = 16;   // decode-reduce inputs per launch
@@ -36,7 +38,7 @@ struct QuantRules {
   float lambda;            // dual only
   float fmax;              // F in s_a (448 / 57344)
   float hconst;            // float(1 / sqrt(G))
-  float qmax;              // INT8: 127
+  float qmax;              // INT8: 127, INT4: 7
   int32_t fast_div;        // 1: per-group scale divisions may use the reciprocal + FMA correction
                            // (exact for every quotient that matters, see codec_formats.cuh); 0
                            // when the target range is so large that quotients could overflow
@@ -47,12 +49,19 @@ struct QuantRules {
   uint32_t sat_code[8];                  // bit c: code c counts as saturated (EncodeStats)
 };
 
+// Where the values an encode quantizes come from, for the kernels that take several sources
+// (the statistics pass of two-level scales): the input (in, in_type), the input plus the
+// error-feedback residual, the sum of decoded wires (src[0..nsrc)), or one decoded wire plus
+// the input (a ring all-reduce hop).
+enum class ValueSource : int32_t { Input = 0, InputFeedback = 1, DecodeSum = 2, DecodeAdd = 3 };
+
 // Geometry of one chunk (the CPU QuantLayout for [rows, cols]).
 struct ChunkGeometry {
   int64_t rows, cols, numel;
   int64_t nblocks;         // scale blocks per chunk
-  int64_t block_len;       // G, cols (row) or numel (tensor)
-  int64_t code_bytes;      // 8-bit codes: numel, or nblocks * G when groups are transformed
+  int64_t block_len;       // G, cols (row), rows (col) or numel (tensor)
+  int64_t code_bytes;      // 8-bit codes: numel, or nblocks * G when groups are transformed;
+                           // 4-bit codes: half that, rounded up
   int64_t scale_off, aux_off, total;
 };
 
@@ -82,10 +91,13 @@ struct KernelParams {
   int64_t out_stride;
   int32_t round_sum_bf16;  // decode-reduce-encode: round the fp32 sum to bf16 before encoding
 
-  // per-block scratch for the row / tensor kernels: amax bits, the scale in use
+  // per-block scratch of the column kernels: amax bits, the scale in use
   uint32_t* block_amax;    // [chunks * nblocks]
   float* block_scale;      // [chunks * nblocks]
-  float* sum_f32;          // decode-reduce-encode fallback: [chunks][numel] fp32 sums
+  // The largest finite |value| of each chunk, as float bits (atomicMax; zeroed by the host before
+  // the pass that fills it): the statistic of UE4M3's tensor scale S_t (group codecs) and of
+  // tensor scales. [chunks]
+  uint32_t* chunk_amax;
 
   unsigned long long* stats;  // optional: [0] saturated codes, [1] non-finite inputs
 
@@ -94,6 +106,13 @@ struct KernelParams {
   int32_t code_vec;        // code runs may be accessed with their natural vector width
   int32_t scale_vec4;      // fp32 scales are 4-byte aligned
   int32_t out_vec16;       // output runs may be written with vector stores
+
+  ValueSource value_source;  // what the statistics pass reads
+  // Error feedback: the caller's fp32 residual e, [chunks][in_stride] like the input, read and
+  // rewritten in place (e' = v - decode(encode(v)), v = x + e; GpuQuant::encode_ef).
+  float* residual;
+  int32_t residual_vec16;  // the residual may be accessed with 16-byte vectors
+  int32_t tile_rows;       // column codecs: rows of the tiles a thread walks (codec_kernels_strided.cu)
 };
 
 }  // namespace taco::gpu

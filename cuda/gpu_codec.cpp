@@ -1,7 +1,9 @@
 #include "cuda/gpu_codec.hpp"
 
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
+#include "codecs/structured/structured.hpp"
 #include "core/error.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device.hpp"
@@ -77,6 +79,17 @@ class GpuCodec final : public taco::Codec {
 }  // namespace
 
 std::unique_ptr<taco::Codec> make_gpu_codec(const std::string& variant) {
+  // ef:<variant> / aqsgd:<variant>: the study keeps their state (study/error_feedback.hpp) and
+  // runs the inner codec, here the GPU one.
+  if (structured::is_structured_variant(variant)) {
+    const std::unique_ptr<taco::Codec> cpu = taco::make_codec(variant);  // InputError for bad ones
+    const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(cpu.get());
+    if (!fb)
+      throw_input_error("variant '{}' has no GPU implementation (structured codecs run on the CPU)", variant);
+    const std::string definition = fmt::format("{}:{}", structured::feedback_kind_name(fb->kind()), fb->inner().name());
+    return std::make_unique<structured::FeedbackCodec>(fb->kind(), make_gpu_codec(fb->inner().name()), fb->name(),
+                                                       definition);
+  }
   (void)GpuQuant::require_supported(variant);  // InputError first, with or without a GPU
   if (device_count_noexcept() == 0)
     throw taco::Error("GPU codec '" + variant + "': no CUDA device is available");

@@ -7,6 +7,13 @@
 // the input starts at element k * rows * cols, its wire at byte k * chunk_bytes(rows, cols)),
 // exactly as `chunks` separate CPU encode() calls would, concatenated. A collective's per-peer
 // chunks are one launch.
+//
+// Kernels (unsupported_reason() says what runs): flat groups g<G> take the fused group kernels
+// (codec_kernels.hpp select_group_kernels: 8-bit codes E4M3 / E5M2 / INT8 under TACO or
+// block-scaled rules, 4-bit codes E2M1 / INT4 under block-scaled rules, NVFP4's two-level UE4M3
+// scales with a statistics pass first); row, column and tensor blocks of 8-bit codes take the
+// strided kernels (strided_kernels(): rows in one pass, tensor and column scales after an amax
+// pass).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -42,6 +49,18 @@ class GpuQuant {
   // given, is a zeroed device array of 2 counters (saturated codes, non-finite inputs) to add to.
   void encode(const void* in, DataType in_type, int64_t chunks, int64_t rows, int64_t cols,
               uint8_t* wire, cudaStream_t stream, unsigned long long* stats = nullptr) const;
+
+  // Encode with error feedback, fused: residual is the caller's fp32 [chunks x rows x cols]
+  // state e of this stream of tensors (zeros before the first call), read and rewritten in place.
+  // Per element, in fp32 and in this order (study/error_feedback.cpp, FeedbackState::step):
+  //   v  = (x finite ? x : 0) + e         (x as fp32: bf16 inputs widen exactly)
+  //   wire = encode(v)                    (exactly encode() of v, counters included)
+  //   e' = v - (d finite ? d : 0),  d = decode(wire)
+  // so a CPU caller reproduces it bit for bit with the CPU codec: v = where(isfinite(x), x, 0) + e;
+  // wire = codec.encode(v); d = codec.decode(wire); e' = v - where(isfinite(d), d, 0). The
+  // receiver decodes the wire as any other. stats count what an encode of v counts.
+  void encode_ef(const void* in, DataType in_type, float* residual, int64_t chunks, int64_t rows, int64_t cols,
+                 uint8_t* wire, cudaStream_t stream, unsigned long long* stats = nullptr) const;
   void decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, void* out,
               DataType out_type, cudaStream_t stream) const;
   // out = decode(src[0]) + decode(src[1]) + ... in that order, in fp32, then out_type.
@@ -58,6 +77,10 @@ class GpuQuant {
   // only (fused()).
   void decode_add_encode(const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows, int64_t cols,
                          uint8_t* wire_out, cudaStream_t stream) const;
+
+  // Kernel launches (and memsets) one encode() / decode() enqueues, for reports.
+  int encode_launches() const;
+  int decode_launches() const;
 
   // Whether encode() with these counters takes the reference-rules kernel
   // (GroupKernels::encode_ref_*: TACO's reference rules, no counters; for the tests).
@@ -95,6 +118,15 @@ class GpuQuant {
 
  private:
   KernelParams base_params(int64_t chunks, int64_t rows, int64_t cols) const;
+  // The encode of p (input or decoded sources already in p, value_source set): the statistics
+  // pass first where the scale needs one, then the kernel that writes the wire.
+  void encode_launch(KernelParams p, bool feedback, cudaStream_t stream) const;
+  // Two-level scales: zeroes the per-chunk amax in the scratch and fills it (group_chunk_amax).
+  void chunk_amax_pass(KernelParams& p, cudaStream_t stream) const;
+  // Row / column / tensor codecs.
+  void strided_encode(KernelParams p, bool feedback, size_t scratch_off, cudaStream_t stream) const;
+  void strided_decode(const KernelParams& p, cudaStream_t stream) const;
+  int strided_occupancy(KernelFn fn) const;
   KernelParams decode_params(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows, int64_t cols,
                              void* out, DataType out_type) const;
   void launch(KernelFn fn, int occupancy, int threads, int64_t blocks_needed, const KernelParams& p,
@@ -105,13 +137,13 @@ class GpuQuant {
   // decode with these parameters may take it.
   size_t stream_shared_bytes(DataType out_type) const;
   bool stream_decode_fits(const KernelParams& p) const;
-  void scoped_encode(KernelParams p, size_t scratch_off, cudaStream_t stream) const;
   void ensure_scratch(size_t bytes) const;
 
   QuantSpec spec_;
   std::string name_;
   QuantRules rules_{};
   bool group_ = false;
+  bool two_level_ = false;        // UE4M3 scales: a statistics pass before every encode
   bool reference_rules_ = false;  // the rules are the ones GroupCfg::kRef compiles in, and it exists
   GroupKernels gk_{};
   int sm_count_ = 0;
@@ -120,7 +152,9 @@ class GpuQuant {
   int max_sms_ = 0;
   int64_t max_launch_groups_ = kMaxLaunchGroups;
   int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_reduce_ = 1, occ_decode_small_ = 1,
-      occ_dre_ = 1, occ_dae_ = 1, occ_scoped_ = 1;
+      occ_dre_ = 1, occ_dae_ = 1;
+  int occ_feedback_bf16_ = 1, occ_feedback_f32_ = 1, occ_chunk_amax_ = 1;
+  mutable std::vector<std::pair<KernelFn, int>> occ_strided_;  // strided kernels' occupancy, on first use
   int occ_stream_bf16_ = 1, occ_stream_f32_ = 1;  // the streaming decode, by output type
   int occ_encode_ref_ = 1, occ_encode_ref_f32_ = 1;
   mutable DeviceBuffer scratch_;  // row / tensor codecs: per-block statistics, fp32 sums

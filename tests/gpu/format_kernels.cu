@@ -29,6 +29,21 @@ __global__ void fp8_decode_all(int format, float* out) {
   out[c] = detail::fp8_to_float(c, format == 0 ? ElemKind::E4M3 : ElemKind::E5M2);
 }
 
+// Codes of the floats first + i: E2M1 through the kernels' eight-wide encode of t * 2^-14 (the
+// value in every position of the word, each position checked), INT4 through int4_word, UE4M3.
+__global__ void nibble_range(uint32_t first, uint32_t n, uint8_t* e2m1_out, uint8_t* int4_out, uint8_t* ue4m3_out) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const float t = __uint_as_float(first + i);
+    const float x = __fmul_rn(t, kE2M1Shift);
+    const uint32_t we = e2m1_word_scaled({x, x, x, x, x, x, x, x});
+    const uint32_t wi = int4_word({t, t, t, t, t, t, t, t});
+    // every nibble of a word holds the same code, else 0xff flags a position-dependent result
+    e2m1_out[i] = we == (we & 0xfu) * 0x11111111u ? uint8_t(we & 0xfu) : uint8_t(0xff);
+    int4_out[i] = wi == (wi & 0xfu) * 0x11111111u ? uint8_t(wi & 0xfu) : uint8_t(0xff);
+    ue4m3_out[i] = uint8_t(ue4m3_code(t));
+  }
+}
+
 __global__ void e8m0_range(uint32_t first, uint32_t n, uint8_t* ceil_out, uint8_t* near_out) {
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     const float x = __uint_as_float(first + i);
@@ -55,6 +70,11 @@ uint32_t fp8_pair_gpu(float a, float b, int format, uint32_t* d_word) {
 void fp8_decode_all_gpu(int format, float* d_out) {
   fp8_decode_all<<<1, 256>>>(format, d_out);
   TACO_CUDA_CHECK_LAUNCH("fp8_decode_all", nullptr);
+}
+
+void nibble_range_gpu(uint32_t first, uint32_t n, uint8_t* d_e2m1, uint8_t* d_int4, uint8_t* d_ue4m3) {
+  nibble_range<<<1024, 256>>>(first, n, d_e2m1, d_int4, d_ue4m3);
+  TACO_CUDA_CHECK_LAUNCH("nibble_range", nullptr);
 }
 
 void e8m0_range_gpu(uint32_t first, uint32_t n, uint8_t* d_ceil, uint8_t* d_near) {

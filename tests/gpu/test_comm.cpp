@@ -132,7 +132,7 @@ const std::vector<std::pair<Coll, Algo>> kAlgos = {
 
 TEST_CASE("comm: compressed collectives on the GPU equal the host executor bit for bit (loopback)", "[comm]") {
   const std::vector<std::string> codecs = {"taco", "fp8-g128", "fp8-row", "fp8-tensor", "int8-g128-had", "mxfp8",
-                                           "taco-g32"};
+                                           "taco-g32", "nvfp4", "mxfp4", "int4-g32-had", "fp8-col"};
   for (int N : {2, 3, 4}) {
     CommContext ctx(make_loopback_fabric(N, 0, "test"), 60.0);
     for (const std::string& v : codecs)
@@ -152,7 +152,8 @@ TEST_CASE("comm: the fused ring hop equals the CPU's decode + add + encode byte 
   TACO_CUDA_CHECK(cudaSetDevice(0));
   CudaStream stream;
   for (const std::string var : {"taco", "e4m3:g1024:had:dual", "taco-g32", "fp8-g128", "fp8-g128-had", "int8-g128",
-                                 "fp8-row", "fp8-tensor"}) {
+                                 "fp8-row", "fp8-tensor", "fp8-col", "nvfp4", "mxfp4", "int4-g32", "int4-g32-had",
+                                 "e2m1:g16:sue4m3:had"}) {
     {
       const GpuQuant q(var);
       const auto cpu = make_codec(var);

@@ -24,11 +24,14 @@
 #include "cuda/gpu_codec.hpp"
 #include "cuda/gpu_quant.hpp"
 #include "cuda/unfused_taco.hpp"
+#include "codecs/structured/structured.hpp"
 #include "formats/fp8.hpp"
+#include "formats/intq.hpp"
 #include "formats/minifloat.hpp"
 #include "formats/e8m0.hpp"
 #include "gpu/format_kernels.hpp"
 #include "io/tensor_source.hpp"
+#include "study/error_feedback.hpp"
 
 using namespace taco;
 using taco::gpu::DataType;
@@ -145,10 +148,22 @@ std::vector<std::string> test_variants() {
                         "int8:g16:had", "e4m3:g1024:had:dual", "e4m3:g512:dual", "e5m2:row:sbf16",
                         "e4m3:g128:se8m0:sround=rne", "e4m3:g64:dual:T=300", "int8:tensor",
                         // TACO targets outside [2^-39, 2^40]: s_q's division with its range test
-                        "e4m3:g128:had:dual:T=1e-20", "e4m3:g128:had:taco:T=1e30"})
+                        "e4m3:g128:had:dual:T=1e-20", "e4m3:g128:had:taco:T=1e30",
+                        // 4-bit codes: every group size's layout, transforms, every scale format,
+                        // NVFP4's two-level scale with both roundings, targets off the default
+                        "e2m1:g32:had", "int4:g64:rht:seed=3", "e2m1:g16:sue4m3:sround=up", "int4:g16:sue4m3",
+                        "e2m1:g16:sue4m3:had", "e2m1:g128:sbf16", "int4:g1024:had", "int4:g256:se8m0",
+                        "e2m1:g64:sf16:sround=rne", "e2m1:g512:se8m0", "e2m1:g32:T=3", "int4:g32:T=1e30",
+                        // rows, columns, tensors
+                        "e4m3:col", "int8:col:sbf16", "e5m2:col:se8m0", "e4m3:row:nosat", "e5m2:tensor:sf16",
+                        "e4m3:col:nosat"})
     v.emplace_back(s);
   return v;
 }
+
+// The variants whose kernels this change added, for the tests that take a shorter list.
+const char* const kNewVariants[] = {"nvfp4", "mxfp4", "int4-g32", "int4-g32-had", "fp8-row", "fp8-col",
+                                    "fp8-tensor", "e2m1:g16:sue4m3:had", "int4:g128:rht"};
 
 struct Shape {
   int64_t rows, cols;
@@ -234,6 +249,47 @@ TEST_CASE("device e8m0 rounding equals the CPU over positive floats", "[gpu][for
     CAPTURE(first, bad);
     REQUIRE(bad < 0);
   }
+}
+
+TEST_CASE("device E2M1 / INT4 / UE4M3 codes equal the CPU encoders over float bit patterns", "[gpu][formats]") {
+  // Every float from 2^-12 to 2^5 (the codes' range and rounding edges, UE4M3's too) and a sparse
+  // sweep of the rest, both signs; NaN is outside the word encodes' contract (the kernels zero
+  // NaN first) but not UE4M3's.
+  constexpr uint32_t kChunk = 1u << 24;
+  DeviceBuffer d_e(kChunk, "test"), d_i(kChunk, "test"), d_u(kChunk, "test");
+  std::vector<uint8_t> he(kChunk), hi(kChunk), hu(kChunk);
+  const uint32_t lo = float_bits(std::ldexp(1.0f, -12)), hi_bits = float_bits(32.0f);
+  int64_t checked = 0;
+  auto check_range = [&](uint64_t first, uint64_t last, uint64_t step) {
+    for (uint64_t f = first; f <= last; f += uint64_t(kChunk) * step) {
+      const uint32_t n = uint32_t(std::min<uint64_t>(kChunk, last - f + 1));
+      gpu::test::nibble_range_gpu(uint32_t(f), n, d_e.as<uint8_t>(), d_i.as<uint8_t>(), d_u.as<uint8_t>());
+      TACO_CUDA_CHECK(cudaMemcpy(he.data(), d_e.get(), n, cudaMemcpyDeviceToHost));
+      TACO_CUDA_CHECK(cudaMemcpy(hi.data(), d_i.get(), n, cudaMemcpyDeviceToHost));
+      TACO_CUDA_CHECK(cudaMemcpy(hu.data(), d_u.get(), n, cudaMemcpyDeviceToHost));
+      int64_t bad = -1;
+#pragma omp parallel for reduction(max : bad)
+      for (int64_t i = 0; i < int64_t(n); ++i) {
+        const float t = bits_float(uint32_t(f + uint64_t(i)));
+        if (hu[size_t(i)] != float_to_ue4m3(t, true)) bad = std::max(bad, i);
+        if (std::isnan(t)) continue;
+        if (hi[size_t(i)] != (uint32_t(quantize_int_sym(t, 7.0f)) & 0xfu)) bad = std::max(bad, i);
+        if (std::fabs(t) >= std::ldexp(1.0f, -100) && he[size_t(i)] != encode_minifloat<E2M1Traits>(t, true))
+          bad = std::max(bad, i);
+      }
+      if (bad >= 0) {
+        const float t = bits_float(uint32_t(f + uint64_t(bad)));
+        CAPTURE(t, int(he[size_t(bad)]), int(hi[size_t(bad)]), int(hu[size_t(bad)]));
+        FAIL("device 4-bit / UE4M3 code differs from the CPU encoder");
+      }
+      checked += n;
+    }
+  };
+  for (const uint32_t sign : {0u, 0x80000000u}) {
+    check_range(sign | lo, sign | hi_bits, 1);
+    check_range(sign, sign | 0x7fffffffu, 61);  // sparse: every 61st chunk of 2^24 patterns
+  }
+  CHECK(checked > (int64_t(1) << 28));
 }
 
 TEST_CASE("GPU codecs reproduce the CPU wire bytes and decodes (host float API)", "[gpu][codec]") {
@@ -416,7 +472,8 @@ TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU"
   gpu::CudaStream stream;
   const int64_t rows = 4096, cols = 2048, n = rows * cols;  // 8 M elements
   uint64_t seed = 31337;
-  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "int8-g128-had"}) {
+  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "int8-g128-had", "mxfp4", "nvfp4", "int4-g32-had", "fp8-row",
+                              "fp8-col", "fp8-tensor"}) {
     const auto cpu = make_codec(variant);
     gpu::GpuQuant q(variant);
     CAPTURE(variant);
@@ -535,7 +592,7 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
     int64_t chunks, rows, cols;
     bool split;  // launches of at most two chunks' groups
   };
-  for (const char* variant : {"taco", "fp8-g128", "int8-g128-had", "e4m3:g32:dual"}) {
+  for (const char* variant : {"taco", "fp8-g128", "int8-g128-had", "e4m3:g32:dual", "nvfp4", "int4-g32"}) {
     const auto cpu = make_codec(variant);
     gpu::GpuQuant q(variant);
     const int64_t G = q.spec().block;
@@ -679,7 +736,8 @@ TEST_CASE("GPU decodes of arbitrary wires (NaN and infinite codes, odd scales) e
 
 TEST_CASE("GPU codecs: unaligned device pointers take the scalar paths and stay exact", "[gpu][codec]") {
   gpu::CudaStream stream;
-  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "fp8-row"}) {
+  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "fp8-row", "nvfp4", "mxfp4", "int4-g32", "fp8-col",
+                              "fp8-tensor"}) {
     const gpu::GpuQuant q(variant);
     const auto cpu = make_codec(variant);
     const int64_t rows = 4, cols = 512, n = rows * cols;
@@ -761,7 +819,8 @@ TEST_CASE("GPU codecs on the sample traces", "[gpu][codec][traces]") {
       for (size_t i = 0; i < src->size() && i < 8; ++i) {
         const Tensor t = src->read(i);
         if (t.numel() == 0 || t.numel() > (int64_t(1) << 24)) continue;
-        for (const char* variant : {"taco", "taco-noh", "fp8-g128", "mxfp8", "int8-g128-had", "fp8-row", "fp8-tensor"}) {
+        for (const char* variant : {"taco", "taco-noh", "fp8-g128", "mxfp8", "int8-g128-had", "fp8-row", "fp8-tensor",
+                                    "fp8-col", "mxfp4", "nvfp4", "int4-g32", "int4-g32-had"}) {
           const auto cpu = make_codec(variant);
           const auto gc = gpu::make_gpu_codec(variant);
           CAPTURE(e.path().string(), t.name, variant);
@@ -783,7 +842,8 @@ TEST_CASE("GPU codecs on the sample traces", "[gpu][codec][traces]") {
 }
 
 TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][codec]") {
-  for (const char* v : {"nvfp4", "mxfp4", "int8-g128-asym", "fp8-col", "fp8-tile128", "bf16", "tahquant"}) {
+  for (const char* v : {"int8-g128-asym", "fp8-tile128", "bf16", "tahquant", "e2m1:row", "int4:tensor",
+                        "e4m3:g16:sue4m3", "e4m3:col:sue4m3"}) {
     CAPTURE(v);
     try {
       (void)gpu::make_gpu_codec(v);
@@ -794,4 +854,293 @@ TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][code
     }
   }
   CHECK(gpu::gpu_available());
+  // ef: and aqsgd: wrap the GPU codec (the study keeps their state); other structured codecs do not run
+  const auto ef = gpu::make_gpu_codec("ef:nvfp4");
+  const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(ef.get());
+  REQUIRE(fb != nullptr);
+  CHECK(fb->inner().params().value("backend", "") == "cuda");
+  CHECK(ef->name() == make_codec("ef:nvfp4")->name());
+  CHECK_THROWS_AS(gpu::make_gpu_codec("topk:frac=0.1"), InputError);
+}
+
+// Decoding takes no 4-bit wire for granted either: every code byte, scale bytes of every value
+// (UE4M3's NaN codes 0x7f..0xff, E8M0's 0xff, fp32 NaN / Inf / zero / negative), and for UE4M3 a
+// tensor scale S_t that is 0, negative, NaN, infinite, subnormal or huge.
+TEST_CASE("GPU decodes of arbitrary 4-bit and two-level wires equal the CPU", "[gpu][codec][nibble]") {
+  std::mt19937_64 rng(4096);
+  const float st_cases[] = {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(), 1e-45f, 3e38f, 0.0123f};
+  for (const char* variant : {"nvfp4", "mxfp4", "int4-g32", "int4-g32-had", "e2m1:g16:sue4m3:had", "e2m1:g128:sbf16",
+                              "int4:g64:sf16:sround=rne"}) {
+    const auto cpu = make_codec(variant);
+    const auto gpu_codec = gpu::make_gpu_codec(variant);
+    const gpu::GpuQuant q(variant);
+    for (const Shape& sh : {Shape{64, 1024}, Shape{3, 1000}, Shape{1, 37}}) {
+      const gpu::ChunkGeometry g = q.geometry(sh.rows, sh.cols);
+      for (const float st : st_cases) {
+        CAPTURE(variant, sh.rows, sh.cols, st);
+        std::vector<uint8_t> wire(size_t(g.total));
+        for (auto& b : wire) b = uint8_t(rng());
+        // fp32 scales: finite most of the time, then the odd ones
+        if (q.rules().scale == gpu::ScaleKind::F32)
+          for (int64_t b = 0; b < g.nblocks; ++b) {
+            const int k = int(rng() % 8);
+            const float sc = k == 0 ? 0.0f : k == 1 ? -2.0f : k == 2 ? std::numeric_limits<float>::infinity()
+                             : k == 3 ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f + float(k), int(rng() % 60) - 30);
+            std::memcpy(wire.data() + g.scale_off + 4 * b, &sc, 4);
+          }
+        if (q.rules().scale == gpu::ScaleKind::UE4M3) std::memcpy(wire.data() + g.aux_off, &st, 4);
+        const int64_t n = sh.rows * sh.cols;
+        std::vector<float> dw(static_cast<size_t>(n)), dg(static_cast<size_t>(n));
+        cpu->decode(wire.data(), wire.size(), sh.rows, sh.cols, dw.data());
+        gpu_codec->decode(wire.data(), wire.size(), sh.rows, sh.cols, dg.data());
+        const int64_t bd = first_float_diff(dg.data(), dw.data(), dw.size());
+        if (bd >= 0) {
+          CAPTURE(bd, dg[size_t(bd)], dw[size_t(bd)]);
+          FAIL("GPU decode of an arbitrary 4-bit wire differs from the CPU decode");
+        }
+        if (q.rules().scale != gpu::ScaleKind::UE4M3) break;  // S_t only matters for UE4M3
+      }
+    }
+  }
+}
+
+namespace {
+
+// A chunk of [rows, cols] floats whose groups of 16 have chosen magnitudes: the two-level scale's
+// edge cases (NVFP4: S_t from the chunk's largest group, each group's UE4M3 code relative to it).
+std::vector<float> two_level_chunk(int kind, int64_t rows, int64_t cols, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n = rows * cols;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t g = i / 16;
+    float v = nd(rng);
+    switch (kind) {
+      case 0: v = (i % 3 == 0) ? -0.0f : 0.0f; break;                                // all zero: S_t from amax 0
+      case 1: v *= 1e-42f; break;                                                    // subnormal amax
+      case 2: v = g == 0 ? 3.0e38f * (i % 2 ? 1.0f : -0.5f) : v * 1e-20f; break;   // huge and tiny groups
+      case 3: v = g % 4 == 0 ? v * 1e6f : v * 1e-3f; break;                         // ratios that round to 0
+      case 4: v = g % 5 == 1 ? std::numeric_limits<float>::quiet_NaN()
+                  : g % 5 == 2 ? (i % 2 ? INFINITY : -INFINITY) : v; break;          // non-finite groups
+      case 5: v = float(int(i % 16) - 8) * std::ldexp(6.0f, int(g % 9) * 2); break; // exact UE4M3 steps
+      case 6: v *= std::ldexp(1.0f, int(rng() % 80) - 40); break;                   // 80 binades
+      case 7: v = g % 7 == 3 ? 0.0f : v * 448.0f * 6.0f; break;                     // zero groups among others
+      default: break;
+    }
+    x[size_t(i)] = v;
+  }
+  return x;
+}
+
+}  // namespace
+
+// NVFP4's two-level scale on the GPU (a statistics pass, then the encode) against the CPU: chunks
+// of every edge case side by side (each with its own S_t), f32 and bf16 input, the decodes and
+// the re-encoding forms (whose statistics pass decodes the sources too).
+TEST_CASE("GPU two-level (NVFP4) scales: edge cases, chunks, re-encodes equal the CPU", "[gpu][codec][nibble]") {
+  gpu::CudaStream stream;
+  std::mt19937_64 rng(1616);
+  for (const char* variant : {"nvfp4", "e2m1:g16:sue4m3:sround=up", "int4:g16:sue4m3", "e2m1:g16:sue4m3:had",
+                              "e2m1:g64:sue4m3"}) {
+    const auto cpu = make_codec(variant);
+    gpu::GpuQuant q(variant);
+    for (const Shape& s : {Shape{4, 64}, Shape{3, 1000}}) {
+      const int64_t chunks = 8, n = s.rows * s.cols;
+      const gpu::ChunkGeometry g = q.geometry(s.rows, s.cols);
+      for (const bool bf16 : {false, true}) {
+        CAPTURE(variant, s.rows, s.cols, bf16);
+        std::vector<float> x;
+        for (int64_t c = 0; c < chunks; ++c) {
+          auto part = two_level_chunk(int(c), s.rows, s.cols, rng);
+          if (bf16)
+            for (float& v : part) v = bf16_to_float(float_to_bf16(v));
+          x.insert(x.end(), part.begin(), part.end());
+        }
+        std::vector<uint8_t> want;
+        for (int64_t c = 0; c < chunks; ++c) {
+          const auto w = cpu->encode(x.data() + c * n, s.rows, s.cols);
+          want.insert(want.end(), w.begin(), w.end());
+        }
+        DeviceBuffer d_in(size_t(chunks * n) * 4, "test"), d_wire(want.size(), "test"), d_w2(want.size(), "test"),
+            d_out(size_t(chunks * n) * 4, "test");
+        if (bf16) upload(d_in, to_bf16_bits(x));
+        else upload(d_in, x);
+        const DataType in_type = bf16 ? DataType::BF16 : DataType::F32;
+        q.encode(d_in.get(), in_type, chunks, s.rows, s.cols, d_wire.as<uint8_t>(), stream.get());
+        stream.synchronize();
+        const auto got = download<uint8_t>(d_wire, want.size());
+        const int64_t bad = first_diff(got.data(), want.data(), want.size());
+        if (bad >= 0) {
+          const std::string where = describe_offset(g, bad);
+          CAPTURE(bad, where, int(got[size_t(bad)]), int(want[size_t(bad)]));
+          FAIL("GPU two-level encode differs from the CPU");
+        }
+        // decode
+        std::vector<float> dec(static_cast<size_t>(chunks * n));
+        for (int64_t c = 0; c < chunks; ++c)
+          cpu->decode(want.data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data() + c * n);
+        q.decode(d_wire.as<uint8_t>(), chunks, s.rows, s.cols, d_out.get(), DataType::F32, stream.get());
+        stream.synchronize();
+        const auto gd = download<float>(d_out, dec.size());
+        CHECK(first_float_diff(gd.data(), dec.data(), dec.size()) < 0);
+        // decode-reduce-encode of two sources (the wire and itself shifted by a chunk), sums as
+        // fp32 and rounded to bf16
+        std::vector<uint8_t> rot(want.begin() + g.total, want.end());
+        rot.insert(rot.end(), want.begin(), want.begin() + g.total);
+        upload(d_w2, rot);
+        for (const bool rb : {false, true}) {
+          std::vector<uint8_t> want_re;
+          for (int64_t c = 0; c < chunks; ++c) {
+            std::vector<float> sum(static_cast<size_t>(n));
+            const int64_t c2 = (c + 1) % chunks;
+            for (int64_t i = 0; i < n; ++i) {
+              float v = dec[size_t(c * n + i)] + dec[size_t(c2 * n + i)];
+              sum[size_t(i)] = rb ? bf16_to_float(float_to_bf16(v)) : v;
+            }
+            const auto w = cpu->encode(sum.data(), s.rows, s.cols);
+            want_re.insert(want_re.end(), w.begin(), w.end());
+          }
+          DeviceBuffer d_re(want_re.size(), "test");
+          q.decode_reduce_encode({d_wire.as<uint8_t>(), d_w2.as<uint8_t>()}, chunks, s.rows, s.cols, d_re.as<uint8_t>(),
+                                 rb, stream.get());
+          stream.synchronize();
+          const auto gre = download<uint8_t>(d_re, want_re.size());
+          const int64_t br = first_diff(gre.data(), want_re.data(), want_re.size());
+          CAPTURE(rb, br);
+          CHECK(br < 0);
+        }
+        // decode-add-encode (one chunk): encode(decode(chunk 3) + own), own = chunk 6's input
+        {
+          std::vector<float> sum(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) sum[size_t(i)] = dec[size_t(3 * n + i)] + x[size_t(6 * n + i)];
+          const auto w = cpu->encode(sum.data(), s.rows, s.cols);
+          DeviceBuffer d_dae(w.size(), "test");
+          const uint8_t* own = d_in.as<uint8_t>() + size_t(6 * n) * (bf16 ? 2 : 4);
+          q.decode_add_encode(d_wire.as<uint8_t>() + 3 * g.total, own, in_type, s.rows, s.cols, d_dae.as<uint8_t>(),
+                              stream.get());
+          stream.synchronize();
+          const auto gw = download<uint8_t>(d_dae, w.size());
+          const int64_t bd = first_diff(gw.data(), w.data(), w.size());
+          CAPTURE(bd);
+          CHECK(bd < 0);
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// The CPU reference of one error-feedback step on one chunk (GpuQuant::encode_ef's contract):
+// v = finite(x) + e; wire = encode(v); e' = v - finite(decode(wire)).
+std::vector<uint8_t> cpu_feedback_step(const Codec& cpu, const float* x, float* e, int64_t rows, int64_t cols,
+                                       EncodeStats* stats) {
+  const int64_t n = rows * cols;
+  std::vector<float> v(static_cast<size_t>(n)), d(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = (std::isfinite(x[i]) ? x[i] : 0.0f) + e[i];
+  std::vector<uint8_t> wire = cpu.encode(v.data(), rows, cols, stats);
+  cpu.decode(wire.data(), wire.size(), rows, cols, d.data());
+  for (int64_t i = 0; i < n; ++i) e[i] = v[size_t(i)] - (std::isfinite(d[size_t(i)]) ? d[size_t(i)] : 0.0f);
+  return wire;
+}
+
+}  // namespace
+
+TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit", "[gpu][codec][feedback]") {
+  gpu::CudaStream stream;
+  uint64_t seed = 9090;
+  std::vector<std::string> variants = {"taco", "taco-rht", "taco-noh", "fp8-g128", "mxfp8", "int8-g128-had",
+                                       "e4m3:g128:had:nosat:dual", "e4m3:row:nosat", "int8:col", "e5m2:tensor"};
+  for (const char* v : kNewVariants) variants.emplace_back(v);
+  DeviceBuffer d_stats(16, "test counters");
+  for (const std::string& variant : variants) {
+    const auto cpu = make_codec(variant);
+    const gpu::GpuQuant q(variant);
+    for (const Shape& s : {Shape{3, 1000}, Shape{4, 1024}, Shape{1, 37}, Shape{600, 16}}) {
+      for (const int64_t chunks : {int64_t(1), int64_t(3)}) {
+        for (const bool bf16 : {false, true}) {
+          const int64_t n = s.rows * s.cols, total = chunks * n;
+          const gpu::ChunkGeometry g = q.geometry(s.rows, s.cols);
+          // a residual one float off the 16-byte grid for three chunks: the scalar paths
+          const int64_t off = chunks == 3 ? 1 : 0;
+          DeviceBuffer d_x(size_t(total) * 4, "test"), d_e(size_t(total + 4) * 4, "test"),
+              d_wire(size_t(chunks * g.total), "test");
+          float* d_res = d_e.as<float>() + off;
+          TACO_CUDA_CHECK(cudaMemset(d_e.get(), 0, size_t(total + 4) * 4));
+          std::vector<float> e(static_cast<size_t>(total), 0.0f);
+          for (int step = 0; step < 3; ++step) {
+            ++seed;
+            const Dist d = kDists[seed % 9];
+            CAPTURE(variant, s.rows, s.cols, chunks, bf16, step, dist_name(d), seed);
+            const auto x = make_input(d, chunks * s.rows, s.cols, seed, bf16);
+            if (bf16) upload(d_x, to_bf16_bits(x));
+            else upload(d_x, x);
+            TACO_CUDA_CHECK(cudaMemset(d_stats.get(), 0, 16));
+            q.encode_ef(d_x.get(), bf16 ? DataType::BF16 : DataType::F32, d_res, chunks, s.rows, s.cols,
+                        d_wire.as<uint8_t>(), stream.get(), d_stats.as<unsigned long long>());
+            stream.synchronize();
+            std::vector<uint8_t> want;
+            EncodeStats cs;
+            for (int64_t c = 0; c < chunks; ++c) {
+              const auto w = cpu_feedback_step(*cpu, x.data() + c * n, e.data() + c * n, s.rows, s.cols, &cs);
+              want.insert(want.end(), w.begin(), w.end());
+            }
+            const auto got = download<uint8_t>(d_wire, want.size());
+            const int64_t bad = first_diff(got.data(), want.data(), want.size());
+            if (bad >= 0) {
+              const std::string where = describe_offset(g, bad);
+              CAPTURE(bad, where, int(got[size_t(bad)]), int(want[size_t(bad)]));
+              FAIL("GPU error-feedback wire differs from the CPU encode of v = x + e");
+            }
+            std::vector<float> ge(static_cast<size_t>(total));
+            TACO_CUDA_CHECK(cudaMemcpy(ge.data(), d_res, size_t(total) * 4, cudaMemcpyDeviceToHost));
+            const int64_t be = first_float_diff(ge.data(), e.data(), e.size());
+            if (be >= 0) {
+              CAPTURE(be, ge[size_t(be)], e[size_t(be)]);
+              FAIL("GPU residual differs from the CPU's e' = v - decode(encode(v))");
+            }
+            const auto counters = download<unsigned long long>(d_stats, 2);
+            CHECK(int64_t(counters[0]) == cs.saturated);
+            CHECK(int64_t(counters[1]) == cs.nonfinite);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The study's error feedback (FeedbackState, `ef:<variant>`) and the GPU's keep the same residual.
+TEST_CASE("GPU error feedback keeps the study's residual (ef:<variant>)", "[gpu][codec][feedback]") {
+  gpu::CudaStream stream;
+  for (const char* inner : {"nvfp4", "int4-g32", "taco", "fp8-row"}) {
+    const std::string variant = std::string("ef:") + inner;
+    const auto wrapped = make_codec(variant);
+    const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(wrapped.get());
+    REQUIRE(fb != nullptr);
+    study::FeedbackState state(*fb);
+    const gpu::GpuQuant q(inner);
+    const int64_t rows = 8, cols = 512, n = rows * cols;
+    DeviceBuffer d_x(size_t(n) * 4, "test"), d_e(size_t(n) * 4, "test"), d_wire(size_t(q.chunk_bytes(rows, cols)), "test");
+    TACO_CUDA_CHECK(cudaMemset(d_e.get(), 0, size_t(n) * 4));
+    std::vector<float> xhat(static_cast<size_t>(n));
+    for (int step = 0; step < 4; ++step) {
+      CAPTURE(variant, step);
+      const auto x = make_input(step == 2 ? Dist::NonFinite : Dist::Laplace, rows, cols, 31 + uint64_t(step), false);
+      upload(d_x, x);
+      q.encode_ef(d_x.get(), DataType::F32, d_e.as<float>(), 1, rows, cols, d_wire.as<uint8_t>(), stream.get());
+      stream.synchronize();
+      state.step("seq", x.data(), rows, cols, xhat.data());
+      const std::vector<float>& e = *state.state("seq");
+      const auto ge = download<float>(d_e, size_t(n));
+      const int64_t be = first_float_diff(ge.data(), e.data(), e.size());
+      CAPTURE(be);
+      REQUIRE(be < 0);
+      // what the receiver uses: the decode of the GPU's wire
+      std::vector<float> dg(static_cast<size_t>(n));
+      const auto wire = download<uint8_t>(d_wire, size_t(q.chunk_bytes(rows, cols)));
+      fb->inner().decode(wire.data(), wire.size(), rows, cols, dg.data());
+      CHECK(first_float_diff(dg.data(), xhat.data(), xhat.size()) < 0);
+    }
+  }
 }
