@@ -54,14 +54,16 @@ __global__ void sum_bf16_kernel(Sources s, int nsrc, int64_t n, void* out, int o
   }
 }
 
-__global__ void add_kernel(const void* a, int a_type, const float* b, float* out, int64_t n) {
+__device__ __forceinline__ float finite_or_zero(float v, int zero) { return zero && !isfinite(v) ? 0.0f : v; }
+
+__global__ void add_kernel(const void* a, int a_type, const float* b, float* out, int64_t n, int zero) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = __fadd_rn(load_as_float(a, a_type, i), b[i]);
+    out[i] = __fadd_rn(finite_or_zero(load_as_float(a, a_type, i), zero), b[i]);
 }
 
-__global__ void sub_kernel(const float* a, const float* b, float* out, int64_t n) {
+__global__ void sub_kernel(const float* a, const float* b, float* out, int64_t n, int zero) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = __fsub_rn(a[i], b[i]);
+    out[i] = __fsub_rn(a[i], finite_or_zero(b[i], zero));
 }
 
 }  // namespace
@@ -81,15 +83,16 @@ void sum_bf16(const uint16_t* const* srcs, int nsrc, int64_t n, void* out, int o
   check(cudaGetLastError(), "bf16 sum kernel");
 }
 
-void add_f32(const void* a, int a_type, const float* b, float* out, int64_t n, cudaStream_t stream) {
+void add_f32(const void* a, int a_type, const float* b, float* out, int64_t n, bool zero_nonfinite,
+             cudaStream_t stream) {
   if (n <= 0) return;
-  add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, a_type, b, out, n);
+  add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, a_type, b, out, n, zero_nonfinite ? 1 : 0);
   check(cudaGetLastError(), "add kernel");
 }
 
-void sub_f32(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
+void sub_f32(const float* a, const float* b, float* out, int64_t n, bool zero_nonfinite, cudaStream_t stream) {
   if (n <= 0) return;
-  sub_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n);
+  sub_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n, zero_nonfinite ? 1 : 0);
   check(cudaGetLastError(), "sub kernel");
 }
 

@@ -413,7 +413,7 @@ void TensorCodec::decode_add_encode(const Buf& wire_in, const Buf& own, int64_t 
   // Unfused: the same fp32 sum, decoded + own, then encoded.
   Scratch acc(size_t(n) * 4, st);
   decode_reduce({wire_in}, s, Buf{acc.p, DType::F32, n, dev}, stream);
-  dev::add_f32(own.data, int(own.dtype), acc.f32(), acc.f32(), n, st);
+  dev::add_f32(own.data, int(own.dtype), acc.f32(), acc.f32(), n, false, st);
   encode(Buf{acc.p, DType::F32, n, dev}, s, wire_out, stream);
 #else
   (void)stream;
@@ -431,25 +431,32 @@ void TensorCodec::encode_ef(const Buf& x, const Buf& residual, const Shape& s, c
   const int dev = common_device({&x, &residual, &wire});
   const int64_t n = s.numel();
   if (dev < 0) {
+    // The study's ef: step (docs/variants.md): non-finite inputs and decodes count as 0.
     std::vector<float> v(static_cast<size_t>(n)), d(static_cast<size_t>(n));
     float* e = static_cast<float*>(residual.data);
-    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = host_value(x, i) + e[i];
+    auto fin = [](float f) { return (float_bits(f) & 0x7f800000u) != 0x7f800000u ? f : 0.0f; };
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = fin(host_value(x, i)) + e[i];
     const Buf vb{v.data(), DType::F32, n, -1};
     encode(vb, s, wire, 0);
     decode_reduce({wire}, s, Buf{d.data(), DType::F32, n, -1}, 0);
-    for (int64_t i = 0; i < n; ++i) e[i] = v[size_t(i)] - d[size_t(i)];
+    for (int64_t i = 0; i < n; ++i) e[i] = v[size_t(i)] - fin(d[size_t(i)]);
     return;
   }
 #ifdef TACO_HAVE_CUDA
   DeviceGuard g(dev);
   const auto st = reinterpret_cast<cudaStream_t>(stream);
-  Scratch v(size_t(n) * 4, st), d(size_t(n) * 4, st);
   float* e = static_cast<float*>(residual.data);
-  dev::add_f32(x.data, int(x.dtype), e, v.f32(), n, st);
+  if (family_ == Family::Quant && x.dtype != DType::F16) {  // one fused kernel
+    gpu(dev).quant->encode_ef(x.data, kernel_type(x.dtype), e, s.chunks, s.rows, s.cols, bytes(wire), st);
+    return;
+  }
+  // bf16 passthrough and fp16 input: the same step from elementwise kernels
+  Scratch v(size_t(n) * 4, st), d(size_t(n) * 4, st);
+  dev::add_f32(x.data, int(x.dtype), e, v.f32(), n, true, st);
   const Buf vb{v.p, DType::F32, n, dev};
   encode(vb, s, wire, stream);
   decode_reduce({wire}, s, Buf{d.p, DType::F32, n, dev}, stream);
-  dev::sub_f32(v.f32(), d.f32(), e, n, st);
+  dev::sub_f32(v.f32(), d.f32(), e, n, true, st);
 #else
   (void)stream;
 #endif

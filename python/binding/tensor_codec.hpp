@@ -71,8 +71,9 @@ class TensorCodec {
   // wire_out = encode(decode(wire_in) + own), one chunk: a ring all-reduce hop.
   void decode_add_encode(const Buf& wire_in, const Buf& own, int64_t rows, int64_t cols, const Buf& wire_out,
                          uintptr_t stream) const;
-  // Error feedback: v = x + e (fp32); wire = encode(v); e <- v - decode(wire). residual: fp32,
-  // same numel as x, updated in place.
+  // Error feedback, the study's ef: step (docs/variants.md): v = x + e in fp32 (a non-finite x counts
+  // as 0); wire = encode(v); e <- v - decode(wire) (a non-finite decode counts as 0). residual: fp32,
+  // same numel as x, updated in place. CUDA: one fused kernel (GpuQuant::encode_ef).
   void encode_ef(const Buf& x, const Buf& residual, const Shape& s, const Buf& wire, uintptr_t stream) const;
 
  private:

@@ -200,3 +200,13 @@ def test_cuda_rejects_a_variant_without_kernels_naming_it():
     with pytest.raises(ValueError) as ei:
         tc.encode(torch.ones(64, 64, device="cuda"), "lowrank:rank=8")
     assert "lowrank" in str(ei.value) and "CUDA" in str(ei.value)
+
+
+def test_error_feedback_counts_non_finite_inputs_as_zero():
+    x = rand((4, 64), 21)
+    x[0, 3], x[1, 5], x[2, 7] = float("nan"), float("inf"), -float("inf")
+    e = torch.full((4, 64), 0.25)
+    w = tc.encode(x, "fp8-g128", residual=e)
+    v = torch.where(torch.isfinite(x), x, torch.zeros_like(x)) + 0.25
+    assert w.data.numpy().tobytes() == tc.encode(v, "fp8-g128").data.numpy().tobytes()
+    assert torch.isfinite(e).all() and torch.equal(e, v - tc.decode(tc.encode(v, "fp8-g128")))
