@@ -8,7 +8,7 @@
 // or (expand) shared memory and bulk (TMA) stores, and (expand) with one or four loads in flight
 // per thread, or with bulk loads through per-warp rings of shared-memory stages (the streaming
 // decode's scheme). What the best of them reaches is what a kernel of that shape can reach on
-// the machine (bench/records/2026-12-02-h200-v44..v47, v51, v58).
+// the machine.
 // Cold like `taco bench` (its Timer): the L2 is flushed (a memset of max(2 x L2, 128 MiB)) before
 // every sample; median of the samples after three warm-ups.
 //

@@ -134,7 +134,7 @@ __device__ __forceinline__ Item make_item(const KernelParams& p, uint32_t gg) {
 // one addition; leaving it (or from an invalid item) through make_item. Re-deriving every item
 // in 64-bit arithmetic cost about 45 instructions per warp iteration; re-deriving it in 32 bits
 // (make_item alone, no state across iterations) freed registers but measured slower: taco
-// encode 0.98x, fp8-g128 decode 0.73-0.76x at 256 MiB (bench/records/2026-12-01-h200-v32-ab.md).
+// encode 0.98x, fp8-g128 decode 0.73-0.76x at 256 MiB.
 template <class Cfg>
 __device__ __forceinline__ void next_item(const KernelParams& p, Item& it, uint32_t gg, uint32_t step) {
   const uint32_t b = it.b + step;
@@ -357,8 +357,8 @@ __device__ __forceinline__ bool counts(const KernelParams& p) {
   return !Cfg::kRef && p.stats != nullptr;
 }
 // The rule flags a TACO encode reads: constants under the reference rules (taco_reference_rules
-// in codec_kernels.hpp is the host's test of the same set; records v61: 7% fewer
-// instructions in the taco encode), read where they are used otherwise (as locals, they changed
+// in codec_kernels.hpp is the host's test of the same set; constants save 7% of the taco
+// encode's instructions), read where they are used otherwise (as locals, they changed
 // the other kernels' code).
 template <class Cfg>
 __device__ __forceinline__ bool rule_dual(const QuantRules& q) { return Cfg::kRef || q.dual; }
@@ -393,7 +393,7 @@ __device__ __forceinline__ float sqrt_rn_in_range(float x) {
 // Four saturating FP8 codes (a in the low byte) as two pair conversions whose 16-bit results
 // form the two halves of one 32-bit register. The same conversion as fp8x2_sat; written in PTX so
 // that no mask of the 16-bit results comes between them (the intrinsic's 16-bit return type
-// cost a LOP3 per pair: bench/records/2026-12-01-h200-v12-ab.md).
+// cost a LOP3 per pair).
 template <__nv_fp8_interpretation_t kKind>
 __device__ __forceinline__ uint32_t fp8x4_sat(float a, float b, float c, float d) {
   uint32_t w;
@@ -439,7 +439,7 @@ template <class Cfg, bool kWhole = false, bool kKeep = false>
 __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& it, int lane,
                                              float (&v)[Cfg::EPL], unsigned long long& sat,
                                              RawCodes<Cfg>* keep = nullptr) {
-  // Regrouping inside the transform made encodes slower (bench/records/2026-12-01-h200-v13-ab.md).
+  // Regrouping inside the transform made encodes slower.
   static_assert(!Cfg::kRegroup, "encodes keep one layout");
   using L = typename Cfg::In;
   constexpr int EPL = Cfg::EPL;
@@ -522,7 +522,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
         t[r] = x > kClamp ? kClamp : (x < -kClamp ? -kClamp : x);
       }
       // TACO elements are FP8 (variant.cpp). Compiling the int8 branch into this path made the
-      // taco encode 2-3% slower (bench/records/2026-12-01-h200-v21-ab.md).
+      // taco encode 2-3% slower.
       encode_quads<EPL, false>(t, quad, q);
     }
     if (it.valid) {
@@ -648,7 +648,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 
 // ---- decode --------------------------------------------------------------------------------
 // Whether a group's scale is an fp32: always under TACO rules (variant.cpp requires it), which
-// the TACO kernels then know at compile time (records v35: 1.05-1.19x for their decodes).
+// the TACO kernels then know at compile time.
 template <class Cfg>
 __device__ __forceinline__ bool fp32_scales(const QuantRules& q) {
   return Cfg::kTaco || q.scale_bytes == 4;
@@ -767,8 +767,7 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
 
 // Code values times s. The format branch is taken once per group, not per pair: FP8 pairs
 // convert in one instruction (to half2, exact) and two widenings. (A compile-time kind per
-// branch drops the predicated second conversion but measured 0.91-0.96x on the decodes:
-// bench/records/2026-12-01-h200-v12-ab.md.)
+// branch drops the predicated second conversion but measured 0.91-0.96x on the decodes.)
 // kScaled = false: the code values alone (TACO's transformed decode scales after the transform).
 template <int N, bool kScaled = true>
 __device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s, ElemKind kind, float (&v)[N]) {
@@ -908,7 +907,7 @@ __device__ __forceinline__ void store_value_runs(void* out, DataType out_type, c
 // Writes the first m values of a group held in layout L to out (element type out_type). Whole
 // groups go out as streaming stores (st.global.cs), and load_codes reads codes as streaming
 // loads: the decodes touch each byte once, and the hints made them up to 1.21x faster (taco
-// decode, 256 MiB; bench/records/2026-12-01-h200-v15-ab.md). The same hints on the encodes
+// decode, 256 MiB). The same hints on the encodes
 // measured 0.98-1.00x, so those keep the default caching.
 template <class L>
 __device__ __forceinline__ void store_values(const KernelParams& p, int64_t first, const float (&v)[L::kRegs],

@@ -93,8 +93,8 @@ inline constexpr int kGroupThreads = 128;  // threads per block of every group k
 // Groups per group-kernel launch (chunks x blocks per chunk): the kernels index them in 32 bits.
 // GpuQuant splits a call with more into launches over consecutive chunks.
 inline constexpr int64_t kMaxLaunchGroups = int64_t(1) << 30;
-// Decode launches of at most this many output elements (2 MiB of bf16) take decode_reduce_small
-// (records v18: from 2 M outputs on, decode and decode-reduce, the regrouped kernel is faster).
+// Decode launches of at most this many output elements (2 MiB of bf16) take decode_reduce_small:
+// from 2 M outputs on the regrouped kernel is faster, for decodes and decode-reduces.
 inline constexpr int64_t kSmallDecodeElems = int64_t(1) << 20;
 
 // ---- row / column / tensor codecs (codec_kernels_strided.cu) ---------------------------------

@@ -34,15 +34,15 @@ constexpr int kScratchBlockFloats =
     Cfg::kScratchFloats ? kGroupThreads / 32 * Cfg::GPW * Cfg::kScratchFloats : 4;
 
 // Blocks per multiprocessor the encode kernel asks of ptxas. The block-scaled untransformed
-// bf16 encodes wait on memory half the time (records v10 ncu: half the issue slots idle); 7
+// bf16 encodes wait on memory half the time; 7
 // blocks (72 registers, no spills; 8 would spill) made fp8-g128 and mxfp8 encodes 1.09-1.11x at
-// 256 MiB - 1 GiB (bench/records/2026-12-01-h200-v26-ab.md). Transformed TACO encodes: 6 (80
-// registers, an 8-byte stack), 1.01-1.06x over 5 (records v27), but not for G = 64, whose
+// 256 MiB - 1 GiB. Transformed TACO encodes: 6 (80
+// registers, an 8-byte stack), 1.01-1.06x over 5, but not for G = 64, whose
 // 24-byte stack made 8 MiB encodes 0.92x (v30). The others ask for 5 (at most 102 registers):
 // left to itself, ptxas gave the TACO-only encode 114 registers, 4 blocks and 0.94x (v26).
 // The bf16 reference-rules encode (GroupCfg::kRef) fits 64 registers without spills, yet more
 // warps made it slower at 256 MiB - 1 GiB: against 6 blocks, 8 measured 0.96x and 7 0.99x, and 5
-// (96 registers) 1.02x (0.99x at 8 MiB; bench/records/2026-12-02-h200-v61-ab.md). Its f32 sibling,
+// (96 registers) 1.02x (0.99x at 8 MiB). Its f32 sibling,
 // not timed, keeps the 6 of the other transformed TACO encodes.
 template <class Cfg, typename InT>
 constexpr int kEncodeMinBlocks = (Cfg::kRef && sizeof(InT) == 2)                    ? 5
@@ -57,16 +57,16 @@ __device__ __forceinline__ void encode_item(const KernelParams& p, const Item& i
                                             unsigned long long& sat, unsigned long long& nonfin) {
   RawInput<Cfg, InT> raw;
   load_raw<Cfg, InT, kWhole>(p, it, lane, raw);
-  // TACO encodes wait on their loads (records v38): the L2 prefetch of the next iteration's
+  // TACO encodes wait on their loads: the L2 prefetch of the next iteration's
   // input made them 1.02-1.09x at 256 MiB - 1 GiB; fp8-g128's encode, already at 94% of copy,
-  // lost 2% (records v41), so the block-scaled encodes do without.
+  // lost 2%, so the block-scaled encodes do without.
   if constexpr (Cfg::kTaco) prefetch_input_l2<Cfg, InT>(p, it, lane, step);
   float v[Cfg::EPL];
   unpack_raw<Cfg, InT>(raw, v);
   // The TACO encodes keep the unpacked input in registers (an empty asm makes each value opaque):
   // left to itself, ptxas unpacked the bf16 words a second time for the transform, 32
   // instructions per lane and group. The block-scaled encodes (72 registers) lose occupancy with
-  // it (records v51: fp8-g128 0.84x).
+  // it.
   if constexpr (Cfg::kTaco) {
 #pragma unroll
     for (int r = 0; r < Cfg::EPL; ++r) asm volatile("" : "+f"(v[r]));
@@ -89,7 +89,7 @@ __device__ __forceinline__ bool whole_single_chunk(const KernelParams& p) {
 
 // Encode: each warp iteration takes GPW groups (one per lane subgroup). Loading the next
 // iteration's groups ahead (as the decode kernel does) measured 10-13% slower here: the registers
-// it takes cost a block per multiprocessor (bench/records 2026-11-30 v4 A/B).
+// it takes cost a block per multiprocessor.
 template <class Cfg, typename InT>
 __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
     group_encode_kernel(const __grid_constant__ KernelParams p) {
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
 // holds the codes of src[0], already loaded. The first decode writes acc directly, so a plain
 // decode (one source) carries no loop state.
 // With 16 per lane the second source's codes load before the first decode, so a short launch
-// waits for one memory round trip, not two (bench/records/2026-12-01-h200-v23-ab.md).
+// waits for one memory round trip, not two.
 // acc += decode(raw), in fp32.
 template <class Cfg>
 __device__ __forceinline__ void add_decoded(const KernelParams& p, const RawCodes<Cfg>& raw, int lane,
@@ -178,7 +178,7 @@ using ReencodeCfg = GroupCfg<Cfg::LG, Cfg::R, Cfg::kHad,
                              Cfg::kTaco, false, Cfg::kBits>;
 
 // Decode (+ reduce): the first source's codes of the next iteration load while this one decodes
-// (6-7% faster than without on H200 for taco and fp8-g128 decodes: bench/records v4 A/B).
+// (6-7% faster than without on H200 for taco and fp8-g128 decodes).
 // kOneSource: a plain decode (nsrc == 1) compiled without the reduction, whose second buffer of
 // decoded values sets the registers of the general kernel (the taco decode: 95 registers and 5
 // blocks per multiprocessor instead of 126 and 4; group_kernels() says where it is used).
@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
 // and sends each decoded tile out of one of kOutStages output stages with one bulk store. The loads in
 // flight hold no registers, and the stores leave as whole lines: the decode traffic alone
 // (taco_stream_shapes) reached 91-92% of cudaMemcpy this way at 384 threads per SM, where every
-// kernel with 16-byte stores stayed at 88-89% (records v58).
+// kernel with 16-byte stores stayed at 88-89%.
 template <class Cfg, int kStages, int kTileIters, int kOutStages>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_stream_kernel(const __grid_constant__ KernelParams p) {
   constexpr int kTileGroups = kTileIters * Cfg::GPW;
@@ -557,7 +557,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_chunk_amax_kernel(const _
   if (lane == __ffs(int(peers)) - 1 && run_c != 0xffffffffu && m) atomicMax(p.chunk_amax + run_c, m);
 }
 
-// The streaming decode's shape (records v58): rings of 4 tiles of two warp iterations, two output
+// The streaming decode's shape: rings of 4 tiles of two warp iterations, two output
 // stages; 2 blocks of 4 warps per SM. Other shapes measured 0.95-1.00x at 256 MiB - 1 GiB (3 or
 // 2 stages, one output stage, 3 blocks per SM; 5 or 6 stages; tiles of three iterations). The
 // macros let an A/B build (-D) try others.
@@ -591,25 +591,22 @@ GroupKernel stream_decode_kernel(int64_t min_elems) {
 
 // Elements per lane (2^R): more per lane means fewer warp shuffles in the transform and the
 // per-group scalar work (scales, indexing) shared by more elements, but more registers, so
-// fewer warps to hide memory latency. Measured on H200 for G = 128
-// (bench/records/2026-11-30-h200-sweep-lane-elems.md): 32 per lane is fastest for every encode
+// fewer warps to hide memory latency. Measured on H200 for G = 128: 32 per lane is fastest for
+// every encode
 // and for the transformed decodes; plain (untransformed) decodes are fastest at 16. Groups of 16
 // have 16; G = 1024 needs at least 32 (a group spans at most one warp).
-// Layout (bench/records/2026-11-30-h200-v7-ab.md, 256 MiB): SectorLayout made the transformed
+// Layout: SectorLayout made the transformed
 // encodes and decodes faster (taco decode 1.16x, int8-g128-had decode 1.44x, taco encode 1.04x)
 // and everything else slower (mxfp8 decode 0.85x, the re-encoding kernels 0.91-0.96x).
-// Regrouping inside the transform (Lay::LaneToSector, bench/records/2026-12-01-h200-v13-ab.md,
-// 256 MiB): transformed decodes of 128 1.07-1.11x, their decode-reduces 1.14-1.24x. The same for
+// Regrouping inside the transform (Lay::LaneToSector, 256 MiB): transformed decodes of 128 1.07-1.11x, their decode-reduces 1.14-1.24x. The same for
 // encodes was slower (0.93-0.99x, loads in LaneLayout or the raw input regrouped first).
-// Small transformed decodes (bench/records/2026-11-30-h200-v8-ab.md): 16 per lane was faster up
+// Small transformed decodes: 16 per lane was faster up
 // to 8 MiB (taco decode 1.18x at 1 MiB, 1.25x at 8 MiB) and slower at 256 MiB (0.93x), so
 // launches of at most kSmallDecodeElems outputs take a 16-per-lane kernel. Against the regrouped
-// 32-per-lane kernel (bench/records/2026-12-01-h200-v18-ab.md) it still wins up to 1 M outputs
-// (by up to 1.09x) and loses from 2 M outputs on (a decode of 4 MiB 0.97x, a decode-reduce of
+// 32-per-lane kernel it still wins up to 1 M outputs (by up to 1.09x) and loses from 2 M outputs on (a decode of 4 MiB 0.97x, a decode-reduce of
 // 8 MiB 0.86x).
 // The re-encoding kernels decode as Dec does and encode in the layout the decode leaves
-// (ReencodeCfg): for regrouped groups of 128 that measured 1.02-1.05x over LaneLayout throughout
-// (bench/records/2026-12-01-h200-v19-ab.md).
+// (ReencodeCfg): for regrouped groups of 128 that measured 1.02-1.05x over LaneLayout throughout.
 // 4-bit codes (Bits = 4) take the same shapes: at 16 or 32 elements per lane a lane's codes are
 // 8 or 16 bytes, one vector access.
 template <int LG, bool Had, bool Taco, int Bits>
@@ -637,15 +634,15 @@ GroupKernels group_kernels() {
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
   k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);
   // The encode with the reference rules as constants (GroupCfg::kRef) for transformed TACO groups
-  // of 128, the reference variant: 1.03-1.04x at 256 MiB - 1 GiB, 1.03x at 8 MiB (records v61).
-  // The same constants in every TACO encode made groups of 32 0.99x (a probe, same records).
+  // of 128, the reference variant: 1.03-1.04x at 256 MiB - 1 GiB, 1.03x at 8 MiB.
+  // The same constants in every TACO encode made groups of 32 0.99x.
   if constexpr (Taco && Had && LG == 7) {
     using EncRef = GroupCfg<LG, kEncodeR, Had, kPlain, Taco, true>;
     k.encode_ref_bf16 = group_kernel<EncRef>(group_encode_kernel<EncRef, uint16_t>);
     k.encode_ref_f32 = group_kernel<EncRef>(group_encode_kernel<EncRef, float>);
   }
   k.decode_reduce = group_kernel<Dec>(group_decode_reduce_kernel<Dec>);
-  // The one-source decode where it measured faster (records v56, 256 MiB): transformed TACO
+  // The one-source decode where it measured faster: transformed TACO
   // groups of 128 (taco, taco-rht, taco-e5m2 1.03x; 1.01-1.02x at 1 GiB) and of 32 (1.03x). It
   // was slower for TACO groups of 64 (0.93x) and 256 (0.96x), even at 512 (1.00x), and for
   // fp8-g128 (0.76-0.78x; its 16-per-lane kernel, not profiled); mxfp8 1.01-1.02x, int8-g128-had
@@ -657,7 +654,7 @@ GroupKernels group_kernels() {
   k.decode_reduce_small = group_kernel<Small>(group_decode_reduce_kernel<Small>);
   k.decode_reduce_encode = group_kernel<Reenc>(group_decode_reduce_encode_kernel<Reenc>);
   k.decode_add_encode = group_kernel<Reenc>(group_decode_add_encode_kernel<Reenc>);
-  // The streaming decode (records v58) for transformed TACO groups of 128 from 64 M outputs on
+  // The streaming decode for transformed TACO groups of 128 from 64 M outputs on
   // (bf16 taco decodes of 8 / 32 / 64 MiB measured 0.88 / 0.95 / 0.99x, of 256 MiB and 1 GiB
   // 1.05 / 1.06x), and of 32 wherever the small-launch kernel does not run (1.25x at 8 MiB,
   // 1.6x from 32 MiB on: the general kernel's lanes each store a whole group, 64 bytes apart).

@@ -248,8 +248,8 @@ __device__ __forceinline__ float group_sum_squares(const float (&v)[L::kRegs], i
 // with the partner lane and combines with one FMA by +-1 (exact: the product is the operand),
 // two instructions per element. It replaced trading the lane bit for a register bit first (half
 // the registers cross, but three selects per exchanged pair, three instructions per element):
-// taco encode went from 30.5 to 27.9 instructions per element and 1.12x faster
-// (bench/records/2026-11-30-h200-v6-ab.md). The transform keeps the layout.
+// taco encode went from 30.5 to 27.9 instructions per element and 1.12x faster. The transform
+// keeps the layout.
 namespace fwht_detail {
 template <int R, int Pos>
 __device__ __forceinline__ void reg_butterfly(float (&v)[1 << R]) {
@@ -343,7 +343,7 @@ __device__ __forceinline__ void regroup(float (&v)[In::kRegs], int lane, float* 
 // it). With In != Out the stages of In's register bits run first, the group regroups through
 // `grp`, and the remaining stages run on Out's register bits: no warp shuffle, where one layout
 // alone leaves LB stages to shuffles and FMAs (2 instructions per element each, against about 1
-// for a register stage plus 0.5 for the regrouping; bench/records/2026-12-01-h200-v13-ab.md).
+// for a register stage plus 0.5 for the regrouping).
 template <class In, class Out>
 __device__ __forceinline__ void fwht_to(float (&v)[In::kRegs], int lane, float* grp) {
   if constexpr (std::is_same_v<In, Out>) {
