@@ -92,7 +92,19 @@ void store_host(const float* v, const Buf& out, int64_t off, int64_t n) {
 
 uint8_t* bytes(const Buf& b) { return static_cast<uint8_t*>(b.data); }
 
+// A decode kernel's sources per launch (gpu::kMaxSources, the elementwise bf16 sum's 16 too).
+constexpr size_t kMaxDeviceSources = 16;
+
+
 #ifdef TACO_HAVE_CUDA
+static_assert(kMaxDeviceSources == size_t(gpu::kMaxSources), "the decode kernels' source limit changed");
+
+std::vector<const uint16_t*> bf16_sources(const std::vector<Buf>& wires) {
+  std::vector<const uint16_t*> src;
+  for (const Buf& w : wires) src.push_back(static_cast<const uint16_t*>(w.data));
+  return src;
+}
+
 gpu::DataType kernel_type(DType t) { return t == DType::BF16 ? gpu::DataType::BF16 : gpu::DataType::F32; }
 
 // Makes `device` current for the scope of a call and restores the caller's device.
@@ -244,6 +256,19 @@ int TensorCodec::common_device(const std::vector<const Buf*>& bufs) const {
   return d;
 }
 
+int TensorCodec::sources_device(const std::vector<Buf>& wires, const Shape& s, const Buf& dest) const {
+  TACO_REQUIRE_INPUT(!wires.empty(), "codec {}: a decode needs at least one wire", name());
+  std::vector<const Buf*> all{&dest};
+  for (const Buf& w : wires) {
+    check_wire(w, s, "a wire buffer");
+    all.push_back(&w);
+  }
+  const int dev = common_device(all);
+  TACO_REQUIRE_INPUT(dev < 0 || wires.size() <= kMaxDeviceSources,
+                     "codec {}: at most {} wires per decode on CUDA, got {}", name(), kMaxDeviceSources, wires.size());
+  return dev;
+}
+
 GpuState& TensorCodec::gpu(int device) const {
   auto it = gpu_.find(device);
   if (it != gpu_.end()) return *it->second;
@@ -302,14 +327,8 @@ void TensorCodec::encode(const Buf& x, const Shape& s, const Buf& wire, uintptr_
 void TensorCodec::decode_reduce(const std::vector<Buf>& wires, const Shape& s, const Buf& out,
                                 uintptr_t stream) const {
   check_shape(s);
-  TACO_REQUIRE_INPUT(!wires.empty(), "codec {}: decode needs at least one wire", name());
-  std::vector<const Buf*> all{&out};
-  for (const Buf& w : wires) {
-    check_wire(w, s, "a wire buffer");
-    all.push_back(&w);
-  }
   check_values(out, s, "the output");
-  const int dev = common_device(all);
+  const int dev = sources_device(wires, s, out);
   const int64_t per = s.rows * s.cols, cb = chunk_bytes(s.rows, s.cols);
   if (dev < 0) {
     std::vector<float> acc(static_cast<size_t>(s.numel())), tmp(static_cast<size_t>(per));
@@ -325,13 +344,10 @@ void TensorCodec::decode_reduce(const std::vector<Buf>& wires, const Shape& s, c
     return;
   }
 #ifdef TACO_HAVE_CUDA
-  TACO_REQUIRE_INPUT(wires.size() <= size_t(gpu::kMaxSources), "codec {}: at most {} wires per decode on CUDA, got {}",
-                     name(), gpu::kMaxSources, wires.size());
   DeviceGuard g(dev);
   const auto st = reinterpret_cast<cudaStream_t>(stream);
   if (family_ == Family::Bf16) {
-    std::vector<const uint16_t*> src;
-    for (const Buf& w : wires) src.push_back(static_cast<const uint16_t*>(w.data));
+    const auto src = bf16_sources(wires);
     dev::sum_bf16(src.data(), int(src.size()), s.numel(), out.data, int(out.dtype), st);
     return;
   }
@@ -353,14 +369,8 @@ void TensorCodec::decode_reduce(const std::vector<Buf>& wires, const Shape& s, c
 void TensorCodec::decode_reduce_encode(const std::vector<Buf>& wires, const Shape& s, const Buf& wire_out,
                                        uintptr_t stream) const {
   check_shape(s);
-  TACO_REQUIRE_INPUT(!wires.empty(), "codec {}: decode_reduce_encode needs at least one wire", name());
-  std::vector<const Buf*> all{&wire_out};
-  for (const Buf& w : wires) {
-    check_wire(w, s, "a wire buffer");
-    all.push_back(&w);
-  }
   check_wire(wire_out, s, "the output wire");
-  const int dev = common_device(all);
+  const int dev = sources_device(wires, s, wire_out);
   if (dev < 0) {
     std::vector<float> sum(static_cast<size_t>(s.numel()));
     decode_reduce(wires, s, Buf{sum.data(), DType::F32, s.numel(), -1}, 0);
@@ -368,13 +378,10 @@ void TensorCodec::decode_reduce_encode(const std::vector<Buf>& wires, const Shap
     return;
   }
 #ifdef TACO_HAVE_CUDA
-  TACO_REQUIRE_INPUT(wires.size() <= size_t(gpu::kMaxSources), "codec {}: at most {} wires per decode on CUDA, got {}",
-                     name(), gpu::kMaxSources, wires.size());
   DeviceGuard g(dev);
   const auto st = reinterpret_cast<cudaStream_t>(stream);
   if (family_ == Family::Bf16) {
-    std::vector<const uint16_t*> src;
-    for (const Buf& w : wires) src.push_back(static_cast<const uint16_t*>(w.data));
+    const auto src = bf16_sources(wires);
     dev::sum_bf16(src.data(), int(src.size()), s.numel(), wire_out.data, int(DType::BF16), st);
     return;
   }

@@ -82,6 +82,8 @@ class TensorCodec {
   void check_values(const Buf& b, const Shape& s, const char* what) const;
   void check_wire(const Buf& b, const Shape& s, const char* what) const;
   int common_device(const std::vector<const Buf*>& bufs) const;
+  // Checks the wires of a decode (and the buffer it writes); the device they share.
+  int sources_device(const std::vector<Buf>& wires, const Shape& s, const Buf& dest) const;
   GpuState& gpu(int device) const;
 
   std::string name_;
