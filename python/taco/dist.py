@@ -403,29 +403,26 @@ class SimGroup:
                 cx.encode_chunks(p, flats[q], s, q)
                 sends.append(s)
             S = p.slot
-            for j, (off, rr, cc) in enumerate(p.chunks):
-                if p.packed and j > 0:
-                    break
-                if p.packed:  # every chunk in one launch
-                    srcs, rr, shard_len = sends, p.rows // n, p.cb[0] * n
-                else:
-                    srcs, shard_len = [s[j * S:j * S + p.cb[j]] for s in sends], p.cb[j]
-                chunks = n if p.packed else 1
-                dst = oflat if p.packed else oflat[off:off + rr * cc]
+            # (sources, rows, cols, chunks, destination, owner ranks) of each codec launch: one for
+            # every chunk when the chunks are packed, else one per chunk
+            if p.packed:
+                launches = [(sends, p.rows // n, cols, n, oflat, list(range(n)))]
+            else:
+                launches = [([s[j * S:j * S + p.cb[j]] for s in sends], rr, cc, 1, oflat[off:off + rr * cc], [j])
+                            for j, (off, rr, cc) in enumerate(p.chunks)]
+            for srcs, rr, cc, k, dst, owners in launches:
                 if algo == "one_shot":
-                    cx.decode_reduce(srcs, rr, cc, chunks, dst)
+                    cx.decode_reduce(srcs, rr, cc, k, dst)
                     continue
-                shard = _u8(shard_len, x0)
-                if p.packed:
-                    if cx.feedback is None:
-                        cx.decode_reduce_encode(srcs, rr, cc, shard, None, None, chunks=n)
-                    else:  # each owner's re-encode keeps its own residual
-                        for jj in range(n):
-                            cx.decode_reduce_encode([s[jj * S:(jj + 1) * S] for s in sends], rr, cc,
-                                                    shard[jj * S:(jj + 1) * S], jj, "shard")
-                else:
-                    cx.decode_reduce_encode(srcs, rr, cc, shard, j, "shard")
-                cx.decode_reduce([shard], rr, cc, chunks, dst)
+                cb = p.cb[owners[0]]
+                shard = _u8(k * cb, x0)
+                if cx.feedback is None:
+                    cx.decode_reduce_encode(srcs, rr, cc, shard, None, None, chunks=k)
+                else:  # each owner's re-encode keeps its own residual
+                    for i, owner in enumerate(owners):
+                        cx.decode_reduce_encode([s[i * cb:(i + 1) * cb] for s in srcs], rr, cc,
+                                                shard[i * cb:(i + 1) * cb], owner, "shard")
+                cx.decode_reduce([shard], rr, cc, k, dst)
             return [out] * n
         if algo != "ring":
             raise ValueError(f"unknown all-reduce algorithm {algo!r}")
