@@ -8,11 +8,13 @@
 #include <new>
 
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 
 namespace taco::cli {
 
 template <class Body>
 int run_main(CLI::App& app, const char* prog, int argc, char** argv, Body&& body) {
+  install_interrupt_handlers(prog);  // an interrupted command leaves no partial output
   try {
     app.parse(argc, argv);
     body();
