@@ -2,7 +2,11 @@
 #include "formats/fp8.hpp"
 #include "io/readers.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 // The readers copy little-endian file bytes straight into host floats.
@@ -26,6 +30,44 @@ uint64_t checked_numel(const std::vector<int64_t>& shape, size_t elem_size, cons
   }
   TACO_REQUIRE_INPUT(!overflow, "{}: shape {} is too large (element count overflows)", what, shape_string(shape));
   return n;
+}
+
+uint64_t memory_limit_from_env() {
+  const char* env = std::getenv("TACO_MEMORY_LIMIT");
+  if (!env || !*env) return 0;
+  const std::string s = env;
+  size_t i = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  std::string unit = s.substr(i);
+  for (char& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
+  const int shift = unit.empty() || unit == "B" ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+  TACO_REQUIRE_INPUT(i > 0 && i <= 15 && shift >= 0, "TACO_MEMORY_LIMIT='{}': expected a size like 8G, 512M or 1000000",
+                     printable(s));
+  return std::stoull(s.substr(0, i)) << shift;
+}
+
+namespace {
+std::string human_bytes(uint64_t b) {
+  if (b >= (uint64_t(1) << 30)) return fmt::format("{:.1f} GiB", double(b) / double(uint64_t(1) << 30));
+  if (b >= (uint64_t(1) << 20)) return fmt::format("{:.1f} MiB", double(b) / double(uint64_t(1) << 20));
+  return fmt::format("{} bytes", b);
+}
+}  // namespace
+
+void check_expansion(uint64_t numel, uint64_t stored_bytes, const std::string& what) {
+  const uint64_t need = numel * sizeof(float);  // numel is bounded by checked_numel
+  if (const uint64_t limit = memory_limit_from_env(); limit > 0) {
+    TACO_REQUIRE_INPUT(need <= limit, "{}: its values take {} in memory, over TACO_MEMORY_LIMIT ({})", what,
+                       human_bytes(need), human_bytes(limit));
+    return;
+  }
+  const uint64_t allowed = std::max(kExpansionFloor, stored_bytes > UINT64_MAX / kMaxExpansion
+                                                         ? UINT64_MAX
+                                                         : stored_bytes * kMaxExpansion);
+  TACO_REQUIRE_INPUT(need <= allowed,
+                     "{}: {} of values from {} stored (more than {}x): refused to bound memory; set "
+                     "TACO_MEMORY_LIMIT (e.g. 16G) to read tensors up to that size",
+                     what, human_bytes(need), human_bytes(stored_bytes), kMaxExpansion);
 }
 
 void require_nonempty(uint64_t numel, const std::vector<int64_t>& shape, const std::string& what) {

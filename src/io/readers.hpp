@@ -24,6 +24,22 @@ std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, 
 std::unique_ptr<TensorSource> open_npy(std::shared_ptr<ByteSource> src, const OpenOptions& opts);
 std::unique_ptr<TensorSource> open_npz(std::shared_ptr<ByteSource> src, const OpenOptions& opts);
 std::unique_ptr<TensorSource> open_trace(const std::string& path);
+// Any HDF5 file, in this process: a taco trace (root attribute taco_format) or else every
+// floating-point dataset anywhere in the file (hdf5_reader.cpp). open_tensor_file runs this
+// in a child process (isolated_source.hpp); tests and fuzzers may call it directly on files
+// built with the library.
+std::unique_ptr<TensorSource> open_hdf5(const std::string& path, const OpenOptions& opts);
+
+// Memory that one tensor's float32 values may take against the bytes the file stores for
+// them: a compressed tensor may expand to kMaxExpansion times its stored bytes, or to
+// kExpansionFloor, whichever is more. (Deflate alone allows 1032:1: a 3 MB archive of zeros
+// could make taco allocate 3 GB.) The environment variable TACO_MEMORY_LIMIT (bytes, or with
+// K/M/G) replaces the rule by a plain per-tensor limit. InputError naming `what` otherwise.
+inline constexpr uint64_t kMaxExpansion = 64;
+inline constexpr uint64_t kExpansionFloor = uint64_t(1) << 30;
+void check_expansion(uint64_t numel, uint64_t stored_bytes, const std::string& what);
+// TACO_MEMORY_LIMIT in bytes, 0 when unset. InputError for a value that is not a size.
+uint64_t memory_limit_from_env();
 
 // The chunk shape TraceWriter uses: about 1 MiB of whole rows (the last dimension whole, then
 // as many of the dimensions before it as fit); a single row over 1 MiB is split.
