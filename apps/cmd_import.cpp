@@ -117,7 +117,18 @@ void run_import(const ImportArgs& a) {
   for (const std::string& s : a.sets) {
     const size_t eq = s.find('=');
     TACO_REQUIRE_INPUT(eq != std::string::npos && eq > 0, "--set '{}': expected key=value", s);
-    sets.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+    std::string key = s.substr(0, eq);
+    // A typo in a field name must not become an extra attribute: anything else says extra.KEY.
+    if (key.rfind("extra.", 0) == 0 && key.size() > 6) {
+      key = key.substr(6);
+      TACO_REQUIRE_INPUT(!taco::is_meta_field(key), "--set '{}': {} is a field; write --set {}=...", s, key, key);
+    } else {
+      TACO_REQUIRE_INPUT(taco::is_meta_field(key),
+                         "--set '{}': unknown key '{}' (keys: layer, site, direction, collective, tp_rank, tp_size, "
+                         "step, model; extra.KEY for anything else)",
+                         s, key);
+    }
+    sets.emplace_back(key, s.substr(eq + 1));
     taco::TensorMeta probe;  // validate the value once, up front
     taco::set_meta_field(probe, sets.back().first, sets.back().second, fmt::format("--set '{}'", s));
   }

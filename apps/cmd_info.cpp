@@ -16,6 +16,9 @@
 
 namespace {
 
+// A block longer than any hidden dimension measures nothing a row does not.
+constexpr int64_t kMaxBlockSize = int64_t(1) << 20;
+
 struct InfoArgs {
   std::vector<std::string> files;
   bool json = false;
@@ -226,7 +229,8 @@ void print_summary(const std::vector<FileListing>& files) {
 void run_info(const InfoArgs& a) {
   TACO_REQUIRE_INPUT(a.rows >= 0, "--rows: must be >= 0, got {}", a.rows);
   TACO_REQUIRE_INPUT(a.top_k >= 0 && a.top_k <= 1000, "--top-k: must be in [0, 1000], got {}", a.top_k);
-  TACO_REQUIRE_INPUT(a.block_size >= 1, "--block-size: must be >= 1, got {}", a.block_size);
+  TACO_REQUIRE_INPUT(a.block_size >= 1 && a.block_size <= kMaxBlockSize, "--block-size: must be 1 to {}, got {}",
+                     kMaxBlockSize, a.block_size);
   std::vector<FileListing> files;
   for (const auto& path : a.files) files.push_back(scan_file(path, a));  // all read before printing
 

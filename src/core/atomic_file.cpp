@@ -2,11 +2,13 @@
 
 #include "core/error.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -70,6 +72,90 @@ void check_output_file(const std::string& path, const char* flag) {
     TACO_REQUIRE_INPUT(std::filesystem::is_directory(parent, ec), "{} {}: directory {} does not exist", flag, path,
                        parent.string());
   }
+}
+
+namespace {
+
+// "results.csv.tmp-123" (left by a run that was killed outright) counts as "results.csv".
+std::string without_temp_suffix(const std::string& name) {
+  const size_t at = name.rfind(".tmp-");
+  if (at == std::string::npos || at + 5 == name.size()) return name;
+  const bool digits = std::all_of(name.begin() + long(at) + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return digits ? name.substr(0, at) : name;
+}
+
+}  // namespace
+
+AtomicDirectory::AtomicDirectory(const std::string& dir, std::vector<std::string> owned, const char* flag)
+    : flag_(flag) {
+  namespace fs = std::filesystem;
+  TACO_REQUIRE_INPUT(!dir.empty(), "{}: the path is empty", flag);
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "out/" -> "out"
+  std::error_code ec;
+  if (fs::is_symlink(p, ec)) {
+    TACO_REQUIRE_INPUT(fs::is_directory(p, ec), "{} {}: is a link to something that is not a directory", flag, dir);
+    p = fs::canonical(p, ec);
+  }
+  if (p.filename() == "." || p.filename() == ".." ) p = fs::absolute(p, ec).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  const fs::file_status st = fs::symlink_status(p, ec);
+  if (fs::exists(st)) {
+    TACO_REQUIRE_INPUT(fs::is_directory(st), "{} {}: exists and is not a directory", flag, dir);
+    for (const auto& e : fs::directory_iterator(p, ec)) {
+      const std::string name = e.path().filename().string();
+      TACO_REQUIRE_INPUT(std::find(owned.begin(), owned.end(), without_temp_suffix(name)) != owned.end(),
+                         "{} {}: holds '{}', which this command did not write; give a new or empty directory (the "
+                         "directory is replaced as a whole)",
+                         flag, dir, name);
+    }
+    TACO_REQUIRE_INPUT(!ec, "{} {}: cannot list the directory ({})", flag, dir, ec.message());
+  }
+  dir_ = p.string();
+  tmp_ = dir_ + ".tmp-" + std::to_string(::getpid());
+}
+
+AtomicDirectory::~AtomicDirectory() {
+  if (created_ && !committed_) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_, ec);
+  }
+}
+
+const std::string& AtomicDirectory::staging() {
+  if (!created_) {
+    const std::filesystem::path parent = std::filesystem::path(dir_).parent_path();
+    if (!parent.empty()) make_directories(parent.string());
+    cleanup_ = std::make_unique<RemoveOnInterrupt>(tmp_, RemoveOnInterrupt::Kind::DirectoryOfFiles);
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_, ec);  // a stale one from a process that had our pid
+    if (::mkdir(tmp_.c_str(), 0777) != 0) throw_write_error(fmt::format("{} {}", flag_, dir_), errno);
+    created_ = true;
+  }
+  return tmp_;
+}
+
+void AtomicDirectory::commit() {
+  staging();
+  DeferInterrupts defer;  // the swap and the removal of the old set are not cut in half
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(dir_, ec))) {
+    if (std::rename(tmp_.c_str(), dir_.c_str()) != 0) throw_write_error(fmt::format("{} {}", flag_, dir_), errno);
+  } else if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, dir_.c_str(), RENAME_EXCHANGE) == 0) {
+    std::filesystem::remove_all(tmp_, ec);  // now the old set
+  } else {
+    // No atomic exchange here (EINVAL, ENOSYS): move the old set aside, then the new one in.
+    const std::string old = dir_ + ".old-" + std::to_string(::getpid());
+    if (std::rename(dir_.c_str(), old.c_str()) != 0) throw_write_error(fmt::format("{} {}", flag_, dir_), errno);
+    if (std::rename(tmp_.c_str(), dir_.c_str()) != 0) {
+      const int err = errno;
+      std::rename(old.c_str(), dir_.c_str());
+      throw_write_error(fmt::format("{} {}", flag_, dir_), err);
+    }
+    std::filesystem::remove_all(old, ec);
+  }
+  committed_ = true;
+  cleanup_.reset();
 }
 
 void throw_write_error(const std::string& what, int err) {

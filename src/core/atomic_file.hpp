@@ -9,7 +9,9 @@
 #include "core/interrupt.hpp"
 
 #include <fstream>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace taco {
 
@@ -41,6 +43,33 @@ void make_directories(const std::string& dir);
 // directory, device, pipe or socket (renaming over those would replace them), and its
 // directory exists. InputError "<flag> <path>: ...".
 void check_output_file(const std::string& path, const char* flag);
+
+// A directory of outputs that replaces <dir> as a whole, so that it never mixes two runs: the
+// files go into a fresh "<dir>.tmp-<pid>" next to it, and commit() swaps that in with one
+// atomic rename (renameat2 RENAME_EXCHANGE; where the file system lacks it, two renames with
+// signals deferred), then removes the old set. Two commands writing the same <dir> at once
+// each swap in a complete set; the last one stays.
+//
+// An existing <dir> is replaced only when it is empty or holds nothing but names in `owned`
+// (files, or directories such as report/ that a later command added to the set), so that
+// pointing --out at a directory of other files is an InputError before any work, never a
+// loss. A symbolic link to a directory is followed.
+class AtomicDirectory {
+ public:
+  AtomicDirectory(const std::string& dir, std::vector<std::string> owned, const char* flag);
+  ~AtomicDirectory();
+  AtomicDirectory(const AtomicDirectory&) = delete;
+  AtomicDirectory& operator=(const AtomicDirectory&) = delete;
+
+  // The temporary directory, created on first use: write the set's files here.
+  const std::string& staging();
+  void commit();
+
+ private:
+  std::string dir_, tmp_, flag_;
+  std::unique_ptr<RemoveOnInterrupt> cleanup_;
+  bool created_ = false, committed_ = false;
+};
 
 // "<what>: cannot write (<strerror(err)>)" as an InputError.
 [[noreturn]] void throw_write_error(const std::string& what, int err);

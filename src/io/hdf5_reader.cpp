@@ -4,6 +4,7 @@
 // goes to the trace reader, which checks the trace layout.
 #include "core/error.hpp"
 #include "io/hdf5_util.hpp"
+#include "io/input_files.hpp"
 #include "io/meta_fields.hpp"
 #include "io/readers.hpp"
 
@@ -31,31 +32,6 @@ herr_t collect_dataset(hid_t group, const char* name, const H5L_info_t* link, vo
   if (H5Oget_info_by_name(group, name, &oi, H5P_DEFAULT) < 0) return -1;
   if (oi.type == H5O_TYPE_DATASET) static_cast<Found*>(out)->paths.push_back(std::string("/") + name);
   return 0;
-}
-
-// "layers.2" before "layers.10": digit runs compare as numbers.
-bool natural_less(const std::string& a, const std::string& b) {
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const bool da = std::isdigit(static_cast<unsigned char>(a[i])), db = std::isdigit(static_cast<unsigned char>(b[j]));
-    if (da && db) {
-      size_t ie = i, je = j;
-      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
-      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
-      const std::string na = a.substr(i, ie - i), nb = b.substr(j, je - j);
-      const size_t za = na.find_first_not_of('0'), zb = nb.find_first_not_of('0');
-      const std::string ta = za == std::string::npos ? "" : na.substr(za), tb = zb == std::string::npos ? "" : nb.substr(zb);
-      if (ta.size() != tb.size()) return ta.size() < tb.size();
-      if (ta != tb) return ta < tb;
-      i = ie;
-      j = je;
-      continue;
-    }
-    if (a[i] != b[j]) return a[i] < b[j];
-    ++i;
-    ++j;
-  }
-  return a.size() - i < b.size() - j || (a.size() - i == b.size() - j && a < b);
 }
 
 struct Dataset {

@@ -33,13 +33,9 @@ std::unique_ptr<TensorSource> open_hdf5(const std::string& path, const OpenOptio
 // Memory that one tensor's float32 values may take against the bytes the file stores for
 // them: a compressed tensor may expand to kMaxExpansion times its stored bytes, or to
 // kExpansionFloor, whichever is more. (Deflate alone allows 1032:1: a 3 MB archive of zeros
-// could make taco allocate 3 GB.) The environment variable TACO_MEMORY_LIMIT (bytes, or with
-// K/M/G) replaces the rule by a plain per-tensor limit. InputError naming `what` otherwise.
-inline constexpr uint64_t kMaxExpansion = 64;
-inline constexpr uint64_t kExpansionFloor = uint64_t(1) << 30;
+// could make taco allocate 3 GB.) TACO_MEMORY_LIMIT (tensor_source.hpp) replaces the rule by a
+// plain per-tensor limit. InputError naming `what` otherwise.
 void check_expansion(uint64_t numel, uint64_t stored_bytes, const std::string& what);
-// TACO_MEMORY_LIMIT in bytes, 0 when unset. InputError for a value that is not a size.
-uint64_t memory_limit_from_env();
 
 // The chunk shape TraceWriter uses: about 1 MiB of whole rows (the last dimension whole, then
 // as many of the dimensions before it as fit); a single row over 1 MiB is split.

@@ -4,6 +4,7 @@
 // the file's magic bytes (not its extension).
 #include "core/tensor.hpp"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +27,15 @@ class TensorSource {
 
 // How to read element types that NumPy cannot name: dumps store bf16/fp16 and fp8 tensors as
 // their bit patterns (<u2 or ml_dtypes' <V2; |u1 or <V1). These say what the bits are.
+// How much memory taco lets one tensor's values (or one simulated collective) take, to bound
+// what a small hostile file can make it allocate: kMaxExpansion times the bytes the input
+// stores for it, and at least kExpansionFloor. The environment variable TACO_MEMORY_LIMIT
+// (bytes, or with K/M/G) replaces the rule with a plain limit; memory_limit_from_env() returns
+// it, 0 when unset (InputError for a value that is not a size).
+inline constexpr uint64_t kMaxExpansion = 64;
+inline constexpr uint64_t kExpansionFloor = uint64_t(1) << 30;
+uint64_t memory_limit_from_env();
+
 class NameMap;
 struct OpenOptions {
   DType u16_as = DType::BF16;    // BF16 or F16

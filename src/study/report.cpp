@@ -13,6 +13,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 namespace taco::study {
@@ -46,13 +47,13 @@ const std::vector<std::string> kResultColumns = {
     "max_abs_err", "max_rel_err", "underflow_frac", "saturation_frac", "nan_count", "inf_count",
     "wire_bytes", "bytes_per_elem", "compression_ratio",
     // appended after the first schema version
-    "calc_diff"};
+    "calc_diff", "source"};
 
 const std::vector<std::string> kCollectiveColumns = {
     "layer", "site", "direction", "step", "variant", "algorithm", "tp_size", "quantizations",
     "numel", "rel_l2", "mse", "snr_db", "max_abs_err", "cosine",
     // appended after the first schema version
-    "file", "tensor", "trace_ranks", "bytes_sent_per_rank", "max_rel_err", "calc_diff"};
+    "file", "tensor", "trace_ranks", "bytes_sent_per_rank", "max_rel_err", "calc_diff", "source"};
 
 
 // One results.csv row as (column, text) pairs, plus the JSON value for results.json.
@@ -103,7 +104,8 @@ std::vector<Cell> result_cells(const StudyResult& r, const TensorRow& row) {
           i(row.wire_bytes),
           f(row.bytes_per_elem()),
           f(row.compression_ratio()),
-          d(m.calc_diff)};
+          d(m.calc_diff),
+          s(r.sources.empty() ? r.files[row.file_index] : r.sources[row.file_index])};
 }
 
 }  // namespace
@@ -202,7 +204,8 @@ std::string collectives_csv(const StudyResult& r) {
                      std::to_string(c.numel), num(m.rel_l2), num(m.mse), num(m.snr_db),
                      num(m.max_abs_err), num(m.cosine), r.files[c.file_index], c.tensor,
                      std::to_string(c.trace_ranks), num(c.bytes_sent_per_rank),
-                     num(m.max_rel_err), num(m.calc_diff)});
+                     num(m.max_rel_err), num(m.calc_diff),
+                     r.sources.empty() ? r.files[c.file_index] : r.sources[c.file_index]});
   }
   return out;
 }
@@ -253,6 +256,23 @@ void write_study_outputs(const StudyResult& r, const Provenance& p, const std::s
 std::string format_summary(const StudyResult& r) {
   const std::vector<Aggregate> agg = aggregate(r);
   std::ostringstream os;
+  // Rows of several inputs are pooled per site below: say so, and which inputs are synthetic.
+  std::vector<std::string> used;
+  std::set<std::string> synthetic;
+  for (const TensorRow& row : r.rows) {
+    const std::string& src = r.sources.empty() ? r.files[row.file_index] : r.sources[row.file_index];
+    if (std::find(used.begin(), used.end(), src) == used.end()) used.push_back(src);
+    if (row.meta.model.rfind("synth:", 0) == 0) synthetic.insert(src);
+  }
+  if (used.size() > 1) {
+    std::string list;
+    for (const std::string& u : used) list += fmt::format("{}{}{}", list.empty() ? "" : ", ", u,
+                                                          synthetic.count(u) ? " (synthetic)" : "");
+    os << fmt::format("note: the rows below pool {} inputs: {}{}; results.csv has a source column, and --filter "
+                      "file=NAME studies one\n",
+                      used.size(), list,
+                      !synthetic.empty() && synthetic.size() < used.size() ? " (synthetic and real data mixed)" : "");
+  }
   std::string site, direction;
   int rank = 0;
   auto flush_hadamard = [&] {
