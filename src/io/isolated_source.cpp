@@ -5,11 +5,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -155,6 +158,21 @@ void close_other_descriptors(int keep) {
     if (fd != keep) ::close(fd);
 }
 
+// A corrupt file can also send libhdf5 into an endless loop. Each request gets a CPU-time
+// budget (SIGXCPU ends the child, which the parent reports like a crash): generous for real
+// work, which runs at tens of millions of elements per second. TACO_READER_CPU_SECONDS sets the
+// base (the fuzzer uses a short one).
+void limit_cpu(uint64_t numel) {
+  double base = 60;
+  if (const char* env = std::getenv("TACO_READER_CPU_SECONDS")) base = std::max(1.0, std::atof(env));
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  const double used = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  const auto soft = rlim_t(used + base + double(numel) / 1e6) + 1;
+  const rlimit lim{soft, soft + 5};
+  ::setrlimit(RLIMIT_CPU, &lim);
+}
+
 [[noreturn]] void serve(int fd, const std::function<std::unique_ptr<TensorSource>()>& open) {
   // The send may fail (the parent is gone): then there is nothing left to do but leave.
   auto report = [fd](Status s, const char* what) {
@@ -162,6 +180,7 @@ void close_other_descriptors(int keep) {
   };
   std::unique_ptr<TensorSource> src;
   try {
+    limit_cpu(0);
     src = open();
     if (!send_message(fd, kOk, encode_listing(*src))) ::_exit(0);
   } catch (const InputError& e) {
@@ -179,6 +198,9 @@ void close_other_descriptors(int keep) {
     if (!recv_all(fd, &index, 8)) ::_exit(0);
     try {
       TACO_ASSERT(index < src->size(), "tensor index {} of {}", index, src->size());
+      int64_t numel = 1;
+      for (int64_t d : src->info(size_t(index)).shape) numel *= d;
+      limit_cpu(uint64_t(numel));
       const Tensor t = src->read(size_t(index));
       const Status ok = kOk;
       const uint64_t len = t.values.size() * sizeof(float);
@@ -268,6 +290,10 @@ class IsolatedSource final : public TensorSource {
       waited = ::waitpid(pid_, &status, 0);
     } while (waited < 0 && errno == EINTR);
     pid_ = -1;
+    if (waited > 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
+      throw_input_error("{}: the HDF5 library ran out of its CPU-time budget {}: the file is corrupt (or set "
+                        "TACO_READER_CPU_SECONDS higher)",
+                        path_, what);
     if (waited > 0 && WIFSIGNALED(status))
       throw_input_error("{}: the HDF5 library crashed ({}) {}: the file is corrupt", path_,
                         sigabbrev_np(WTERMSIG(status)) ? fmt::format("SIG{}", sigabbrev_np(WTERMSIG(status)))
@@ -312,7 +338,7 @@ std::unique_ptr<TensorSource> open_isolated(const std::string& path,
     reset_interrupt_handlers_in_child();
     // A crash inside the library must end the child by its signal (no sanitizer or fuzzer
     // handler turning it into an exit code), so that the parent can tell it from an error.
-    for (int s : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) ::signal(s, SIG_DFL);
+    for (int s : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGXCPU}) ::signal(s, SIG_DFL);
     close_other_descriptors(sv[1]);
 #if !defined(TACO_SANITIZED)
     // What libhdf5 prints (assertions, error stacks) must not reach the user: the parent

@@ -33,7 +33,7 @@ class TensorSource {
 // (bytes, or with K/M/G) replaces the rule with a plain limit; memory_limit_from_env() returns
 // it, 0 when unset (InputError for a value that is not a size).
 inline constexpr uint64_t kMaxExpansion = 64;
-inline constexpr uint64_t kExpansionFloor = uint64_t(1) << 30;
+inline constexpr uint64_t kExpansionFloor = uint64_t(256) << 20;
 uint64_t memory_limit_from_env();
 
 class NameMap;

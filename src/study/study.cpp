@@ -114,7 +114,8 @@ std::string human_bytes(uint64_t b) {
 }
 
 // Before any work: every algorithm asked for fits some group, and no simulation needs more
-// memory than its inputs justify (tensor_source.hpp's rule, over the group's input bytes).
+// memory than its inputs justify (tensor_source.hpp's rule over the group's input bytes, with
+// a floor of 4 GiB).
 void check_simulations(const std::vector<Unit>& units, const StudyOptions& opts) {
   std::set<std::string> seen;
   for (sim::Algorithm a : opts.collectives) {
@@ -129,13 +130,16 @@ void check_simulations(const std::vector<Unit>& units, const StudyOptions& opts)
                       a == sim::Algorithm::AllGather ? "all_gather shards" : "all_reduce or reduce_scatter partial sums",
                       kinds);
   }
+  // Simulations multiply their inputs by design (derived ranks, every rank's output), so their
+  // floor is higher than a reader's.
+  constexpr uint64_t kSimulationFloor = uint64_t(4) << 30;
   const uint64_t env = memory_limit_from_env();
   for (const Unit& u : units) {
     const TensorInfo& first = u.members.front().info;
     int64_t numel = 1;
     for (int64_t d : first.shape) numel *= d;
     const uint64_t input_bytes = uint64_t(numel) * sizeof(float) * u.members.size();
-    const uint64_t limit = env > 0 ? env : std::max(kExpansionFloor, kMaxExpansion * input_bytes);
+    const uint64_t limit = env > 0 ? env : std::max(kSimulationFloor, kMaxExpansion * input_bytes);
     std::vector<int> degrees = opts.tp;
     if (degrees.empty()) degrees.push_back(int(u.members.size()));
     for (int n : degrees)
@@ -147,7 +151,7 @@ void check_simulations(const std::vector<Unit>& units, const StudyOptions& opts)
                            "({}; TACO_MEMORY_LIMIT sets another)",
                            n, sim::algorithm_name(a), n, first.name, shape_string(first.shape), human_bytes(need),
                            human_bytes(limit),
-                           env > 0 ? "TACO_MEMORY_LIMIT" : fmt::format("{}x the group's input, at least 1 GiB", kMaxExpansion));
+                           env > 0 ? "TACO_MEMORY_LIMIT" : fmt::format("{}x the group's input, at least 4 GiB", kMaxExpansion));
       }
   }
 }
