@@ -150,9 +150,17 @@ void take(Parsed& p, const Decoration& d) {
   }
 }
 
-// Peels trailing '_'-joined decorations off a part ("linear_fc2_output_rank0" -> "linear_fc2").
+bool known_module(const std::string& w) {
+  for (const auto& [word, site] : kLeaves)
+    if (w == word) return true;
+  return kAttention.count(w) || kMlp.count(w);
+}
+
+// Peels trailing '_'-joined decorations off a part ("linear_fc2_output_rank0" -> "linear_fc2"),
+// never off a module name the rules know ("feed_forward" is not "feed" + forward).
 std::string peel(const std::string& part, Parsed& p) {
   std::string rest = part;
+  if (known_module(rest)) return rest;
   for (;;) {
     bool peeled = false;
     // Try the longest suffix of 1..4 words first ("tp_rank_1", "input_grad", "step_000571").
@@ -163,6 +171,7 @@ std::string peel(const std::string& part, Parsed& p) {
       const size_t cut = cuts[n - words];
       const std::string tail = rest.substr(cut + 1), head = rest.substr(0, cut);
       if (head.empty()) continue;
+      if (known_module(rest)) return rest;
       if (const auto d = decoration(tail, false)) {
         take(p, *d);
         rest = head;
