@@ -145,9 +145,8 @@ void run_weights_command(const StudyArgs& a, int threads, taco::AtomicDirectory&
   const WeightsResult r = run_weights_study(in.sources, wo);
   TACO_REQUIRE_INPUT(!r.spectra.empty(), "{}: no 2-D tensor to study (check --filter and the inputs)",
                      a.inputs.front());
-  const std::filesystem::path dir = out.staging();
-  write_file_atomically((dir / "spectra.csv").string(), spectra_csv(r));
-  write_file_atomically((dir / "weights.csv").string(), weights_csv(r, wo.tt_order));
+  out.write("spectra.csv", spectra_csv(r));
+  out.write("weights.csv", weights_csv(r, wo.tt_order));
   out.commit();
   std::fputs(format_weights(r).c_str(), stdout);
   std::printf("\n%zu matrices (%zu other tensors skipped) in %.2f s with %d threads; wrote %s\n", r.spectra.size(),
@@ -247,14 +246,12 @@ void run_study_command(const StudyArgs& a) {
     selection_text = format_selection(s, result);
     selection_file = selection_json(s, result).dump(1) + "\n";
   }
-  const std::filesystem::path dir = out.staging();
-  write_study_outputs(result, prov, dir.string());
-  if (!selection_file.empty()) write_file_atomically((dir / "selection.json").string(), selection_file);
+  for (const auto& [name, text] : study_files(result, prov)) out.write(name, text);
+  if (!selection_file.empty()) out.write("selection.json", selection_file);
   const std::vector<ParetoPoint> front = pareto_points(result);
-  write_file_atomically((dir / "pareto.csv").string(), pareto_csv(front));
-  if (!result.feedback_rows.empty())
-    write_file_atomically((dir / "feedback.csv").string(), feedback_csv(result.feedback_rows));
-  if (structure.active()) write_file_atomically((dir / "structure.csv").string(), structure.csv());
+  out.write("pareto.csv", pareto_csv(front));
+  if (!result.feedback_rows.empty()) out.write("feedback.csv", feedback_csv(result.feedback_rows));
+  if (structure.active()) out.write("structure.csv", structure.csv());
   out.commit();
 
   std::fputs(format_summary(result).c_str(), stdout);

@@ -30,8 +30,7 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::commit() {
-  errno = 0;
-  out_.flush();
+  out_.flush();  // errno is still what the first failed write set
   if (!out_) throw_write_error(path_, errno);
   out_.close();
   if (!out_) throw_write_error(path_, errno);
@@ -40,10 +39,43 @@ void AtomicFile::commit() {
   committed_ = true;
 }
 
+namespace {
+
+// Writes the whole string to a new file with plain system calls, so that the reason of a
+// failure (errno) is the one that happened.
+void write_whole_file(const std::string& path, const std::string& contents, const std::string& what) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw_write_error(what, errno);
+  const char* p = contents.data();
+  size_t left = contents.size();
+  while (left > 0) {
+    const ssize_t w = ::write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = w < 0 ? errno : ENOSPC;
+      ::close(fd);
+      throw_write_error(what, err);
+    }
+    p += w;
+    left -= size_t(w);
+  }
+  if (::close(fd) != 0) throw_write_error(what, errno);
+}
+
+}  // namespace
+
 void write_file_atomically(const std::string& path, const std::string& contents) {
-  AtomicFile f(path, true);
-  f.stream() << contents;
-  f.commit();
+  check_output_file(path, "output");
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  RemoveOnInterrupt cleanup(tmp);
+  try {
+    write_whole_file(tmp, contents, path);
+    check_output_file(path, "output");  // still not a directory or a device
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw_write_error(path, errno);
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
 }
 
 void make_directories(const std::string& dir) {
@@ -120,6 +152,11 @@ AtomicDirectory::~AtomicDirectory() {
     std::error_code ec;
     std::filesystem::remove_all(tmp_, ec);
   }
+}
+
+void AtomicDirectory::write(const std::string& name, const std::string& contents) {
+  write_whole_file((std::filesystem::path(staging()) / name).string(), contents,
+                   (std::filesystem::path(dir_) / name).string());
 }
 
 const std::string& AtomicDirectory::staging() {

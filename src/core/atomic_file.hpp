@@ -63,6 +63,8 @@ class AtomicDirectory {
 
   // The temporary directory, created on first use: write the set's files here.
   const std::string& staging();
+  // Writes one file of the set (a failure names <dir>/<name>, not the temporary directory).
+  void write(const std::string& name, const std::string& contents);
   void commit();
 
  private:

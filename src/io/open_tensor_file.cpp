@@ -25,35 +25,13 @@ bool is_hdf5(const ByteSource& src) {
   return false;
 }
 
-// Length of the UTF-8 sequence starting at s[i] (1..4), or 0 when it is not valid UTF-8
-// (overlong forms, surrogates and code points past U+10FFFF included).
-size_t utf8_length(const std::string& s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  size_t n = 0;
-  uint32_t cp = 0;
-  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-  else return 0;
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3f);
-  }
-  if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-    return 0;
-  return n;
-}
-
 // Names end up in CSV and JSON files and on the terminal: they must be text.
 void check_name(const std::string& name, const std::string& path) {
   for (size_t i = 0; i < name.size();) {
     const auto c = static_cast<unsigned char>(name[i]);
     TACO_REQUIRE_INPUT(c >= 0x20 && c != 0x7f, "{}: tensor name '{}' contains a control character (byte 0x{:02x})",
                        path, printable(name), c);
-    const size_t n = utf8_length(name, i);
+    const size_t n = utf8_sequence_length(name, i);
     TACO_REQUIRE_INPUT(n > 0, "{}: tensor name '{}' is not UTF-8 text (byte 0x{:02x} at {})", path, printable(name),
                        c, i);
     i += n;

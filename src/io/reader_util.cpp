@@ -171,11 +171,39 @@ void fortran_to_row_major(const std::vector<int64_t>& shape, std::vector<float>&
   values.swap(out);
 }
 
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  uint32_t cp = 0;
+  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3f);
+  }
+  if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+    return 0;
+  return n;
+}
+
 std::string printable(std::string_view text, size_t max_chars) {
   std::string out;
-  for (char c : text.substr(0, max_chars)) {
-    const auto u = static_cast<unsigned char>(c);
-    out.push_back(u < 0x20 || u == 0x7f ? '?' : c);
+  const std::string_view head = text.substr(0, max_chars);
+  for (size_t i = 0; i < head.size();) {
+    const auto u = static_cast<unsigned char>(head[i]);
+    const size_t n = utf8_sequence_length(head, i);
+    if (n == 0 || u < 0x20 || u == 0x7f) {  // messages are one line of UTF-8 text
+      out.push_back('?');
+      ++i;
+    } else {
+      out.append(head.substr(i, n));
+      i += n;
+    }
   }
   if (text.size() > max_chars) out += "...";
   return out;

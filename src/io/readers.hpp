@@ -62,8 +62,11 @@ void byteswap_elements(void* data, size_t n, size_t elem_size);
 // Reorders values of a column-major (Fortran-order) array of `shape` into row-major order.
 void fortran_to_row_major(const std::vector<int64_t>& shape, std::vector<float>& values);
 
-// Makes text from a file safe for a one-line message: control bytes become '?', and text
-// longer than max_chars is cut with "...".
+// Makes text from a file safe for a one-line message: control bytes and bytes that are not
+// UTF-8 become '?', and text longer than max_chars is cut with "...".
 std::string printable(std::string_view text, size_t max_chars = 120);
+// Length of the UTF-8 sequence starting at s[i] (1..4), or 0 when it is not valid UTF-8
+// (overlong forms, surrogates and code points past U+10FFFF included).
+size_t utf8_sequence_length(std::string_view s, size_t i);
 
 }  // namespace taco

@@ -228,29 +228,29 @@ std::string histograms_csv(const StudyResult& r) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> study_files(const StudyResult& r, const Provenance& p) {
+  std::vector<std::pair<std::string, std::string>> files;
+  files.emplace_back("results.csv", results_csv(r));
+  if (!r.histograms.empty()) files.emplace_back("histograms.csv", histograms_csv(r));
+  if (!r.collective_rows.empty()) files.emplace_back("collectives.csv", collectives_csv(r));
+  files.emplace_back("results.json", results_json(r, p).dump(1) + "\n");
+  return files;
+}
+
 void write_study_outputs(const StudyResult& r, const Provenance& p, const std::string& dir) {
   // Build everything first, then write: a failure leaves no partial set behind.
-  const std::string csv = results_csv(r);
-  const std::string json = results_json(r, p).dump(1) + "\n";
-  const std::string hist = r.histograms.empty() ? std::string() : histograms_csv(r);
-  const std::string coll = r.collective_rows.empty() ? std::string() : collectives_csv(r);
+  const auto files = study_files(r, p);
   make_directories(dir);
   const std::filesystem::path d(dir);
-  write_file_atomically((d / "results.csv").string(), csv);
   // A file this run does not produce is removed if an earlier run left it, so that the
   // directory never mixes results of two runs.
-  auto write_or_remove = [&d](const char* name, const std::string& text) {
-    if (!text.empty()) {
-      write_file_atomically((d / name).string(), text);
-    } else {
-      std::error_code ec;
-      std::filesystem::remove(d / name, ec);
-    }
-  };
-  write_or_remove("histograms.csv", hist);
-  write_or_remove("collectives.csv", coll);
+  for (const char* name : {"histograms.csv", "collectives.csv"}) {
+    const bool have = std::any_of(files.begin(), files.end(), [&](const auto& f) { return f.first == name; });
+    std::error_code ec;
+    if (!have) std::filesystem::remove(d / name, ec);
+  }
   // results.json last: its presence marks a complete study directory.
-  write_file_atomically((d / "results.json").string(), json);
+  for (const auto& [name, text] : files) write_file_atomically((d / name).string(), text);
 }
 
 std::string format_summary(const StudyResult& r) {
