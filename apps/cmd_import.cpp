@@ -145,8 +145,14 @@ void run_import(const ImportArgs& a) {
 
   // Open (and so check the headers of) every input before writing anything, so a bad path
   // fails at once; each is opened again when its turn comes, to hold one file open at a time.
-  std::vector<std::string> files;
-  for (const taco::InputFile& f : taco::expand_inputs(a.inputs)) files.push_back(f.path);
+  std::vector<std::string> files, prefixes;
+  for (const taco::InputFile& f : taco::expand_inputs(a.inputs)) {
+    files.push_back(f.path);
+    // A file found in a directory input is named by its path below it ("rank0/step_100").
+    std::filesystem::path rel = f.path == f.source ? std::filesystem::path(f.path).filename()
+                                                   : std::filesystem::path(f.path).lexically_relative(f.source);
+    prefixes.push_back((rel.parent_path() / rel.stem()).string());
+  }
   for (const std::string& in : files) taco::open_tensor_file(in, open_opts);
 
   taco::TraceWriter::Options wopts;
@@ -161,10 +167,10 @@ void run_import(const ImportArgs& a) {
   std::map<std::string, std::string> origin;  // tensor name -> input it came from
   std::map<DType, int64_t> stored_count;
   int64_t skipped = 0, total_values = 0, total_rounded = 0;
-  for (const std::string& input : files) {
-    const std::unique_ptr<taco::TensorSource> src = taco::open_tensor_file(input, open_opts);
+  for (size_t file = 0; file < files.size(); ++file) {
+    const std::unique_ptr<taco::TensorSource> src = taco::open_tensor_file(files[file], open_opts);
     int64_t narrowed_f64 = 0;
-    const std::string stem = std::filesystem::path(src->path()).stem().string();
+    const std::string& stem = prefixes[file];
     for (size_t i = 0; i < src->size(); ++i) {
       const taco::TensorInfo info = src->info(i);
       const std::string name = a.prefix_file_names ? stem + "/" + info.name : info.name;
@@ -243,7 +249,8 @@ void add_import(CLI::App& root) {
   cmd->add_option("--set", args->sets, "key=value metadata for every tensor (repeatable), e.g. --set model=llama")
       ->allow_extra_args(false);
   cmd->add_flag("--prefix-file-names", args->prefix_file_names,
-                "Name tensors '<file stem>/<name>' (for inputs that reuse names, e.g. one file per rank)");
+                "Name tensors '<file stem>/<name>' (for inputs that reuse names, e.g. one file per rank; a file "
+                "found in a directory input: '<its path below it, without extension>/<name>')");
   cmd->add_option("--u16-as", args->u16_as, "What npy <u2/<V2 elements hold: bf16 or f16 bits")->capture_default_str();
   cmd->add_option("--u8-as", args->u8_as, "What npy |u1/<V1 elements hold: f8e4m3 or f8e5m2 bits")
       ->capture_default_str();
