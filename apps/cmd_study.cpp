@@ -289,7 +289,7 @@ void add_study(CLI::App& root) {
   sub->add_option("--budget", args->budget, "Bytes per element allowed by --select (default 1.0625)");
   sub->add_option("--candidates", args->candidates,
                   "Variants --select chooses from (default: taco-g32..g512, their no-Hadamard twins "
-                  "e4m3:gG:dual, fp8-g32, fp8-g128, fp8-g128-had, mxfp8)");
+                  "taco-noh-g32..g512, fp8-g32, fp8-g128, fp8-g128-had, mxfp8)");
   sub->add_option("--config", args->config,
                   "A selection.json from --select: adds each site's chosen variant");
   sub->add_option("--collectives", args->collectives,
@@ -324,6 +324,8 @@ void add_study(CLI::App& root) {
       "  taco study trace.h5 --pareto --out front/     # every family; front/pareto.csv\n"
       "  taco study trace.h5 --variants ef:int4-g32,int4-g32,lowrank:bpe=0.5:rsvd --out ef/\n"
       "  taco study --weights model.safetensors --out w/   # spectra.csv, weights.csv\n"
+      "  taco study dumps/ --name-map '^act(?P<layer>\\d+)_(?P<site>\\w+)$' --out mine/   # your own dump\n"
+      "Inputs (directories, h5py files, how names become layer/site/direction/rank/step): docs/inputs.md.\n"
       "Outputs are described in docs/results-schema.md; metrics and semantics in docs/study.md.");
   sub->callback([args] { run_study_command(*args); });
 }

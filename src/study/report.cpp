@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -268,10 +269,11 @@ std::string format_summary(const StudyResult& r) {
     std::string list;
     for (const std::string& u : used) list += fmt::format("{}{}{}", list.empty() ? "" : ", ", u,
                                                           synthetic.count(u) ? " (synthetic)" : "");
-    os << fmt::format("note: the rows below pool {} inputs: {}{}; results.csv has a source column, and --filter "
+    os << fmt::format("note: the rows below pool {} inputs{}: {}; results.csv has a source column, and --filter "
                       "file=NAME studies one\n",
-                      used.size(), list,
-                      !synthetic.empty() && synthetic.size() < used.size() ? " (synthetic and real data mixed)" : "");
+                      used.size(),
+                      !synthetic.empty() && synthetic.size() < used.size() ? ", synthetic and real data mixed" : "",
+                      list);
   }
   std::string site, direction;
   int rank = 0;
@@ -303,24 +305,23 @@ std::string format_summary(const StudyResult& r) {
   }
   flush_hadamard();
   if (!r.collective_rows.empty()) {
-    // Mean rel_l2 per (variant, algorithm, tp) over the simulated groups.
-    std::map<std::tuple<size_t, int, int>, std::pair<double, int>> acc;
+    // Median rel_l2 per (variant, algorithm, tp) over the simulated groups: the statistic of
+    // the per-tensor summary above and of the figures.
+    std::map<std::tuple<size_t, int, int>, std::vector<double>> acc;
     std::map<std::tuple<size_t, int, int>, int> quant;
     for (const CollectiveRow& c : r.collective_rows) {
       if (!c.metrics.rel_l2) continue;
-      auto& [sum, n] = acc[{c.variant_index, int(c.algorithm), c.tp_size}];
-      sum += *c.metrics.rel_l2;
-      ++n;
+      acc[{c.variant_index, int(c.algorithm), c.tp_size}].push_back(
+          std::isnan(*c.metrics.rel_l2) ? std::numeric_limits<double>::infinity() : *c.metrics.rel_l2);
       quant[{c.variant_index, int(c.algorithm), c.tp_size}] = c.quantizations;
     }
-    os << fmt::format("\nsimulated collectives (mean rel_l2 vs the exact fp32 result)\n");
-    os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>12} {:>7}\n", "variant", "algorithm", "tp",
-                      "quant", "rel_l2", "groups");
+    os << fmt::format("\nsimulated collectives (median rel_l2 vs the exact fp32 result)\n");
+    os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>13} {:>7}\n", "variant", "algorithm", "tp",
+                      "quant", "median rel_l2", "groups");
     for (const auto& [key, v] : acc) {
       const auto& [vi, alg, tp] = key;
-      os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>12.4e} {:>7}\n", r.variants[vi].name,
-                        sim::algorithm_name(sim::Algorithm(alg)), tp, quant[key],
-                        v.first / v.second, v.second);
+      os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>13.4e} {:>7}\n", r.variants[vi].name,
+                        sim::algorithm_name(sim::Algorithm(alg)), tp, quant[key], percentile(v, 0.5), v.size());
     }
   }
   if (!r.skipped.empty()) {
