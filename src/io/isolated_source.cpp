@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -217,113 +218,13 @@ void limit_cpu(uint64_t numel) {
 
 // ---- the parent ---------------------------------------------------------------------------
 
-class IsolatedSource final : public TensorSource {
- public:
-  IsolatedSource(std::string path, int fd, pid_t pid) : path_(std::move(path)), fd_(fd), pid_(pid) {
-    try {
-      std::string listing;
-      receive(listing, "opening it");
-      decode_listing(listing, format_, infos_);
-    } catch (...) {
-      stop();
-      throw;
-    }
-  }
-  ~IsolatedSource() override { stop(); }
-
-  const std::string& path() const override { return path_; }
-  std::string format() const override { return format_; }
-  size_t size() const override { return infos_.size(); }
-  TensorInfo info(size_t i) const override {
-    TACO_ASSERT(i < infos_.size(), "tensor index {} of {}", i, infos_.size());
-    return infos_[i];
-  }
-
-  Tensor read(size_t i) override {
-    const TensorInfo& info = this->info(i);
-    const std::string what = fmt::format("reading tensor '{}'", info.name);
-    TACO_REQUIRE_INPUT(fd_ >= 0, "{}: the reader process is gone (an earlier error)", path_);
-    const uint64_t index = i;
-    if (!send_all(fd_, &index, 8)) child_failed(what);
-    Tensor t;
-    t.name = info.name;
-    t.dtype = info.dtype;
-    t.shape = info.shape;
-    t.meta = info.meta;
-    uint64_t len = 0;
-    receive_header(len, what, [&] {
-      TACO_ASSERT(len == uint64_t(t.numel()) * sizeof(float), "{}: {} bytes for {} values", what, len, t.numel());
-      t.values.resize(size_t(t.numel()));
-      if (!recv_all(fd_, t.values.data(), size_t(len))) child_failed(what);
-    });
-    return t;
-  }
-
- private:
-  // Receives one message; an ok payload goes to `payload`.
-  void receive(std::string& payload, const std::string& what) {
-    uint64_t len = 0;
-    receive_header(len, what, [&] {
-      payload.resize(size_t(len));
-      if (!recv_all(fd_, payload.data(), payload.size())) child_failed(what);
-    });
-  }
-
-  template <typename OnOk>
-  void receive_header(uint64_t& len, const std::string& what, OnOk on_ok) {
-    uint8_t status = 0;
-    if (!recv_all(fd_, &status, 1) || !recv_all(fd_, &len, 8)) child_failed(what);
-    if (status == kOk) return on_ok();
-    std::string msg(size_t(std::min<uint64_t>(len, 1 << 20)), '\0');
-    if (!recv_all(fd_, msg.data(), msg.size())) child_failed(what);
-    if (status == kInputError) throw InputError(msg);
-    if (status == kNoMemory) throw std::bad_alloc();
-    throw Error(msg);
-  }
-
-  [[noreturn]] void child_failed(const std::string& what) {
-    int status = 0;
-    ::close(fd_);
-    fd_ = -1;
-    pid_t waited = -1;
-    do {
-      waited = ::waitpid(pid_, &status, 0);
-    } while (waited < 0 && errno == EINTR);
-    pid_ = -1;
-    if (waited > 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
-      throw_input_error("{}: the HDF5 library ran out of its CPU-time budget {}: the file is corrupt (or set "
-                        "TACO_READER_CPU_SECONDS higher)",
-                        path_, what);
-    if (waited > 0 && WIFSIGNALED(status))
-      throw_input_error("{}: the HDF5 library crashed ({}) {}: the file is corrupt", path_,
-                        sigabbrev_np(WTERMSIG(status)) ? fmt::format("SIG{}", sigabbrev_np(WTERMSIG(status)))
-                                                       : fmt::format("signal {}", WTERMSIG(status)),
-                        what);
-    throw_error("{}: the reader process ended unexpectedly (exit status {}) {}", path_,
-                waited > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, what);
-  }
-
-  void stop() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-      }
-    }
-    pid_ = -1;
-  }
-
-  std::string path_, format_;
-  std::vector<TensorInfo> infos_;
-  int fd_ = -1;
-  pid_t pid_ = -1;
+// A reader process: started, serving, stopped.
+struct Child {
+  int fd = -1;
+  pid_t pid = -1;
 };
 
-}  // namespace
-
-std::unique_ptr<TensorSource> open_isolated(const std::string& path,
-                                            std::function<std::unique_ptr<TensorSource>()> open) {
+Child start_child(const std::string& path, const std::function<std::unique_ptr<TensorSource>()>& open) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     throw_error("{}: cannot start the reader process ({})", path, std::strerror(errno));
@@ -338,7 +239,7 @@ std::unique_ptr<TensorSource> open_isolated(const std::string& path,
     reset_interrupt_handlers_in_child();
     // A crash inside the library must end the child by its signal (no sanitizer or fuzzer
     // handler turning it into an exit code), so that the parent can tell it from an error.
-    for (int s : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGXCPU}) ::signal(s, SIG_DFL);
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGXCPU}) ::signal(sig, SIG_DFL);
     close_other_descriptors(sv[1]);
 #if !defined(TACO_SANITIZED)
     // What libhdf5 prints (assertions, error stacks) must not reach the user: the parent
@@ -349,7 +250,162 @@ std::unique_ptr<TensorSource> open_isolated(const std::string& path,
     serve(sv[1], open);
   }
   ::close(sv[1]);
-  return std::make_unique<IsolatedSource>(path, sv[0], pid);
+  return Child{sv[0], pid};
+}
+
+void stop_child(Child& c) {
+  if (c.fd >= 0) ::close(c.fd);
+  if (c.pid > 0) {
+    ::kill(c.pid, SIGKILL);
+    while (::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  c = Child{};
+}
+
+class IsolatedSource;
+
+// A study opens every input before it reads one, and a directory may hold thousands of HDF5
+// files: at most this many reader processes live at once. Another source's child is stopped
+// (least recently used first) and started again when that source is read.
+constexpr size_t kMaxLiveChildren = 8;
+std::mutex g_live_mutex;
+std::vector<IsolatedSource*> g_live;  // least recently used first
+
+class IsolatedSource final : public TensorSource {
+ public:
+  IsolatedSource(std::string path, std::function<std::unique_ptr<TensorSource>()> open)
+      : path_(std::move(path)), open_(std::move(open)) {
+    ensure_child("opening it");
+    decode_listing(listing_, format_, infos_);
+  }
+  ~IsolatedSource() override {
+    forget();
+    stop_child(child_);
+  }
+
+  const std::string& path() const override { return path_; }
+  std::string format() const override { return format_; }
+  size_t size() const override { return infos_.size(); }
+  TensorInfo info(size_t i) const override {
+    TACO_ASSERT(i < infos_.size(), "tensor index {} of {}", i, infos_.size());
+    return infos_[i];
+  }
+
+  Tensor read(size_t i) override {
+    const TensorInfo& info = this->info(i);
+    const std::string what = fmt::format("reading tensor '{}'", info.name);
+    TACO_REQUIRE_INPUT(!failed_, "{}: the reader process is gone (an earlier error)", path_);
+    ensure_child(what);
+    const uint64_t index = i;
+    if (!send_all(child_.fd, &index, 8)) child_failed(what);
+    Tensor t;
+    t.name = info.name;
+    t.dtype = info.dtype;
+    t.shape = info.shape;
+    t.meta = info.meta;
+    uint64_t len = 0;
+    receive_header(len, what, [&] {
+      TACO_ASSERT(len == uint64_t(t.numel()) * sizeof(float), "{}: {} bytes for {} values", what, len, t.numel());
+      t.values.resize(size_t(t.numel()));
+      if (!recv_all(child_.fd, t.values.data(), size_t(len))) child_failed(what);
+    });
+    return t;
+  }
+
+  // Called with g_live_mutex held, by another source that needs the slot.
+  void evict() { stop_child(child_); }
+
+ private:
+  // A live child that has sent its listing: the first one, or a restart whose listing must be
+  // the same (the file did not change under us).
+  void ensure_child(const std::string& what) {
+    {
+      std::lock_guard<std::mutex> lock(g_live_mutex);
+      const auto self = std::find(g_live.begin(), g_live.end(), this);
+      if (self != g_live.end() && child_.pid > 0) {  // most recently used now
+        g_live.erase(self);
+        g_live.push_back(this);
+        return;
+      }
+      if (self != g_live.end()) g_live.erase(self);
+      while (g_live.size() >= kMaxLiveChildren) {
+        g_live.front()->evict();
+        g_live.erase(g_live.begin());
+      }
+      g_live.push_back(this);
+    }
+    try {
+      child_ = start_child(path_, open_);
+      std::string listing;
+      uint64_t len = 0;
+      receive_header(len, what, [&] {
+        listing.resize(size_t(len));
+        if (!recv_all(child_.fd, listing.data(), listing.size())) child_failed(what);
+      });
+      if (listing_.empty())
+        listing_ = std::move(listing);
+      else
+        TACO_REQUIRE_INPUT(listing == listing_, "{}: the file changed while taco was reading it", path_);
+    } catch (...) {
+      forget();
+      stop_child(child_);
+      throw;
+    }
+  }
+
+  void forget() {
+    std::lock_guard<std::mutex> lock(g_live_mutex);
+    g_live.erase(std::remove(g_live.begin(), g_live.end(), this), g_live.end());
+  }
+
+  template <typename OnOk>
+  void receive_header(uint64_t& len, const std::string& what, OnOk on_ok) {
+    uint8_t status = 0;
+    if (!recv_all(child_.fd, &status, 1) || !recv_all(child_.fd, &len, 8)) child_failed(what);
+    if (status == kOk) return on_ok();
+    std::string msg(size_t(std::min<uint64_t>(len, 1 << 20)), '\0');
+    if (!recv_all(child_.fd, msg.data(), msg.size())) child_failed(what);
+    if (status == kInputError) throw InputError(msg);
+    if (status == kNoMemory) throw std::bad_alloc();
+    throw Error(msg);
+  }
+
+  [[noreturn]] void child_failed(const std::string& what) {
+    int status = 0;
+    ::close(child_.fd);
+    pid_t waited = -1;
+    do {
+      waited = ::waitpid(child_.pid, &status, 0);
+    } while (waited < 0 && errno == EINTR);
+    child_ = Child{};
+    failed_ = true;
+    forget();
+    if (waited > 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
+      throw_input_error("{}: the HDF5 library ran out of its CPU-time budget {}: the file is corrupt (or set "
+                        "TACO_READER_CPU_SECONDS higher)",
+                        path_, what);
+    if (waited > 0 && WIFSIGNALED(status))
+      throw_input_error("{}: the HDF5 library crashed ({}) {}: the file is corrupt", path_,
+                        sigabbrev_np(WTERMSIG(status)) ? fmt::format("SIG{}", sigabbrev_np(WTERMSIG(status)))
+                                                       : fmt::format("signal {}", WTERMSIG(status)),
+                        what);
+    throw_error("{}: the reader process ended unexpectedly (exit status {}) {}", path_,
+                waited > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, what);
+  }
+
+  std::string path_, format_, listing_;
+  std::function<std::unique_ptr<TensorSource>()> open_;
+  std::vector<TensorInfo> infos_;
+  Child child_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<TensorSource> open_isolated(const std::string& path,
+                                            std::function<std::unique_ptr<TensorSource>()> open) {
+  return std::make_unique<IsolatedSource>(path, std::move(open));
 }
 
 }  // namespace taco

@@ -7,6 +7,7 @@
 #include "test_io_support.hpp"
 
 #include <csignal>
+#include <sstream>
 #include <cstdlib>
 
 using namespace taco;
@@ -115,4 +116,27 @@ TEST_CASE("a shipped trace with a flipped bit that crashes libhdf5 is one InputE
   const std::string msg = input_error_of([&] { read_all(dir.file("x.h5")); });
   REQUIRE_THAT(msg, Catch::Matchers::StartsWith(dir.file("x.h5") + ": "));
   REQUIRE(msg.find('\n') == std::string::npos);
+}
+
+TEST_CASE("isolated source: many open sources keep a few reader processes, restarted on demand", "[io][isolation]") {
+  std::vector<std::unique_ptr<TensorSource>> sources;
+  for (int i = 0; i < 20; ++i) sources.push_back(open_isolated("many.h5", [] { return std::make_unique<Scripted>(0); }));
+  // Every one still reads, in any order (its child restarted when another took its slot).
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = sources.size(); i-- > 0;) REQUIRE(sources[i]->read(1).values.back() == 1);
+  // The processes whose parent is this one: at most 8 readers.
+  int children = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line) || line.rfind(')') == std::string::npos) continue;
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    char state = 0;
+    long ppid = 0;
+    rest >> state >> ppid;
+    children += ppid == long(::getpid());
+  }
+  REQUIRE(children >= 1);
+  REQUIRE(children <= 8);
+  sources.clear();
 }
