@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 namespace taco {
 namespace {
@@ -54,6 +55,13 @@ class NamedSource final : public TensorSource {
     for (size_t i = 0; i < base_->size(); ++i) {
       TensorInfo info = base_->info(i);
       check_name(info.name, base_->path());
+      // Metadata strings end up in the same files; a stray byte in an attribute is not worth
+      // refusing the file for: it becomes '?'.
+      TensorMeta& m = info.meta;
+      for (std::string* v : {&m.site, &m.direction, &m.collective, &m.model}) *v = printable(*v, std::string::npos);
+      std::map<std::string, std::string> extra;
+      for (const auto& [k, v] : m.extra) extra[printable(k, std::string::npos)] = printable(v, std::string::npos);
+      m.extra = std::move(extra);
       if (opts.infer_from_names || opts.name_map)
         apply_name_rules(info.name, opts.infer_from_names ? hint : std::string(), opts.name_map.get(), info.meta);
       infos_.push_back(std::move(info));

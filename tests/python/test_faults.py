@@ -319,3 +319,18 @@ def test_import_onto_a_device_node_leaves_it_alone(taco, tmp_path):
     assert time.time() - t0 < 5  # refused before the import, not after it
     after = os.stat("/dev/null")
     assert (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+
+
+def test_metadata_bytes_that_are_not_text_do_not_break_json(taco, tmp_path):
+    p = tmp_path / "attrs.h5"
+    with h5py.File(p, "w") as f:
+        d = f.create_dataset("x", data=np.ones((4, 8), np.float32))
+        d.attrs["site"] = np.bytes_(b"a\xffb\x01")
+    r = run(taco, "info", "--json", p)
+    assert r.returncode == 0, r.stderr
+    import json
+    assert json.loads(r.stdout)[0]["site"] == "a?b?"
+    r = run(taco, "study", p, "--variants", "fp8-g128", "--out", tmp_path / "st", "-q")
+    assert r.returncode == 0, r.stderr
+    import json as j
+    assert j.loads((tmp_path / "st" / "results.json").read_text())["rows"][0]["site"] == "a?b?"
