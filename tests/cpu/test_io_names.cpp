@@ -107,7 +107,7 @@ TEST_CASE("name rules fill only what the file does not record; the file path add
   REQUIRE(sized.tp_rank == -1);
 }
 
-TEST_CASE("--name-map: named groups override the rules; bad expressions are InputError", "[io][names]") {
+TEST_CASE("a name map (--name-map): named groups override the rules; bad expressions are InputError", "[io][names]") {
   const NameMap map(R"(^act_(?P<layer>\d+)_(?P<site>[a-z_]+?)_(?<direction>fwd|grad)_r(?P<rank>\d+)(?:_s(?P<step>\d+))?$)");
   NameFields f;
   REQUIRE(map.match("act_12_linear_proj_grad_r3_s77", f));
