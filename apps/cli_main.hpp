@@ -67,25 +67,35 @@ inline std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
   return fmt::format("unknown command '{}' (commands: {})", word, all);
 }
 
-// The subcommand argv names, if any.
-inline CLI::App* named_subcommand(CLI::App& app, int argc, char** argv) {
-  if (argc < 2) return nullptr;
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
-    if (sub->get_name() == argv[1]) return sub;
-  return nullptr;
+// The innermost subcommand argv names ("taco codec encode ..." -> encode) and where its
+// arguments start.
+inline CLI::App* named_subcommand(CLI::App& app, int argc, char** argv, int& first_arg) {
+  CLI::App* scope = &app;
+  first_arg = 1;
+  while (first_arg < argc) {
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : scope->get_subcommands([](CLI::App*) { return true; }))
+      if (sub->get_name() == argv[first_arg]) next = sub;
+    if (!next) break;
+    scope = next;
+    ++first_arg;
+  }
+  return scope;
 }
 
 // "unknown option --variant; did you mean --variants?" for the first option-looking argument
 // that the subcommand (or the root) does not have.
 inline std::string unknown_option(CLI::App& app, int argc, char** argv) {
-  CLI::App* scope = named_subcommand(app, argc, argv);
-  if (!scope) scope = &app;
+  int first_arg = 1;
+  CLI::App* scope = named_subcommand(app, argc, argv, first_arg);
   std::vector<std::string> longs;
   for (const CLI::Option* o : scope->get_options()) {
     for (const std::string& n : o->get_lnames()) longs.push_back("--" + n);
     for (const std::string& n : o->get_snames()) longs.push_back("-" + n);
   }
-  for (int i = scope == &app ? 1 : 2; i < argc; ++i) {
+  std::string command;
+  for (int i = 1; i < first_arg; ++i) command += std::string(" ") + argv[i];
+  for (int i = first_arg; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") break;
     if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.') continue;
@@ -96,8 +106,8 @@ inline std::string unknown_option(CLI::App& app, int argc, char** argv) {
       continue;  // -n5, -qv: short options with their value or grouped
     }
     const std::string near = nearest(arg, longs);
-    return near.empty() ? fmt::format("unknown option {} ('taco {} --help' lists the options)", arg,
-                                      scope == &app ? std::string() : scope->get_name())
+    return near.empty() ? fmt::format("unknown option {} ('{}{} --help' lists the options)", arg, app.get_name(),
+                                      command)
                         : fmt::format("unknown option {}; did you mean {}?", arg, near);
   }
   return "";
@@ -129,7 +139,11 @@ int run_main(CLI::App& app, const char* prog, int argc, char** argv, Body&& body
     app.parse_complete_callback([&app] { require_no_empty_values(app); });
     try {
       app.parse(argc, argv);
-    } catch (const CLI::ExtrasError&) {
+    } catch (const CLI::Success&) {
+      throw;  // --help, --version
+    } catch (const CLI::ParseError&) {
+      // A mistyped option is the cause whatever CLI11 noticed first ("--variant is required"
+      // after "--varient"): name it, and what was meant.
       if (const std::string msg = unknown_option(app, argc, argv); !msg.empty()) throw InputError(msg);
       throw;
     }
