@@ -18,7 +18,10 @@ build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo needs the taco binary only (plus analysis/'s Python packages, from setup).
+demo: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	cmake --build $(BUILD) -j $(JOBS) --target taco
 	@bash scripts/demo.sh $(BUILD)
 
 test: build

@@ -25,18 +25,19 @@ import style
 
 
 def bytes_label(b: float) -> str:
-    """1.0625 -> '1.0625 B/elem', 1.0078125 -> '1.0078125 B/elem', 1.25 -> '1.25 B/elem'
-    (8 significant digits: enough for every group size up to 1024 with fp32 scales)."""
-    return f"{b:.8g} B/elem"
+    """1.0625 -> '1.0625 B/elem', 1.03125 -> '1.0312 B/elem', 1.0000153 -> '1 B/elem': as the
+    terminal prints bytes/elem (style.bytes_text)."""
+    return f"{style.bytes_text(b)} B/elem"
 
 
 def variant_bytes(t: results.Table) -> dict[str, float]:
+    """Mean wire bytes per element of each variant over its tensors (the terminal's statistic)."""
     out = {}
     for (v,), sub in t.groupby("variant").items():
         b = results.finite(sub["bytes_per_elem"])
         if b.size == 0:
             raise results.InputInvalid(f"{t.source}: variant {v} has no bytes_per_elem")
-        out[v] = float(np.median(b))
+        out[v] = float(np.mean(b))
     return out
 
 
@@ -63,36 +64,44 @@ def make_bars(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
     out = figkit.FigureOut(name="error_variants", fig=fig,
                            title="Relative L2 error per variant and site", caption="",
                            inputs=[rd.path + "/" + t.source])
-    positive = [s[1] for d in stats.values() for s in d.values() if s[1] > 0]
-    floor = (min(positive) / 3) if positive else 1e-6
+    floor = style.zero_floor([s[k] for d in stats.values() for s in d.values() for k in (0, 1)])
     bar_w = 0.8 / nv
+    zeros = 0
     for j, v in enumerate(variants):
-        xs, hs, lo, hi = [], [], [], []
+        xs, hs, lo, hi, zx = [], [], [], [], []
         for i, p in enumerate(pairs):
             s = stats[p].get(v)
             if s is None:
                 continue
-            xs.append(i - 0.4 + bar_w * (j + 0.5))
+            x = i - 0.4 + bar_w * (j + 0.5)
             med, mn, mx, _n = s
-            hs.append(max(med, floor))
-            lo.append(max(med, floor) - max(mn, floor))
-            hi.append(max(mx, floor) - max(med, floor))
-        if not xs:
-            continue
+            if med == 0:  # exact: a marker on the floor, not a bar of height zero
+                zx.append(x)
+                continue
+            xs.append(x)
+            hs.append(med)
+            lo.append(med - max(mn, floor))
+            hi.append(mx - med)
         c = style.variant_color(v)
-        ax.bar(xs, np.asarray(hs) - floor, bar_w * 0.92, bottom=floor, color=c,
-               edgecolor="none", label=v)
-        ax.errorbar(xs, hs, yerr=[lo, hi], fmt="none", ecolor="#222222", elinewidth=0.5,
-                    capsize=0)
-        out.add_series(ax, v, len(xs), bytes_per_elem=nbytes[v],
+        if xs:
+            ax.bar(xs, np.asarray(hs) - floor, bar_w * 0.92, bottom=floor, color=c,
+                   edgecolor="none", label=v)
+            ax.errorbar(xs, hs, yerr=[lo, hi], fmt="none", ecolor="#222222", elinewidth=0.5,
+                        capsize=0)
+        style.mark_zeros(ax, zx, floor, [c] * len(zx))
+        zeros += len(zx)
+        if not xs and not zx:
+            continue
+        out.add_series(ax, v, len(xs) + len(zx), bytes_per_elem=nbytes[v],
                        medians={style.site_label(*p): stats[p][v][0] for p in pairs
                                 if v in stats[p]})
     ax.set_yscale("log")
+    ax.set_ylim(bottom=floor)
     ax.set_xticks(range(len(pairs)))
     ax.set_xticklabels([f"{s}\n({d})" for s, d in pairs])
     ax.set_xlim(-0.5, len(pairs) - 0.5)
     ax.grid(axis="x", visible=False)
-    ax.set_ylabel("relative L2 error ‖x−x̂‖/‖x‖")
+    ax.set_ylabel("median rel. L2 error ‖x−x̂‖/‖x‖")
     ax.set_xlabel("TP collective site (direction)")
     handles = [Patch(facecolor=style.variant_color(v)) for v in variants]
     labels = [f"{v} ({bytes_label(nbytes[v])})" for v in variants]
@@ -100,9 +109,12 @@ def make_bars(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
     out.caption = (
         "Relative L2 error ‖x−x̂‖₂/‖x‖₂ of each compression variant on the TP collective "
         "inputs, grouped by site and direction. Bars are the median over the tensors of a site "
-        "(layers, ranks and steps); whiskers span min to max. The legend gives each variant's "
-        "measured wire bytes per element (payload plus scales; bf16 is 2). Log scale. "
-        f"Source: {t.source}.")
+        "(layers, ranks and steps), the statistic `taco study` prints and ranks by; whiskers "
+        "span min to max. The legend gives each variant's mean wire bytes per element "
+        "(payload plus scales; bf16 is 2), as the terminal prints them. Log scale"
+        + (f"; ▼ on the bottom edge: zero error (exact), {zeros} site(s)" if zeros else "")
+        + f". Source: {t.source}.")
+    out.extra["zero_error"] = zeros
     return out
 
 
@@ -113,17 +125,26 @@ def make_tradeoff(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
                            title="Error against wire bytes per element", caption="",
                            inputs=[rd.path + "/" + t.source])
     handles, labels = [], []
+    medians = {}
     for v in variants:
-        meds = [stats[p][v][0] for p in stats if v in stats[p]]
         allv = results.finite(t.where(t["variant"] == v)["rel_l2"])
-        if not meds or allv.size == 0 or float(np.median(allv)) <= 0:
-            continue
-        y = float(np.median(allv))
-        lo, hi = min(meds), max(meds)
+        if allv.size:
+            medians[v] = float(np.median(allv))
+    floor = style.zero_floor(list(medians.values()))
+    zeros = []
+    for v, y in medians.items():
+        meds = [stats[p][v][0] for p in stats if v in stats[p]]
         c = style.variant_color(v)
-        ax.errorbar([nbytes[v]], [y], yerr=[[y - max(lo, y * 1e-3)], [hi - y]], fmt="o",
-                    color=c, ms=4, elinewidth=0.7, capsize=1.5)
-        handles.append(Line2D([], [], color=c, marker="o", ls="none", ms=4))
+        if y <= 0:
+            style.mark_zeros(ax, [nbytes[v]], floor, [c])
+            zeros.append(v)
+            handles.append(Line2D([], [], color=c, marker=style.ZERO_MARKER, ls="none", ms=4, mec="black",
+                                  mew=0.4))
+        else:
+            lo, hi = min(meds), max(meds)
+            ax.errorbar([nbytes[v]], [y], yerr=[[y - max(lo, floor)], [hi - y]], fmt="o",
+                        color=c, ms=4, elinewidth=0.7, capsize=1.5)
+            handles.append(Line2D([], [], color=c, marker="o", ls="none", ms=4))
         labels.append(v)
         out.add_series(ax, v, 1, bytes_per_elem=nbytes[v], rel_l2=y)
     if not handles:
@@ -132,18 +153,21 @@ def make_tradeoff(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
         plt.close(plt_close)
         return None
     ax.set_yscale("log")
+    ax.set_ylim(bottom=floor)
     xs = [nbytes[v] for v in variants]
     span = max(xs) - min(xs)
     pad = max(span * 0.08, 0.02)
     ax.set_xlim(min(xs) - pad, max(xs) + pad)
     ax.set_xlabel("wire bytes per element (bf16 = 2)")
-    ax.set_ylabel("relative L2 error (median)")
+    ax.set_ylabel("median rel. L2 error (all sites)")
     style.legend_below(fig, handles, labels, ncol=3)
     out.caption = (
         "Rate against distortion: the median relative L2 error of each variant over all "
-        "tensors against its wire bytes per element (payload plus scales). Whiskers span the "
-        "lowest to the highest per-site median. Lower and further left is better. "
-        f"Source: {t.source}.")
+        "tensors of every site against its mean wire bytes per element (payload plus scales). "
+        "Whiskers span the lowest to the highest per-site median, the values the "
+        "terminal prints per site. Lower and further left is better"
+        + (f"; ▼ on the bottom edge: zero error (exact): {', '.join(zeros)}" if zeros else "")
+        + f". Source: {t.source}.")
     return out
 
 

@@ -10,8 +10,9 @@ fp8-g128-had -> fp8-g128), then the one with the same scale_format, then the lon
 name prefix, then the first listed. Without taco-noh, taco pairs with fp8-g128
 (TACO's adaptive scale cancels in exact arithmetic, methods.md 1.4). Writes:
   hadamard_effect.{png,pdf,json}  heat map, rows = (site, direction), columns = pairs,
-      cell = geometric mean over the site's tensors of rel_l2(with H) / rel_l2(without H),
-      diverging colours centred at 1 (blue: H helps, red: H hurts), values annotated.
+      cell = median rel_l2 with H / median rel_l2 without H over the site's tensors (the ratio
+      `taco study` prints and --select reports), diverging colours centred at 1 (blue: H
+      helps, red: H hurts), values annotated.
 Skips (exit 0) when there is no results file or no pair; exits 2 with one line when the
 input is malformed.
 """
@@ -87,8 +88,9 @@ def find_pairs(t: results.Table) -> list[tuple[str, str]]:
     return pairs
 
 
-def ratios(t: results.Table, with_h: str, without_h: str) -> dict[tuple, list[float]]:
-    """{(site, direction): [rel_l2 ratio per tensor]} over tensors that both variants saw."""
+def ratios(t: results.Table, with_h: str, without_h: str) -> dict[tuple, list[tuple[float, float]]]:
+    """{(site, direction): [(rel_l2 with H, rel_l2 without H) per tensor]} over tensors that both
+    variants saw."""
     def index(v):
         sub = t.where(t["variant"] == v)
         return {tuple(sub[c][i] for c in TENSOR_KEY): sub["rel_l2"][i] for i in range(len(sub))}
@@ -99,7 +101,7 @@ def ratios(t: results.Table, with_h: str, without_h: str) -> dict[tuple, list[fl
         if rb is None or not (math.isfinite(ra) and math.isfinite(rb)) or ra <= 0 or rb <= 0:
             continue
         site, direction = key[3], key[4]
-        out.setdefault((site, direction), []).append(ra / rb)
+        out.setdefault((site, direction), []).append((ra, rb))
     return out
 
 
@@ -119,7 +121,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
         for i, s in enumerate(sites):
             r = per_pair[p].get(s)
             if r:
-                grid[i, j] = float(np.exp(np.mean(np.log(r))))
+                grid[i, j] = float(np.median([a for a, _ in r]) / np.median([b for _, b in r]))
                 counts[i, j] = len(r)
     finite_vals = grid[np.isfinite(grid)]
     span = max(float(np.max(np.abs(np.log2(finite_vals)))), math.log2(1.25))
@@ -172,9 +174,9 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
                              "scale": "log"}
     out.caption = (
         "Ratio of the relative L2 error with the Hadamard transform to the error of the same "
-        "codec without it, per site (rows) and variant pair (columns): the geometric mean over "
-        "the tensors of the site of rel_l2(with H)/rel_l2(without H), computed tensor by "
-        "tensor. Values below 1 (blue) mean H lowers the error, above 1 (red) raise it; the "
+        "codec without it, per site (rows) and variant pair (columns): the median rel_l2 with H "
+        "over the site's tensors divided by the median without H, the ratio `taco study` prints "
+        "(\"Hadamard: ... ratio\") and --select reports. Values below 1 (blue) mean H lowers the error, above 1 (red) raise it; the "
         "colour scale is logarithmic and centred at 1. A per-group Hadamard spreads an outlier "
         "over its group, which helps near-zero, dense groups and can hurt groups dominated by "
         f"one large value (methods.md §1.4). Source: {t.source}.")

@@ -6,11 +6,11 @@ Reads RESULTS_DIR/pareto.csv (every `taco study` writes it; `--pareto` adds a sw
 families: quantizers, TACO, TAH-Quant, subspace, low-rank, tensor-train, TopK, RandK, error
 feedback) and writes:
   pareto_sites.{png,pdf,json}  one panel per (site, direction): each variant's median relative
-      L2 error against its wire bytes per element, marker by family, colour by variant; the
-      variants the study marked on_front joined by a line and named.
-Points with zero error (lossless bf16) or a non-finite error cannot sit on the log axis; the
-caption counts them. Skips (exit 0) when pareto.csv is absent; exits 2 with one line when it is
-malformed.
+      L2 error against its wire bytes per element, marker by family, colour by variant, every
+      point named; the variants the study marked on_front joined by a line.
+Points with zero error (lossless bf16) sit on the bottom edge of the log axis as a downward
+triangle; a non-finite error (a codec that failed) cannot be drawn and the caption counts it.
+Skips (exit 0) when pareto.csv is absent; exits 2 with one line when it is malformed.
 """
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ def name_points(ax, xs, ys, names) -> None:
         for (dx, dy), ha in _NAME_SPOTS:
             if t is not None:
                 t.remove()
-            # A name moved away from its point gets a thin leader line.
-            lead = dict(arrowstyle="-", lw=0.3, color="0.5", shrinkA=0, shrinkB=2) if abs(dy) > 9 else None
+            # Every name has a thin leader line to its point: in a cluster, the line says which.
+            lead = dict(arrowstyle="-", lw=0.3, color="0.5", shrinkA=0, shrinkB=2)
             t = ax.annotate(v, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha,
                             fontsize=5.5, clip_on=True, in_layout=False, arrowprops=lead)
             t.update_positions(renderer)
@@ -83,6 +83,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     families_seen: list[str] = []
     labels: list = []   # (axes, x, y, names) of the front points, named once the layout is done
     not_drawn = 0
+    zeros_total: list[str] = []
     groups = t.groupby("site", "direction")
     for k, (site, direction) in enumerate(pairs):
         ax = axes[k // ncols][k % ncols]
@@ -90,7 +91,15 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
         sub = groups[(site, direction)]
         b, r, front = sub["bytes_per_elem"], sub["rel_l2"], sub["on_front"] == 1
         drawable = np.isfinite(b) & np.isfinite(r) & (r > 0)
-        not_drawn += int(np.count_nonzero(~drawable))
+        exact = np.isfinite(b) & (r == 0)
+        not_drawn += int(np.count_nonzero(~drawable & ~exact))
+        floor = style.zero_floor(r[drawable])
+        zero_names = list(sub["variant"][exact])
+        if zero_names:
+            style.mark_zeros(ax, b[exact], floor, [style.variant_color(v) for v in zero_names])
+            zeros_total.extend(zero_names)
+            out.add_series(ax, "zero error", len(zero_names), variants=zero_names,
+                           bytes_per_elem=[float(x) for x in b[exact]])
         for (fam,), fs in sub.groupby("family").items():
             ok = np.isfinite(fs["bytes_per_elem"]) & np.isfinite(fs["rel_l2"]) & (fs["rel_l2"] > 0)
             if not np.any(ok):
@@ -108,32 +117,47 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
         fb, fr, fv = b[on][order], r[on][order], list(sub["variant"][on][order])
         if fb.size:
             ax.plot(fb, fr, color="black", lw=0.7, zorder=2)
-            labels.append((ax, fb, fr, fv))
             out.add_series(ax, "Pareto front", int(fb.size), variants=fv,
                            bytes_per_elem=[float(x) for x in fb], rel_l2=[float(x) for x in fr])
+        # Every point is named (the front's first, so they get the best spots), exact ones too.
+        off = drawable & ~front
+        labels.append((ax, list(fb) + list(b[off]) + list(b[exact]),
+                       list(fr) + list(r[off]) + [floor] * len(zero_names),
+                       fv + list(sub["variant"][off]) + [f"{v} (0)" for v in zero_names]))
         ax.set_yscale("log")
+        ax.set_ylim(bottom=floor)
         ax.set_xlabel("wire bytes per element (bf16 = 2)")
         ax.set_ylabel("relative L2 error (median)")
     for k in range(len(pairs), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
-    if not families_seen:
+    if not families_seen and not zeros_total:
         figkit.close([out])
         raise results.InputMissing(f"{t.source} has no point with a finite, positive error")
     handles = [Line2D([], [], color="0.3", marker=family_marker(f), ls="none", ms=4)
                for f in families_seen]
-    style.legend_below(fig, handles, families_seen, ncol=5, title="family (marker)")
+    labels_ = [f"family {f}" for f in families_seen]
+    # The colour of every variant too (a second way to tell points of a cluster apart), unless
+    # a sweep makes the list longer than the figure.
+    variants = list(dict.fromkeys(t["variant"]))
+    if len(variants) <= 16:
+        handles += [Line2D([], [], color=style.variant_color(v), marker="s", ls="none", ms=4) for v in variants]
+        labels_ += variants
+    style.legend_below(fig, handles, labels_, ncol=5)
     fig.canvas.draw()   # settle the layout: the names are placed in display space
     for ax, fb, fr, fv in labels:
         name_points(ax, fb, fr, fv)
-    skipped = (f" {not_drawn} point(s) with zero or non-finite error (lossless bf16, or a codec "
-               "that failed) are not drawn." if not_drawn else "")
+    skipped = (f" {not_drawn} point(s) with a non-finite error (a codec that failed) are not drawn."
+               if not_drawn else "")
+    exact = (f" ▼ on the bottom edge: zero error (exact), named 'variant (0)'."
+             if zeros_total else "")
     out.caption = (
         "Each codec variant's median relative L2 error ‖x−x̂‖₂/‖x‖₂ over the tensors of a site "
-        "against its mean wire bytes per element (payload plus scales and factors; bf16 is 2), "
-        "as `taco study` wrote them to pareto.csv. Marker: codec family; colour: variant. "
-        "The line joins the variants no other variant beats on both axes (the study's on_front "
-        f"flag). Log error axis.{skipped} Source: {t.source}.")
-    out.extra = {"sites": [list(p) for p in pairs], "not_drawn": not_drawn}
+        "(the statistic `taco study` prints and ranks by) against its mean wire bytes per element "
+        "(payload plus scales and factors; bf16 is 2), as `taco study` wrote them to pareto.csv. "
+        "Marker: codec family; colour and name: variant. The line joins the variants no other "
+        f"variant beats on both axes (the study's on_front flag). Log error axis.{exact}{skipped} "
+        f"Source: {t.source}.")
+    out.extra = {"sites": [list(p) for p in pairs], "not_drawn": not_drawn, "zero_error": len(zeros_total)}
     return [out]
 
 

@@ -430,3 +430,31 @@ def plain_log_ticks(ax, lo: float, hi: float, axis: str = "y") -> None:
     a.set_major_locator(FixedLocator(ticks))
     a.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
     a.set_minor_locator(NullLocator())
+
+
+# ----------------------------------------------------------------------------------------
+# Numbers as the terminal prints them, and exact (zero-error) values on log axes
+# ----------------------------------------------------------------------------------------
+def bytes_text(b: float) -> str:
+    """Wire bytes per element as `taco study` prints them (5 significant digits): 1.0625,
+    1.0312, 0.56252, 2."""
+    return f"{b:.5g}"
+
+
+ZERO_MARKER = "v"   # an exact (zero-error) value, drawn on the bottom edge of a log axis
+
+
+def zero_floor(values) -> float:
+    """Where zero values sit on a log axis: a third of the smallest positive value (1e-6 when
+    there is none). Set the axis' lower limit to it and draw zeros there with ZERO_MARKER."""
+    pos = [float(v) for v in values if v > 0 and math.isfinite(v)]
+    return min(pos) / 3 if pos else 1e-6
+
+
+def mark_zeros(ax, xs, floor: float, colors, size: float = 18) -> None:
+    """Exact values at x: a downward triangle on the axis floor, not clipped, so that a
+    lossless variant is shown rather than dropped off the log axis."""
+    if len(xs) == 0:
+        return
+    ax.scatter(xs, [floor] * len(xs), marker=ZERO_MARKER, s=size, c=colors, edgecolors="black",
+               linewidths=0.4, zorder=4, clip_on=False)

@@ -4,6 +4,8 @@
 // command line for provenance.
 #include "core/error.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <cctype>
 #include <cstdint>
 #include <fstream>
@@ -11,6 +13,16 @@
 #include <vector>
 
 namespace taco::cli {
+
+// For unsigned options: CLI11 would take "-1" as 2^64 - 1.
+inline CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& s) { return s.rfind('-', 0) == 0 ? "must be a non-negative integer, got " + s : std::string(); },
+      "UINT", "non_negative");
+}
+
+// More threads than this is a typo, not a machine: libgomp fails or crashes well before 65536.
+inline constexpr int kMaxThreads = 1024;
 
 // "a, b,c" -> {"a", "b", "c"}: entries trimmed; an empty entry is an InputError naming the flag.
 inline std::vector<std::string> split_list(const std::string& s, const char* flag) {

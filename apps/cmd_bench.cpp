@@ -233,7 +233,7 @@ void add_bench(CLI::App& root) {
   cmd->add_flag("--no-batch", a->no_batch, "Skip the batch (back-to-back, rotating inputs) measurements");
   cmd->add_option("--batch-max", a->batch_max, "Largest size with batch measurements")->capture_default_str();
   cmd->add_flag("--no-verify", a->no_verify, "Skip the GPU-vs-CPU and fused-vs-unfused byte checks (sizes <= 16 MiB)");
-  cmd->add_option("--seed", a->seed, "Input data seed")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Input data seed")->check(taco::cli::non_negative())->capture_default_str();
   cmd->add_option("--device", a->device, "CUDA device index")->capture_default_str();
   cmd->add_option("--json", a->json, "Write results as JSON (docs/results-schema.md)");
   cmd->add_option("--csv", a->csv, "Write results as CSV");

@@ -4,6 +4,7 @@
 #include "codecs/hadamard.hpp"
 #include "codecs/structured/structured.hpp"
 #include "codecs/variant.hpp"
+#include "cli_parse.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -256,7 +257,7 @@ void add_codec(CLI::App& root) {
   bench->add_option("--cols", ba->cols, "Row length")->capture_default_str();
   bench->add_option("--reps", ba->reps, "Timed repetitions (median reported) after one warm-up")
       ->capture_default_str();
-  bench->add_option("--seed", ba->seed, "Data seed")->capture_default_str();
+  bench->add_option("--seed", ba->seed, "Data seed")->check(taco::cli::non_negative())->capture_default_str();
   bench->footer("Threads: OMP_NUM_THREADS (default: all cores). Results are identical for any thread count.\n"
                 "Example:\n  OMP_NUM_THREADS=2 taco codec bench --variant taco --numel 67108864");
   bench->callback([ba] { run_bench(*ba); });

@@ -306,7 +306,7 @@ void add_comm(CLI::App& root) {
               "symmetric NCCL windows, so NCCL (>= 2.28) moves all-gathers with copy engines over NVLink");
   c->add_option("--cols", args->cols, "Hidden size: the codec sees a buffer as [count/cols, cols]")
       ->capture_default_str();
-  c->add_option("--seed", args->seed, "Seed of the structured inputs")->capture_default_str();
+  c->add_option("--seed", args->seed, "Seed of the structured inputs")->check(taco::cli::non_negative())->capture_default_str();
   c->add_option("-T,--timeout", args->timeout,
                 "Seconds any wait may take before every rank aborts (0: blocking NCCL, no deadline)")
       ->capture_default_str();

@@ -1,8 +1,11 @@
 // taco import: turns safetensors, .npy and .npz files (and existing traces) into one taco
 // trace, attaching TP metadata from the tensor names, a sidecar JSON file or --set.
 #include "command.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "io/input_files.hpp"
 #include "io/meta_fields.hpp"
+#include "io/name_rules.hpp"
 #include "io/name_pattern.hpp"
 #include "io/tensor_source.hpp"
 
@@ -27,7 +30,7 @@ struct ImportArgs {
   std::vector<std::string> inputs;
   std::string out;
   std::string store = "auto";
-  std::string name_pattern, sidecar;
+  std::string name_pattern, sidecar, name_map, datasets;
   std::vector<std::string> sets;
   std::string u16_as = "bf16", u8_as = "f8e4m3";
   int gzip = 4;
@@ -104,6 +107,7 @@ std::string command_line() {
 }
 
 void run_import(const ImportArgs& a) {
+  taco::check_output_file(a.out, "--out");  // before any input is read
   const bool auto_mode = a.store == "auto";
   const DType fixed_store = auto_mode ? DType::BF16 : parse_store(a.store);
   taco::OpenOptions open_opts;
@@ -112,12 +116,25 @@ void run_import(const ImportArgs& a) {
                      a.u8_as);
   open_opts.u16_as = taco::parse_dtype(a.u16_as);
   open_opts.u8_as = taco::parse_dtype(a.u8_as);
+  open_opts.datasets = a.datasets;
+  if (!a.name_map.empty()) open_opts.name_map = std::make_shared<taco::NameMap>(a.name_map);
 
   std::vector<std::pair<std::string, std::string>> sets;
   for (const std::string& s : a.sets) {
     const size_t eq = s.find('=');
     TACO_REQUIRE_INPUT(eq != std::string::npos && eq > 0, "--set '{}': expected key=value", s);
-    sets.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+    std::string key = s.substr(0, eq);
+    // A typo in a field name must not become an extra attribute: anything else says extra.KEY.
+    if (key.rfind("extra.", 0) == 0 && key.size() > 6) {
+      key = key.substr(6);
+      TACO_REQUIRE_INPUT(!taco::is_meta_field(key), "--set '{}': {} is a field; write --set {}=...", s, key, key);
+    } else {
+      TACO_REQUIRE_INPUT(taco::is_meta_field(key),
+                         "--set '{}': unknown key '{}' (keys: layer, site, direction, collective, tp_rank, tp_size, "
+                         "step, model; extra.KEY for anything else)",
+                         s, key);
+    }
+    sets.emplace_back(key, s.substr(eq + 1));
     taco::TensorMeta probe;  // validate the value once, up front
     taco::set_meta_field(probe, sets.back().first, sets.back().second, fmt::format("--set '{}'", s));
   }
@@ -128,24 +145,32 @@ void run_import(const ImportArgs& a) {
 
   // Open (and so check the headers of) every input before writing anything, so a bad path
   // fails at once; each is opened again when its turn comes, to hold one file open at a time.
-  for (const std::string& in : a.inputs) taco::open_tensor_file(in, open_opts);
+  std::vector<std::string> files, prefixes;
+  for (const taco::InputFile& f : taco::expand_inputs(a.inputs)) {
+    files.push_back(f.path);
+    // A file found in a directory input is named by its path below it ("rank0/step_100").
+    std::filesystem::path rel = f.path == f.source ? std::filesystem::path(f.path).filename()
+                                                   : std::filesystem::path(f.path).lexically_relative(f.source);
+    prefixes.push_back((rel.parent_path() / rel.stem()).string());
+  }
+  for (const std::string& in : files) taco::open_tensor_file(in, open_opts);
 
   taco::TraceWriter::Options wopts;
   wopts.store = fixed_store;
   wopts.compression_level = a.gzip;
   wopts.provenance["command"] = command_line();
   std::string source_list;
-  for (const std::string& in : a.inputs) source_list += (source_list.empty() ? "" : ";") + in;
+  for (const std::string& in : files) source_list += (source_list.empty() ? "" : ";") + in;
   wopts.provenance["source"] = source_list;
   taco::TraceWriter writer(a.out, wopts);
 
   std::map<std::string, std::string> origin;  // tensor name -> input it came from
   std::map<DType, int64_t> stored_count;
   int64_t skipped = 0, total_values = 0, total_rounded = 0;
-  for (const std::string& input : a.inputs) {
-    const std::unique_ptr<taco::TensorSource> src = taco::open_tensor_file(input, open_opts);
+  for (size_t file = 0; file < files.size(); ++file) {
+    const std::unique_ptr<taco::TensorSource> src = taco::open_tensor_file(files[file], open_opts);
     int64_t narrowed_f64 = 0;
-    const std::string stem = std::filesystem::path(src->path()).stem().string();
+    const std::string& stem = prefixes[file];
     for (size_t i = 0; i < src->size(); ++i) {
       const taco::TensorInfo info = src->info(i);
       const std::string name = a.prefix_file_names ? stem + "/" + info.name : info.name;
@@ -198,15 +223,21 @@ void run_import(const ImportArgs& a) {
                  "keeps them)\n", static_cast<long long>(total_rounded), static_cast<long long>(total_values));
   std::string kinds;
   for (const auto& [dt, n] : stored_count) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, taco::dtype_name(dt));
-  fmt::print("imported {} tensors ({}) from {} file(s) into {}{}\n", writer.size(), kinds, a.inputs.size(), a.out,
+  fmt::print("imported {} tensors ({}) from {} file(s) into {}{}\n", writer.size(), kinds, files.size(), a.out,
              skipped ? fmt::format("; skipped {} not matching the name pattern", skipped) : "");
 }
 
 void add_import(CLI::App& root) {
   auto args = std::make_shared<ImportArgs>();
   CLI::App* cmd = root.add_subcommand("import", "Turn safetensors, .npy, .npz files (or traces) into a taco trace");
-  cmd->add_option("inputs", args->inputs, "Input files: safetensors, .npy, .npz or taco traces (by content)")
+  cmd->add_option("inputs", args->inputs,
+                  "Input files (HDF5, safetensors, .npy, .npz; by content) or directories of them (docs/inputs.md)")
       ->required();
+  cmd->add_option("--name-map", args->name_map,
+                  "Regex with named groups layer, site, direction, rank, step: metadata from tensor names, "
+                  "over the built-in rules (docs/inputs.md)");
+  cmd->add_option("--datasets", args->datasets,
+                  "HDF5 files other than taco traces: only datasets whose path matches this shell pattern");
   cmd->add_option("--out,-o", args->out, "Output trace (HDF5); written whole or not at all")->required();
   cmd->add_option("--store", args->store,
                   "Stored dtype: auto (bf16/f16/f32 as the source; fp8 -> bf16, f64 -> f32), bf16, f16 or f32")
@@ -218,7 +249,8 @@ void add_import(CLI::App& root) {
   cmd->add_option("--set", args->sets, "key=value metadata for every tensor (repeatable), e.g. --set model=llama")
       ->allow_extra_args(false);
   cmd->add_flag("--prefix-file-names", args->prefix_file_names,
-                "Name tensors '<file stem>/<name>' (for inputs that reuse names, e.g. one file per rank)");
+                "Name tensors '<file stem>/<name>' (for inputs that reuse names, e.g. one file per rank; a file "
+                "found in a directory input: '<its path below it, without extension>/<name>')");
   cmd->add_option("--u16-as", args->u16_as, "What npy <u2/<V2 elements hold: bf16 or f16 bits")->capture_default_str();
   cmd->add_option("--u8-as", args->u8_as, "What npy |u1/<V1 elements hold: f8e4m3 or f8e5m2 bits")
       ->capture_default_str();
@@ -226,8 +258,9 @@ void add_import(CLI::App& root) {
   cmd->add_flag("--quiet,-q", args->quiet, "Print nothing on success");
   cmd->footer(
       "Metadata, later sources winning: the input's own (safetensors __metadata__ keys layer, site,\n"
-      "direction, collective, tp_rank, tp_size, step, model; trace attributes), then --name-pattern,\n"
-      "then --sidecar, then --set. Keys that are not fields go to extra.<key>.\n"
+      "direction, collective, tp_rank, tp_size, step, model; trace attributes) completed by the\n"
+      "built-in name rules and --name-map (docs/inputs.md), then --name-pattern, then --sidecar,\n"
+      "then --set (fields, or extra.KEY for anything else).\n"
       "Name pattern placeholders: {layer} {tp_rank} {tp_size} {step} match digits; {site} {direction}\n"
       "{collective} {model} {extra.KEY} {*} match text without '.' or '/'; the rest is literal and the\n"
       "whole name must match. Placeholders must be separated by literal text.\n"

@@ -2,6 +2,8 @@
 // dtypes, TP metadata, and the statistics that predict FP8 behaviour (src/stats).
 #include "command.hpp"
 #include "core/error.hpp"
+#include "io/input_files.hpp"
+#include "io/name_rules.hpp"
 #include "io/tensor_source.hpp"
 #include "stats/tensor_stats.hpp"
 
@@ -16,8 +18,12 @@
 
 namespace {
 
+// A block longer than any hidden dimension measures nothing a row does not.
+constexpr int64_t kMaxBlockSize = int64_t(1) << 20;
+
 struct InfoArgs {
   std::vector<std::string> files;
+  std::string name_map, datasets;
   bool json = false;
   bool long_form = false;
   int64_t rows = 0;
@@ -40,7 +46,10 @@ struct FileListing {
 };
 
 FileListing scan_file(const std::string& path, const InfoArgs& a) {
-  auto src = taco::open_tensor_file(path);  // InputError (missing, empty, not a tensor file) propagates
+  taco::OpenOptions oo;
+  oo.datasets = a.datasets;
+  if (!a.name_map.empty()) oo.name_map = std::make_shared<taco::NameMap>(a.name_map);
+  auto src = taco::open_tensor_file(path, oo);  // InputError (missing, empty, not a tensor file) propagates
   FileListing f;
   f.path = path;
   f.format = src->format();
@@ -226,9 +235,11 @@ void print_summary(const std::vector<FileListing>& files) {
 void run_info(const InfoArgs& a) {
   TACO_REQUIRE_INPUT(a.rows >= 0, "--rows: must be >= 0, got {}", a.rows);
   TACO_REQUIRE_INPUT(a.top_k >= 0 && a.top_k <= 1000, "--top-k: must be in [0, 1000], got {}", a.top_k);
-  TACO_REQUIRE_INPUT(a.block_size >= 1, "--block-size: must be >= 1, got {}", a.block_size);
+  TACO_REQUIRE_INPUT(a.block_size >= 1 && a.block_size <= kMaxBlockSize, "--block-size: must be 1 to {}, got {}",
+                     kMaxBlockSize, a.block_size);
   std::vector<FileListing> files;
-  for (const auto& path : a.files) files.push_back(scan_file(path, a));  // all read before printing
+  for (const taco::InputFile& f : taco::expand_inputs(a.files))
+    files.push_back(scan_file(f.path, a));  // all read before printing
 
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -253,8 +264,14 @@ void run_info(const InfoArgs& a) {
 void add_info(CLI::App& root) {
   auto args = std::make_shared<InfoArgs>();
   CLI::App* cmd = root.add_subcommand("info", "Show tensors, TP metadata and FP8-relevant statistics of tensor files");
-  cmd->add_option("files", args->files, "taco traces (HDF5), safetensors, .npy or .npz files (by content)")
+  cmd->add_option("files", args->files,
+                  "Tensor files (HDF5, safetensors, .npy, .npz; by content) or directories of them (docs/inputs.md)")
       ->required();
+  cmd->add_option("--name-map", args->name_map,
+                  "Regex with named groups layer, site, direction, rank, step: metadata from tensor names, "
+                  "over the built-in rules (docs/inputs.md)");
+  cmd->add_option("--datasets", args->datasets,
+                  "HDF5 files other than taco traces: only datasets whose path matches this shell pattern");
   cmd->add_flag("--json", args->json, "Print a JSON array, one object per tensor (for scripts)");
   cmd->add_flag("--long,-l", args->long_form, "A block per tensor with every statistic instead of one line");
   cmd->add_option("--rows,-n", args->rows, "List at most N tensors per file (table rows); 0 = all")
@@ -276,7 +293,9 @@ void add_info(CLI::App& root) {
       "  taco info trace.h5\n"
       "  taco info trace.h5 --rows 8 --long\n"
       "  taco info trace.h5 --json > stats.json\n"
-      "  taco info dump.safetensors acts.npz");
+      "  taco info dump.safetensors acts.npz\n"
+      "  taco info dumps/                      # every tensor file under it\n"
+      "  taco info acts.h5 --datasets '/step_100/*'");
   cmd->callback([args] { run_info(*args); });
 }
 

@@ -5,6 +5,8 @@
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "io/input_files.hpp"
+#include "io/name_rules.hpp"
 #include "io/tensor_source.hpp"
 #include "study/report.hpp"
 #include "study/pareto.hpp"
@@ -34,9 +36,14 @@
 
 namespace {
 
+// Everything a study (or `taco report` after it) puts in --out: the set that replaces it.
+const std::vector<std::string> kStudyFiles = {"results.csv",  "results.json",  "histograms.csv", "collectives.csv",
+                                              "selection.json", "pareto.csv",  "feedback.csv",   "structure.csv",
+                                              "spectra.csv",  "weights.csv",   "report"};
+
 struct StudyArgs {
   std::vector<std::string> inputs;
-  std::string variants, out, candidates, collectives, tp, filter, config;
+  std::string variants, out, candidates, collectives, tp, filter, config, name_map, datasets;
   bool select = false, gpu = false, quiet = false, no_histograms = false;
   bool pareto = false, weights = false;
   double budget = 1.0625, tau = 1e-3;
@@ -103,22 +110,28 @@ std::function<void(const taco::study::Progress&)> progress_callback(bool quiet) 
   return [printer](const taco::study::Progress& p) mutable { printer(p); };
 }
 
-// The input files, opened: the study reads them through `sources`.
+// The input files (directories expanded), opened: the study reads them through `sources`.
 struct OpenedInputs {
   std::vector<std::unique_ptr<taco::TensorSource>> owned;
   std::vector<taco::TensorSource*> sources;
+  std::vector<std::string> paths, labels;  // per file: its path, the input argument it came from
 };
-OpenedInputs open_inputs(const std::vector<std::string>& paths) {
+OpenedInputs open_inputs(const StudyArgs& a) {
+  taco::OpenOptions oo;
+  oo.datasets = a.datasets;
+  if (!a.name_map.empty()) oo.name_map = std::make_shared<taco::NameMap>(a.name_map);
   OpenedInputs in;
-  for (const std::string& path : paths) {
-    in.owned.push_back(taco::open_tensor_file(path));
+  for (const taco::InputFile& f : taco::expand_inputs(a.inputs)) {
+    in.owned.push_back(taco::open_tensor_file(f.path, oo));
     in.sources.push_back(in.owned.back().get());
+    in.paths.push_back(f.path);
+    in.labels.push_back(f.source);
   }
   return in;
 }
 
 // --weights: the structure of 2-D weight matrices (study/weights.hpp), no codecs.
-void run_weights_command(const StudyArgs& a, int threads) {
+void run_weights_command(const StudyArgs& a, int threads, taco::AtomicDirectory& out) {
   using namespace taco;
   using namespace taco::study;
   TACO_REQUIRE_INPUT(a.variants.empty() && !a.select && !a.pareto && a.collectives.empty() && a.config.empty() &&
@@ -127,14 +140,14 @@ void run_weights_command(const StudyArgs& a, int threads) {
   WeightsOptions wo;
   wo.filter = parse_filter(a.filter);
   wo.max_tensors = a.max_tensors;
-  const OpenedInputs in = open_inputs(a.inputs);
+  const OpenedInputs in = open_inputs(a);
   wo.progress = progress_callback(a.quiet);
   const WeightsResult r = run_weights_study(in.sources, wo);
   TACO_REQUIRE_INPUT(!r.spectra.empty(), "{}: no 2-D tensor to study (check --filter and the inputs)",
                      a.inputs.front());
-  make_directories(a.out);
-  write_file_atomically((std::filesystem::path(a.out) / "spectra.csv").string(), spectra_csv(r));
-  write_file_atomically((std::filesystem::path(a.out) / "weights.csv").string(), weights_csv(r, wo.tt_order));
+  out.write("spectra.csv", spectra_csv(r));
+  out.write("weights.csv", weights_csv(r, wo.tt_order));
+  out.commit();
   std::fputs(format_weights(r).c_str(), stdout);
   std::printf("\n%zu matrices (%zu other tensors skipped) in %.2f s with %d threads; wrote %s\n", r.spectra.size(),
               r.skipped.size(), r.seconds, threads, a.out.c_str());
@@ -145,21 +158,19 @@ void run_study_command(const StudyArgs& a) {
   using namespace taco::study;
   StudyOptions opts;
   // Flags first: bad flags fail before any file is opened.
-  TACO_REQUIRE_INPUT(a.threads >= 0, "--threads: must be >= 0 (0 = all cores), got {}", a.threads);
+  TACO_REQUIRE_INPUT(a.threads >= 0 && a.threads <= taco::cli::kMaxThreads,
+                     "--threads: must be 0 (all cores) to {}, got {}", taco::cli::kMaxThreads, a.threads);
   TACO_REQUIRE_INPUT(a.max_tensors >= -1, "--max-tensors: must be >= 0, got {}", a.max_tensors);
   TACO_REQUIRE_INPUT(a.tau >= 0 && std::isfinite(a.tau), "--tau: must be >= 0, got {}", a.tau);
   TACO_REQUIRE_INPUT(!a.select || (a.budget > 0 && std::isfinite(a.budget)),
                      "--budget: must be a positive number of bytes per element, got {}", a.budget);
   TACO_REQUIRE_INPUT(a.select || a.candidates.empty(), "--candidates: only with --select");
   TACO_REQUIRE_INPUT(!a.collectives.empty() || a.tp.empty(), "--tp: only with --collectives");
-  {
-    std::error_code ec;
-    TACO_REQUIRE_INPUT(!std::filesystem::exists(a.out, ec) || std::filesystem::is_directory(a.out, ec),
-                       "--out {}: exists and is not a directory", a.out);
-  }
+  // The output set replaces --out as a whole; a directory of other files is refused here.
+  AtomicDirectory out(a.out, kStudyFiles, "--out");
   opts.threads = a.threads > 0 ? a.threads : omp_get_num_procs();
   omp_set_num_threads(opts.threads);  // also what codecs' own parallel loops use
-  if (a.weights) return run_weights_command(a, opts.threads);
+  if (a.weights) return run_weights_command(a, opts.threads, out);
   opts.seed = a.seed;
   opts.tau_rel = a.tau;
   opts.max_tensors = a.max_tensors;
@@ -192,8 +203,8 @@ void run_study_command(const StudyArgs& a) {
       } catch (const std::exception&) {
         used = 0;
       }
-      TACO_REQUIRE_INPUT(used == s.size() && n >= 2 && n <= 1024,
-                         "--tp: '{}' is not a TP degree (an integer 2..1024)", s);
+      TACO_REQUIRE_INPUT(used == s.size() && n >= 2 && n <= sim::kMaxTpDegree,
+                         "--tp: '{}' is not a TP degree (an integer 2..{})", s, sim::kMaxTpDegree);
       opts.tp.push_back(n);
     }
   }
@@ -216,11 +227,12 @@ void run_study_command(const StudyArgs& a) {
   StructureCollector structure(infos);
   if (structure.active()) opts.on_tensor = [&structure](const Tensor& t) { structure.add(t); };
 
-  const OpenedInputs in = open_inputs(a.inputs);
+  const OpenedInputs in = open_inputs(a);
+  opts.source_labels = in.labels;
   opts.progress = progress_callback(a.quiet);
   // Hash the inputs (provenance) on another thread while the study runs.
-  std::future<Provenance> provenance = std::async(std::launch::async, [&a, &opts] {
-    return make_provenance(a.inputs, command_line(a), a.seed, opts.threads);
+  std::future<Provenance> provenance = std::async(std::launch::async, [&a, &opts, &in] {
+    return make_provenance(in.paths, command_line(a), a.seed, opts.threads);
   });
   const StudyResult result = run_study(in.sources, opts);
   const Provenance prov = provenance.get();
@@ -234,20 +246,13 @@ void run_study_command(const StudyArgs& a) {
     selection_text = format_selection(s, result);
     selection_file = selection_json(s, result).dump(1) + "\n";
   }
-  write_study_outputs(result, prov, a.out);
-  if (!selection_file.empty())
-    write_file_atomically((std::filesystem::path(a.out) / "selection.json").string(), selection_file);
+  for (const auto& [name, text] : study_files(result, prov)) out.write(name, text);
+  if (!selection_file.empty()) out.write("selection.json", selection_file);
   const std::vector<ParetoPoint> front = pareto_points(result);
-  write_file_atomically((std::filesystem::path(a.out) / "pareto.csv").string(), pareto_csv(front));
-  // Optional files: written when this run has them, else an earlier run's copy is removed.
-  auto write_or_remove = [&a](const char* name, bool have, const std::function<std::string()>& text) {
-    const std::filesystem::path p = std::filesystem::path(a.out) / name;
-    std::error_code ec;
-    if (have) write_file_atomically(p.string(), text());
-    else std::filesystem::remove(p, ec);
-  };
-  write_or_remove("feedback.csv", !result.feedback_rows.empty(), [&] { return feedback_csv(result.feedback_rows); });
-  write_or_remove("structure.csv", structure.active(), [&] { return structure.csv(); });
+  out.write("pareto.csv", pareto_csv(front));
+  if (!result.feedback_rows.empty()) out.write("feedback.csv", feedback_csv(result.feedback_rows));
+  if (structure.active()) out.write("structure.csv", structure.csv());
+  out.commit();
 
   std::fputs(format_summary(result).c_str(), stdout);
   std::fputs(selection_text.c_str(), stdout);
@@ -266,8 +271,14 @@ void add_study(CLI::App& root) {
   auto args = std::make_shared<StudyArgs>();
   CLI::App* sub = root.add_subcommand(
       "study", "Measure codecs on tensors: error metrics, histograms, simulated collectives, selection");
-  sub->add_option("inputs", args->inputs, "Tensor files: taco HDF5 trace, safetensors, .npy, .npz")
+  sub->add_option("inputs", args->inputs,
+                  "Tensor files (HDF5, safetensors, .npy, .npz) or directories of them (docs/inputs.md)")
       ->required();
+  sub->add_option("--name-map", args->name_map,
+                  "Regex with named groups layer, site, direction, rank, step: metadata from tensor names, "
+                  "over the built-in rules (docs/inputs.md)");
+  sub->add_option("--datasets", args->datasets,
+                  "HDF5 files other than taco traces: only datasets whose path matches this shell pattern");
   sub->add_option("--variants", args->variants,
                   "Comma-separated presets or variant strings (default: fp8-tensor,fp8-g128,mxfp8,"
                   "taco-noh,taco)");
@@ -278,7 +289,7 @@ void add_study(CLI::App& root) {
   sub->add_option("--budget", args->budget, "Bytes per element allowed by --select (default 1.0625)");
   sub->add_option("--candidates", args->candidates,
                   "Variants --select chooses from (default: taco-g32..g512, their no-Hadamard twins "
-                  "e4m3:gG:dual, fp8-g32, fp8-g128, fp8-g128-had, mxfp8)");
+                  "taco-noh-g32..g512, fp8-g32, fp8-g128, fp8-g128-had, mxfp8)");
   sub->add_option("--config", args->config,
                   "A selection.json from --select: adds each site's chosen variant");
   sub->add_option("--collectives", args->collectives,
@@ -287,10 +298,10 @@ void add_study(CLI::App& root) {
                   "TP degrees to simulate, e.g. 2,4,8 (default: the ranks in the trace; extra ranks "
                   "are derived, see docs/study.md)");
   sub->add_option("--threads", args->threads, "Threads (default 0 = all cores); results do not depend on it");
-  sub->add_option("--seed", args->seed, "Seed for derived TP ranks (default 0)");
+  sub->add_option("--seed", args->seed, "Seed for derived TP ranks (default 0)")->check(taco::cli::non_negative());
   sub->add_option("--filter", args->filter,
                   "Only tensors matching key=value[|value...] terms, comma-separated; keys: site, "
-                  "direction, collective, layer, step, tp_rank, name");
+                  "direction, collective, layer, step, tp_rank, name, file");
   sub->add_option("--max-tensors", args->max_tensors, "Stop after N tensors (after --filter)");
   sub->add_option("--tau", args->tau,
                   "max_rel_err counts elements with |x| > tau * absmax(tensor) (default 1e-3)");
@@ -313,6 +324,8 @@ void add_study(CLI::App& root) {
       "  taco study trace.h5 --pareto --out front/     # every family; front/pareto.csv\n"
       "  taco study trace.h5 --variants ef:int4-g32,int4-g32,lowrank:bpe=0.5:rsvd --out ef/\n"
       "  taco study --weights model.safetensors --out w/   # spectra.csv, weights.csv\n"
+      "  taco study dumps/ --name-map '^act(?P<layer>\\d+)_(?P<site>\\w+)$' --out mine/   # your own dump\n"
+      "Inputs (directories, h5py files, how names become layer/site/direction/rank/step): docs/inputs.md.\n"
       "Outputs are described in docs/results-schema.md; metrics and semantics in docs/study.md.");
   sub->callback([args] { run_study_command(*args); });
 }

@@ -1,5 +1,6 @@
 // taco synth: synthetic TP traces shaped like one training step, from documented
 // distributions (src/synth/dist.cpp; docs/synth.md), bit-identical for a seed on any machine.
+#include "cli_parse.hpp"
 #include "command.hpp"
 #include "core/error.hpp"
 #include "synth/synth.hpp"
@@ -23,6 +24,8 @@ struct SynthArgs {
   std::string dist = "realistic";
   uint64_t seed = 1;
   std::string store = "bf16";
+  int64_t samples = 0;
+  double drift = 0.1;
   bool quiet = false;
 };
 
@@ -53,6 +56,8 @@ void run_synth(const SynthArgs& a) {
   o.dist = taco::synth::parse_dist(a.dist);
   o.seed = a.seed;
   o.store = parse_store(a.store);
+  o.samples = a.samples;
+  o.drift = a.drift;
   std::map<std::string, std::string> prov;
   if (const std::string typed = typed_command_line(); !typed.empty()) prov["argv"] = typed;
   const auto plan = taco::synth::plan_trace(o);  // fail on bad options before any output
@@ -99,8 +104,14 @@ void add_synth(CLI::App& root) {
                 "Sequence parallelism: reduce_scatter instead of all_reduce, plus all_gather shards "
                 "[tokens/tp, hidden]");
   cmd->add_option("--dist", args->dist, "Distribution NAME[:key=value,...] (list below)")->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Seed; the same seed gives the same bits everywhere")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed; the same seed gives the same bits everywhere")->check(taco::cli::non_negative())->capture_default_str();
   cmd->add_option("--store", args->store, "Stored dtype: bf16, f16 or f32 (values are rounded to it)")
+      ->capture_default_str();
+  cmd->add_option("--samples", args->samples,
+                  "Training samples: step s uses sample s mod K (extra.sample_id, what aqsgd: keys on); 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--drift", args->drift,
+                  "With --samples: relative size of the part of a sample's values that is new at each step")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", args->quiet, "Print nothing on success");
   cmd->footer(
@@ -118,6 +129,7 @@ void add_synth(CLI::App& root) {
       "  taco synth --out sp.h5 --tp 4 --sp --steps 0,100 --sites attn_out,mlp_fc1\n"
       "  taco synth --out grads.h5 --directions bwd --dist gradient:rms=1e-7,nu=4 --store f32\n"
       "  taco synth --out massive.h5 --dist outlier_channels:count=4,min=100,max=1000\n"
+      "  taco synth --out epochs.h5 --steps 0,1,2,3 --samples 2    # for aqsgd: variants\n"
       "Details: docs/synth.md");
   cmd->callback([args] { run_synth(*args); });
 }

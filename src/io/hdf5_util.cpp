@@ -5,7 +5,20 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 namespace taco::h5 {
+namespace {
+
+// HDF5 registers an exit handler that closes every open file. After a file failed to close
+// (a full disk, the file-size limit), that handler loops, prints "infinite loop closing
+// library" and crashes. taco closes its files itself, so the handler is never wanted.
+[[maybe_unused]] const bool kNoExitHandler = (H5dont_atexit(), true);
+
+}  // namespace
 
 QuietErrors::QuietErrors() {
   H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
@@ -15,6 +28,14 @@ QuietErrors::QuietErrors() {
 QuietErrors::~QuietErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
 
 namespace {
+
+// The errno of a failed system call on HDF5's error stack ("..., errno = 28, error message =
+// ..."), 0 when there is none.
+herr_t find_errno(unsigned, const H5E_error2_t* err, void* out) {
+  const char* at = err->desc ? std::strstr(err->desc, "errno = ") : nullptr;
+  if (at && *static_cast<int*>(out) == 0) *static_cast<int*>(out) = std::atoi(at + 8);
+  return 0;
+}
 
 herr_t innermost(unsigned n, const H5E_error2_t* err, void* out) {
   // Walking upward, the first entry is the deepest (most specific) one.
@@ -50,11 +71,68 @@ std::string error_detail() {
 }
 
 void fail(Blame blame, const std::string& context, const std::string& what) {
+  // A write the system refused is about where the output goes, not a bug: report it as such.
+  int err = 0;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, find_errno, &err);
+  if (err == ENOSPC || err == EFBIG || err == EDQUOT || err == EROFS || err == EACCES || err == EIO) {
+    H5Eclear2(H5E_DEFAULT);
+    throw InputError(fmt::format("{}: cannot write ({})", context, std::strerror(err)));
+  }
   const std::string detail = error_detail();
   std::string msg = detail.empty() ? fmt::format("{}: {}", context, what)
                                    : fmt::format("{}: {} (HDF5: {})", context, what, detail);
   if (blame == Blame::Input) throw InputError(msg);
   throw Error(msg);
+}
+
+void check_storage(hid_t ds, uint64_t numel, uint64_t data_bytes, uint64_t file_size, const std::string& what) {
+  Handle dcpl = owned(H5Dget_create_plist(ds), H5Pclose, Blame::Input, what, "cannot read the creation properties");
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  TACO_REQUIRE_INPUT(layout == H5D_CONTIGUOUS || layout == H5D_CHUNKED || layout == H5D_COMPACT,
+                     "{}: unsupported HDF5 storage layout (virtual or unknown)", what);
+  const int external = H5Pget_external_count(dcpl.get());
+  TACO_REQUIRE_INPUT(external == 0, "{}: data in external files is not supported", what);
+  const int nfilters = H5Pget_nfilters(dcpl.get());
+  if (nfilters < 0) fail(Blame::Input, what, "cannot read the filter pipeline");
+  bool compressed = false;
+  for (int f = 0; f < nfilters; ++f) {
+    unsigned flags = 0, config = 0;
+    size_t nvalues = 8;
+    unsigned values[8] = {};
+    char name[64] = {};
+    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), unsigned(f), &flags, &nvalues, values, sizeof name, name,
+                                           &config);
+    TACO_REQUIRE_INPUT(id == H5Z_FILTER_DEFLATE || id == H5Z_FILTER_SHUFFLE || id == H5Z_FILTER_FLETCHER32,
+                       "{}: HDF5 filter {} is not supported (taco reads gzip, shuffle, fletcher32)", what, int(id));
+    compressed = compressed || id == H5Z_FILTER_DEFLATE;
+  }
+  const hsize_t stored = H5Dget_storage_size(ds);
+  TACO_REQUIRE_INPUT(stored > 0, "{}: the dataset holds no data (never written)", what);
+  TACO_REQUIRE_INPUT(stored <= file_size, "{}: the dataset claims {} stored bytes in a {}-byte file", what, stored,
+                     file_size);
+  if (compressed) {
+    TACO_REQUIRE_INPUT(data_bytes / kMaxDeflateRatio <= stored,
+                       "{}: {} bytes cannot come from {} compressed bytes: corrupt dataset", what, data_bytes, stored);
+    check_expansion(numel, stored, what);
+  } else {
+    TACO_REQUIRE_INPUT(stored >= data_bytes, "{}: only {} of {} data bytes are stored", what, stored, data_bytes);
+  }
+  if (layout == H5D_CHUNKED) {
+    // Unwritten chunks would read back as fill values, silently.
+    Handle space = owned(H5Dget_space(ds), H5Sclose, Blame::Input, what, "cannot read the dataspace");
+    hsize_t chunks = 0;
+    if (H5Dget_num_chunks(ds, space.get(), &chunks) < 0) fail(Blame::Input, what, "cannot count chunks");
+    const int rank = H5Sget_simple_extent_ndims(space.get());
+    std::vector<hsize_t> dims(size_t(std::max(rank, 0))), chunk(dims.size());
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    TACO_REQUIRE_INPUT(H5Pget_chunk(dcpl.get(), rank, chunk.data()) == rank, "{}: cannot read the chunk shape", what);
+    uint64_t expected = 1;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      TACO_REQUIRE_INPUT(chunk[k] > 0, "{}: zero chunk dimension", what);
+      expected *= (dims[k] + chunk[k] - 1) / chunk[k];  // <= numel, no overflow
+    }
+    TACO_REQUIRE_INPUT(chunks == expected, "{}: only {} of {} chunks are stored", what, chunks, expected);
+  }
 }
 
 std::vector<std::string> attribute_names(hid_t obj, Blame blame, const std::string& context) {

@@ -81,6 +81,13 @@ inline Handle owned(hid_t id, Handle::Closer closer, Blame blame, const std::str
   return Handle(check(id, blame, context, what), closer);
 }
 
+// Checks how a dataset's bytes are stored, so that reading it can neither reach outside the
+// file (external or virtual storage, unknown filter plugins) nor allocate far more memory than
+// the file could hold (deflate's 1032:1, then check_expansion). Every chunk must be written:
+// unwritten chunks would read back as fill values, silently. data_bytes = numel x stored
+// element size.
+void check_storage(hid_t ds, uint64_t numel, uint64_t data_bytes, uint64_t file_size, const std::string& what);
+
 // Names of an object's attributes, in name order.
 std::vector<std::string> attribute_names(hid_t obj, Blame blame, const std::string& context);
 

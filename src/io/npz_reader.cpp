@@ -335,6 +335,7 @@ std::unique_ptr<TensorSource> open_npz(std::shared_ptr<ByteSource> src, const Op
 
     MemberStream in(*src, m);
     m.header = read_npy_header(in, m.uncomp_size, opts, m.what);
+    check_expansion(m.header.numel, m.comp_size, m.what);
     members.push_back(std::move(m));
   }
   TACO_REQUIRE_INPUT(!members.empty(), "{}: npz archive holds no tensors", path);

@@ -2,7 +2,11 @@
 #include "formats/fp8.hpp"
 #include "io/readers.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 // The readers copy little-endian file bytes straight into host floats.
@@ -26,6 +30,44 @@ uint64_t checked_numel(const std::vector<int64_t>& shape, size_t elem_size, cons
   }
   TACO_REQUIRE_INPUT(!overflow, "{}: shape {} is too large (element count overflows)", what, shape_string(shape));
   return n;
+}
+
+uint64_t memory_limit_from_env() {
+  const char* env = std::getenv("TACO_MEMORY_LIMIT");
+  if (!env || !*env) return 0;
+  const std::string s = env;
+  size_t i = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  std::string unit = s.substr(i);
+  for (char& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
+  const int shift = unit.empty() || unit == "B" ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+  TACO_REQUIRE_INPUT(i > 0 && i <= 15 && shift >= 0, "TACO_MEMORY_LIMIT='{}': expected a size like 8G, 512M or 1000000",
+                     printable(s));
+  return std::stoull(s.substr(0, i)) << shift;
+}
+
+namespace {
+std::string human_bytes(uint64_t b) {
+  if (b >= (uint64_t(1) << 30)) return fmt::format("{:.1f} GiB", double(b) / double(uint64_t(1) << 30));
+  if (b >= (uint64_t(1) << 20)) return fmt::format("{:.1f} MiB", double(b) / double(uint64_t(1) << 20));
+  return fmt::format("{} bytes", b);
+}
+}  // namespace
+
+void check_expansion(uint64_t numel, uint64_t stored_bytes, const std::string& what) {
+  const uint64_t need = numel * sizeof(float);  // numel is bounded by checked_numel
+  if (const uint64_t limit = memory_limit_from_env(); limit > 0) {
+    TACO_REQUIRE_INPUT(need <= limit, "{}: its values take {} in memory, over TACO_MEMORY_LIMIT ({})", what,
+                       human_bytes(need), human_bytes(limit));
+    return;
+  }
+  const uint64_t allowed = std::max(kExpansionFloor, stored_bytes > UINT64_MAX / kMaxExpansion
+                                                         ? UINT64_MAX
+                                                         : stored_bytes * kMaxExpansion);
+  TACO_REQUIRE_INPUT(need <= allowed,
+                     "{}: {} of values from {} stored (more than {}x): refused to bound memory; set "
+                     "TACO_MEMORY_LIMIT (e.g. 16G) to read tensors up to that size",
+                     what, human_bytes(need), human_bytes(stored_bytes), kMaxExpansion);
 }
 
 void require_nonempty(uint64_t numel, const std::vector<int64_t>& shape, const std::string& what) {
@@ -129,11 +171,39 @@ void fortran_to_row_major(const std::vector<int64_t>& shape, std::vector<float>&
   values.swap(out);
 }
 
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  uint32_t cp = 0;
+  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3f);
+  }
+  if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+    return 0;
+  return n;
+}
+
 std::string printable(std::string_view text, size_t max_chars) {
   std::string out;
-  for (char c : text.substr(0, max_chars)) {
-    const auto u = static_cast<unsigned char>(c);
-    out.push_back(u < 0x20 || u == 0x7f ? '?' : c);
+  const std::string_view head = text.substr(0, max_chars);
+  for (size_t i = 0; i < head.size();) {
+    const auto u = static_cast<unsigned char>(head[i]);
+    const size_t n = utf8_sequence_length(head, i);
+    if (n == 0 || u < 0x20 || u == 0x7f) {  // messages are one line of UTF-8 text
+      out.push_back('?');
+      ++i;
+    } else {
+      out.append(head.substr(i, n));
+      i += n;
+    }
   }
   if (text.size() > max_chars) out += "...";
   return out;

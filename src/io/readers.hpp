@@ -24,6 +24,18 @@ std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, 
 std::unique_ptr<TensorSource> open_npy(std::shared_ptr<ByteSource> src, const OpenOptions& opts);
 std::unique_ptr<TensorSource> open_npz(std::shared_ptr<ByteSource> src, const OpenOptions& opts);
 std::unique_ptr<TensorSource> open_trace(const std::string& path);
+// Any HDF5 file, in this process: a taco trace (root attribute taco_format) or else every
+// floating-point dataset anywhere in the file (hdf5_reader.cpp). open_tensor_file runs this
+// in a child process (isolated_source.hpp); tests and fuzzers may call it directly on files
+// built with the library.
+std::unique_ptr<TensorSource> open_hdf5(const std::string& path, const OpenOptions& opts);
+
+// Memory that one tensor's float32 values may take against the bytes the file stores for
+// them: a compressed tensor may expand to kMaxExpansion times its stored bytes, or to
+// kExpansionFloor, whichever is more. (Deflate alone allows 1032:1: a 3 MB archive of zeros
+// could make taco allocate 3 GB.) TACO_MEMORY_LIMIT (tensor_source.hpp) replaces the rule by a
+// plain per-tensor limit. InputError naming `what` otherwise.
+void check_expansion(uint64_t numel, uint64_t stored_bytes, const std::string& what);
 
 // The chunk shape TraceWriter uses: about 1 MiB of whole rows (the last dimension whole, then
 // as many of the dimensions before it as fit); a single row over 1 MiB is split.
@@ -50,8 +62,11 @@ void byteswap_elements(void* data, size_t n, size_t elem_size);
 // Reorders values of a column-major (Fortran-order) array of `shape` into row-major order.
 void fortran_to_row_major(const std::vector<int64_t>& shape, std::vector<float>& values);
 
-// Makes text from a file safe for a one-line message: control bytes become '?', and text
-// longer than max_chars is cut with "...".
+// Makes text from a file safe for a one-line message: control bytes and bytes that are not
+// UTF-8 become '?', and text longer than max_chars is cut with "...".
 std::string printable(std::string_view text, size_t max_chars = 120);
+// Length of the UTF-8 sequence starting at s[i] (1..4), or 0 when it is not valid UTF-8
+// (overlong forms, surrogates and code points past U+10FFFF included).
+size_t utf8_sequence_length(std::string_view s, size_t i);
 
 }  // namespace taco

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 namespace taco {
 namespace {
@@ -107,10 +108,20 @@ std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, 
   src->read_at(8, text.data(), text.size());
 
   nlohmann::json header;
+  // JSON keeps the last of two equal keys: a header naming a tensor twice would silently lose one.
+  std::vector<std::set<std::string>> keys;  // per open object
   try {
-    header = nlohmann::json::parse(text, [&path](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    header = nlohmann::json::parse(text, [&path, &keys](int depth, nlohmann::json::parse_event_t event,
+                                                        nlohmann::json& parsed) {
       TACO_REQUIRE_INPUT(depth <= kMaxJsonDepth, "{}: malformed safetensors header JSON: nested deeper than {} levels",
                          path, kMaxJsonDepth);
+      using E = nlohmann::json::parse_event_t;
+      if (event == E::object_start) keys.emplace_back();
+      if (event == E::object_end && !keys.empty()) keys.pop_back();
+      if (event == E::key && !keys.empty())
+        TACO_REQUIRE_INPUT(keys.back().insert(parsed.get<std::string>()).second,
+                           "{}: safetensors header has the key '{}' twice (one entry would be lost)", path,
+                           printable(parsed.get<std::string>()));
       return true;
     });
   } catch (const nlohmann::json::exception& ex) {

@@ -4,6 +4,7 @@
 // the file's magic bytes (not its extension).
 #include "core/tensor.hpp"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,7 +16,7 @@ class TensorSource {
  public:
   virtual ~TensorSource() = default;
   virtual const std::string& path() const = 0;
-  virtual std::string format() const = 0;            // "taco-hdf5", "safetensors", "npy", "npz"
+  virtual std::string format() const = 0;            // "taco-hdf5", "hdf5", "safetensors", "npy", "npz"
   virtual size_t size() const = 0;                   // number of tensors
   virtual TensorInfo info(size_t i) const = 0;       // cheap: no values read
   virtual Tensor read(size_t i) = 0;                 // values widened to float; InputError on bad data
@@ -26,13 +27,34 @@ class TensorSource {
 
 // How to read element types that NumPy cannot name: dumps store bf16/fp16 and fp8 tensors as
 // their bit patterns (<u2 or ml_dtypes' <V2; |u1 or <V1). These say what the bits are.
+// How much memory taco lets one tensor's values (or one simulated collective) take, to bound
+// what a small hostile file can make it allocate: kMaxExpansion times the bytes the input
+// stores for it, and at least kExpansionFloor. The environment variable TACO_MEMORY_LIMIT
+// (bytes, or with K/M/G) replaces the rule with a plain limit; memory_limit_from_env() returns
+// it, 0 when unset (InputError for a value that is not a size).
+inline constexpr uint64_t kMaxExpansion = 64;
+inline constexpr uint64_t kExpansionFloor = uint64_t(256) << 20;
+uint64_t memory_limit_from_env();
+
+class NameMap;
 struct OpenOptions {
   DType u16_as = DType::BF16;    // BF16 or F16
   DType u8_as = DType::F8E4M3;   // F8E4M3 or F8E5M2
+  // HDF5 files other than taco traces: only the datasets whose path ("/group/name") matches
+  // this shell pattern (fnmatch; '*' matches '/' too). Empty: every float dataset. Other
+  // formats and taco traces ignore it.
+  std::string datasets;
+  // Metadata the file does not record is read from tensor names (io/name_rules.hpp), and
+  // name_map (--name-map), when set, overrides what it captures.
+  bool infer_from_names = true;
+  std::shared_ptr<const NameMap> name_map;
 };
 
-// Opens any supported file: taco HDF5 trace, safetensors, .npy, .npz. Throws InputError that
-// names the file and the problem (missing, empty, wrong magic, truncated, malformed header...).
+// Opens any supported file: taco HDF5 trace, any other HDF5 file, safetensors, .npy, .npz.
+// HDF5 is parsed in a child process (io/isolated_source.hpp), so a corrupt file that crashes
+// libhdf5 is an InputError here. Tensor names must be UTF-8 text without control characters.
+// Throws InputError that names the file and the problem (missing, empty, wrong magic,
+// truncated, malformed header...).
 std::unique_ptr<TensorSource> open_tensor_file(const std::string& path);
 std::unique_ptr<TensorSource> open_tensor_file(const std::string& path, const OpenOptions& opts);
 

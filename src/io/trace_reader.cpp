@@ -30,57 +30,6 @@ herr_t collect_link(hid_t, const char* name, const H5L_info_t* info, void* out) 
   return 0;
 }
 
-// Checks how the dataset's bytes are stored so that reading it can neither reach outside the
-// file (external or virtual storage, unknown filter plugins) nor allocate far more memory than
-// the file could hold.
-void check_storage(hid_t ds, uint64_t data_bytes, uint64_t file_size, const std::string& what) {
-  Handle dcpl = owned(H5Dget_create_plist(ds), H5Pclose, Blame::Input, what, "cannot read the creation properties");
-  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
-  TACO_REQUIRE_INPUT(layout == H5D_CONTIGUOUS || layout == H5D_CHUNKED || layout == H5D_COMPACT,
-                     "{}: unsupported HDF5 storage layout (virtual or unknown)", what);
-  const int external = H5Pget_external_count(dcpl.get());
-  TACO_REQUIRE_INPUT(external == 0, "{}: data in external files is not supported", what);
-  const int nfilters = H5Pget_nfilters(dcpl.get());
-  if (nfilters < 0) h5::fail(Blame::Input, what, "cannot read the filter pipeline");
-  bool compressed = false;
-  for (int f = 0; f < nfilters; ++f) {
-    unsigned flags = 0, config = 0;
-    size_t nvalues = 8;
-    unsigned values[8] = {};
-    char name[64] = {};
-    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), unsigned(f), &flags, &nvalues, values, sizeof name, name,
-                                           &config);
-    TACO_REQUIRE_INPUT(id == H5Z_FILTER_DEFLATE || id == H5Z_FILTER_SHUFFLE || id == H5Z_FILTER_FLETCHER32,
-                       "{}: HDF5 filter {} is not supported (taco reads gzip, shuffle, fletcher32)", what, int(id));
-    compressed = compressed || id == H5Z_FILTER_DEFLATE;
-  }
-  const hsize_t stored = H5Dget_storage_size(ds);
-  TACO_REQUIRE_INPUT(stored > 0, "{}: the dataset holds no data (never written)", what);
-  TACO_REQUIRE_INPUT(stored <= file_size, "{}: the dataset claims {} stored bytes in a {}-byte file", what, stored,
-                     file_size);
-  if (compressed)
-    TACO_REQUIRE_INPUT(data_bytes / kMaxDeflateRatio <= stored,
-                       "{}: {} bytes cannot come from {} compressed bytes: corrupt dataset", what, data_bytes, stored);
-  else
-    TACO_REQUIRE_INPUT(stored >= data_bytes, "{}: only {} of {} data bytes are stored", what, stored, data_bytes);
-  if (layout == H5D_CHUNKED) {
-    // Unwritten chunks would read back as fill values, silently.
-    Handle space = owned(H5Dget_space(ds), H5Sclose, Blame::Input, what, "cannot read the dataspace");
-    hsize_t chunks = 0;
-    if (H5Dget_num_chunks(ds, space.get(), &chunks) < 0) h5::fail(Blame::Input, what, "cannot count chunks");
-    const int rank = H5Sget_simple_extent_ndims(space.get());
-    std::vector<hsize_t> dims(size_t(std::max(rank, 0))), chunk(dims.size());
-    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-    TACO_REQUIRE_INPUT(H5Pget_chunk(dcpl.get(), rank, chunk.data()) == rank, "{}: cannot read the chunk shape", what);
-    uint64_t expected = 1;
-    for (size_t k = 0; k < dims.size(); ++k) {
-      TACO_REQUIRE_INPUT(chunk[k] > 0, "{}: zero chunk dimension", what);
-      expected *= (dims[k] + chunk[k] - 1) / chunk[k];  // <= numel, no overflow
-    }
-    TACO_REQUIRE_INPUT(chunks == expected, "{}: only {} of {} chunks are stored", what, chunks, expected);
-  }
-}
-
 class TraceSource final : public TensorSource {
  public:
   explicit TraceSource(std::string path) : path_(std::move(path)) {
@@ -208,7 +157,7 @@ class TraceSource final : public TensorSource {
     }
     const uint64_t numel = checked_numel(info.shape, dtype_size(info.dtype), what);
     require_nonempty(numel, info.shape, what);
-    check_storage(ds, numel * dtype_size(info.dtype), file_size_, what);
+    h5::check_storage(ds, numel, numel * dtype_size(info.dtype), file_size_, what);
 
     info.name = h5::has_attr(ds, "name", what) ? h5::read_string_attr(ds, "name", what) : link;
     TensorMeta& m = info.meta;

@@ -1,6 +1,8 @@
 // Writes a taco trace (HDF5, layout in traces/README.md) to "<path>.tmp-<pid>" and renames it
 // over <path> in commit(), so a failed or interrupted import never leaves a half-written trace.
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 #include "core/version.hpp"
 #include "io/hdf5_util.hpp"
 #include "io/meta_fields.hpp"
@@ -9,7 +11,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <set>
 
 namespace taco {
@@ -54,6 +58,7 @@ std::vector<uint64_t> trace_chunk_shape(const std::vector<int64_t>& shape, size_
 struct TraceWriter::Impl {
   std::string path, tmp;
   Options opts;
+  std::unique_ptr<RemoveOnInterrupt> cleanup;
   Handle file, tensors;
   std::set<std::string> names;
   bool committed = false;
@@ -81,7 +86,9 @@ TraceWriter::TraceWriter(const std::string& path, Options opts) : impl_(std::mak
     require_no_nul(key, path, "a provenance key");
     require_no_nul(value, path, "a provenance value");
   }
+  check_output_file(path, "--out");
   w.tmp = fmt::format("{}.tmp-{}", path, ::getpid());
+  w.cleanup = std::make_unique<RemoveOnInterrupt>(w.tmp);
   h5::QuietErrors quiet;
   w.file = owned(H5Fcreate(w.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, Blame::Input, path,
                  "cannot create the trace file");
@@ -179,8 +186,8 @@ void TraceWriter::commit() {
   h5::QuietErrors quiet;
   if (!w.tensors.close()) h5::fail(Blame::Internal, w.path, "cannot finish /tensors");
   if (!w.file.close()) h5::fail(Blame::Internal, w.path, "cannot finish writing the trace");
-  if (std::rename(w.tmp.c_str(), w.path.c_str()) != 0)
-    throw_error("{}: cannot rename the finished trace from {}", w.path, w.tmp);
+  check_output_file(w.path, "--out");  // still not a directory or a device
+  if (std::rename(w.tmp.c_str(), w.path.c_str()) != 0) throw_write_error(w.path, errno);
   w.committed = true;
 }
 

@@ -57,9 +57,8 @@ struct RowPartial {
   double block_ratio = 0;  // max over blocks with a nonzero of absmax / min nonzero; 0: none
 };
 
-// Everything about one row that needs only that row. colmax is this thread's running
-// column absmax (max is order-free, so threads may split rows any way).
-RowPartial scan_row(const float* x, int64_t cols, int64_t block, float* colmax) {
+// Everything about one row that needs only that row.
+RowPartial scan_row(const float* x, int64_t cols, int64_t block) {
   RowPartial r;
   double sum = 0;
   for (int64_t b0 = 0; b0 < cols; b0 += block) {
@@ -85,7 +84,6 @@ RowPartial scan_row(const float* x, int64_t cols, int64_t block, float* colmax) 
       }
       bmax = std::max(bmax, a);
       bmin = std::min(bmin, a);
-      colmax[c] = std::max(colmax[c], a);
     }
     if (bmax > 0) {
       r.block_ratio = std::max(r.block_ratio, double(bmax) / double(bmin));
@@ -106,13 +104,52 @@ RowPartial scan_row(const float* x, int64_t cols, int64_t block, float* colmax) 
   return r;
 }
 
-double median_of(std::vector<double> v) {
+// Rows are combined in fixed blocks of this many (in row order within a block, then blocks in
+// order): the same rounding for any thread count, and memory for one partial per block, not
+// per row (a [n, 1] tensor would otherwise need 80 bytes per element).
+constexpr int64_t kRowBlock = 256;
+
+void combine(RowPartial& into, const RowPartial& p) {
+  merge(into.mom, p.mom);
+  into.sumsq += p.sumsq;
+  into.zeros += p.zeros;
+  into.nans += p.nans;
+  into.infs += p.infs;
+  into.absmax = std::max(into.absmax, p.absmax);
+  into.min_nonzero = std::min(into.min_nonzero, p.min_nonzero);
+  into.block_ratio = std::max(into.block_ratio, p.block_ratio);
+}
+
+// Per-column absmax of finite values (max is order-free). Threads split the columns, so the
+// only memory is the result: per-thread copies of it would cost threads x cols floats, which
+// for a 1-D tensor is threads times the tensor.
+std::vector<float> column_absmax(const float* x, int64_t rows, int64_t cols, int nt) {
+  std::vector<float> colmax(size_t(cols), 0.0f);
+  constexpr int64_t kColBlock = 4096;
+  const int64_t nblocks = (cols + kColBlock - 1) / kColBlock;
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const int64_t c0 = b * kColBlock, c1 = std::min(cols, c0 + kColBlock);
+    float* m = colmax.data();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = x + r * cols;
+      for (int64_t c = c0; c < c1; ++c) {
+        const float a = std::fabs(row[c]);
+        if (a > m[c] && a != std::numeric_limits<float>::infinity()) m[c] = a;  // NaN compares false
+      }
+    }
+  }
+  return colmax;
+}
+
+// Median of v, reordering v (nth_element); mean of the two middle values for an even count.
+double median_in_place(std::vector<float>& v) {
   if (v.empty()) return kNaN;
   const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  std::nth_element(v.begin(), v.begin() + long(mid), v.end());
   const double hi = v[mid];
   if (v.size() % 2 == 1) return hi;
-  const double lo = *std::max_element(v.begin(), v.begin() + mid);
+  const double lo = *std::max_element(v.begin(), v.begin() + long(mid));
   return 0.5 * (lo + hi);
 }
 
@@ -121,16 +158,28 @@ double spread_of(double mx, double med) {
   return mx > 0 ? kInf : kNaN;
 }
 
-std::vector<IndexedAbsmax> top_k_of(const std::vector<double>& v, int k) {
-  std::vector<int64_t> idx(v.size());
-  for (size_t i = 0; i < v.size(); ++i) idx[i] = int64_t(i);
+// The k largest values, larger first, ties by lower index; memory O(k), not O(n).
+std::vector<IndexedAbsmax> top_k_of(const std::vector<float>& v, int k) {
   const size_t kk = std::min(v.size(), size_t(std::max(k, 0)));
-  std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(), [&](int64_t a, int64_t b) {
-    return v[a] != v[b] ? v[a] > v[b] : a < b;
-  });
-  std::vector<IndexedAbsmax> out;
-  for (size_t i = 0; i < kk; ++i) out.push_back({idx[i], v[idx[i]]});
-  return out;
+  // "a ranks before b": larger value, then lower index.
+  const auto before = [](const IndexedAbsmax& a, const IndexedAbsmax& b) {
+    return a.absmax != b.absmax ? a.absmax > b.absmax : a.index < b.index;
+  };
+  std::vector<IndexedAbsmax> heap;  // a heap whose top is the worst of the best kk so far
+  heap.reserve(kk);
+  for (size_t i = 0; i < v.size() && kk > 0; ++i) {
+    const IndexedAbsmax e{int64_t(i), double(v[i])};
+    if (heap.size() < kk) {
+      heap.push_back(e);
+      std::push_heap(heap.begin(), heap.end(), before);
+    } else if (before(e, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), before);
+      heap.back() = e;
+      std::push_heap(heap.begin(), heap.end(), before);
+    }
+  }
+  std::sort(heap.begin(), heap.end(), before);
+  return heap;
 }
 
 double frac(int64_t num, int64_t den) { return den > 0 ? double(num) / double(den) : 0.0; }
@@ -148,35 +197,30 @@ TensorStats compute_stats(const float* x, int64_t rows, int64_t cols, const Stat
   s.block_size = opts.block_size;
   const int nt = opts.threads > 0 ? opts.threads : omp_get_max_threads();
 
-  // Pass 1: per-row partials (stored, then combined in row order) and column maxima.
-  std::vector<RowPartial> part(static_cast<size_t>(rows));
-  std::vector<float> colmax_thread(size_t(nt) * size_t(cols), 0.0f);
+  // Pass 1: per-row partials combined in fixed row blocks, and per-row absmax; then the column
+  // maxima.
+  const int64_t nblocks = (rows + kRowBlock - 1) / kRowBlock;
+  std::vector<RowPartial> blocks(static_cast<size_t>(nblocks));
+  std::vector<float> row_absmax(static_cast<size_t>(rows));
 #pragma omp parallel for schedule(static) num_threads(nt)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* colmax = colmax_thread.data() + size_t(omp_get_thread_num()) * size_t(cols);
-    part[size_t(r)] = scan_row(x + r * cols, cols, opts.block_size, colmax);
+  for (int64_t b = 0; b < nblocks; ++b) {
+    RowPartial acc;
+    for (int64_t r = b * kRowBlock; r < std::min(rows, (b + 1) * kRowBlock); ++r) {
+      const RowPartial p = scan_row(x + r * cols, cols, opts.block_size);
+      row_absmax[size_t(r)] = p.absmax;
+      combine(acc, p);
+    }
+    blocks[size_t(b)] = acc;
   }
-
-  Moments mom;
-  double sumsq = 0, block_ratio = 0;
-  float absmax = 0, min_nonzero = std::numeric_limits<float>::infinity();
-  std::vector<double> row_absmax(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    const RowPartial& p = part[size_t(r)];
-    merge(mom, p.mom);
-    sumsq += p.sumsq;
-    s.zero_count += p.zeros;
-    s.nan_count += p.nans;
-    s.inf_count += p.infs;
-    absmax = std::max(absmax, p.absmax);
-    min_nonzero = std::min(min_nonzero, p.min_nonzero);
-    block_ratio = std::max(block_ratio, p.block_ratio);
-    row_absmax[size_t(r)] = double(p.absmax);
-  }
-  std::vector<double> col_absmax(size_t(cols), 0.0);
-  for (int t = 0; t < nt; ++t)
-    for (int64_t c = 0; c < cols; ++c)
-      col_absmax[size_t(c)] = std::max(col_absmax[size_t(c)], double(colmax_thread[size_t(t) * size_t(cols) + size_t(c)]));
+  RowPartial all;
+  for (const RowPartial& b : blocks) combine(all, b);
+  const Moments& mom = all.mom;
+  const double sumsq = all.sumsq, block_ratio = all.block_ratio;
+  const float absmax = all.absmax, min_nonzero = all.min_nonzero;
+  s.zero_count = all.zeros;
+  s.nan_count = all.nans;
+  s.inf_count = all.infs;
+  std::vector<float> col_absmax = column_absmax(x, rows, cols, nt);
 
   s.finite_count = mom.n;
   s.zero_frac = frac(s.zero_count, s.finite_count);
@@ -217,18 +261,19 @@ TensorStats compute_stats(const float* x, int64_t rows, int64_t cols, const Stat
   s.e5m2_underflow_frac = frac(e5u, nonzero);
   s.e5m2_flush_frac = frac(e5f, nonzero);
 
+  // Top-k and maxima first: the medians reorder the vectors.
+  s.top_tokens = top_k_of(row_absmax, opts.top_k);
+  s.top_channels = top_k_of(col_absmax, opts.top_k);
   if (rows > 0 && cols > 0) {
     s.row_absmax_max = *std::max_element(row_absmax.begin(), row_absmax.end());
-    s.row_absmax_median = median_of(row_absmax);
+    s.row_absmax_median = median_in_place(row_absmax);
     s.row_absmax_spread = spread_of(s.row_absmax_max, s.row_absmax_median);
     s.col_absmax_max = *std::max_element(col_absmax.begin(), col_absmax.end());
-    s.col_absmax_median = median_of(col_absmax);
+    s.col_absmax_median = median_in_place(col_absmax);
     s.col_absmax_spread = spread_of(s.col_absmax_max, s.col_absmax_median);
   } else {
     s.row_absmax_median = s.row_absmax_spread = s.col_absmax_median = s.col_absmax_spread = kNaN;
   }
-  s.top_tokens = top_k_of(row_absmax, opts.top_k);
-  s.top_channels = top_k_of(col_absmax, opts.top_k);
   return s;
 }
 

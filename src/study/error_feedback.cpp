@@ -22,15 +22,31 @@ std::string feedback_sequence(const TensorMeta& m) {
   return fmt::format("layer={}/site={}/direction={}/tp_rank={}", m.layer, m.site, m.direction, m.tp_rank);
 }
 
-SampleIndex::SampleIndex(const std::vector<TensorInfo>& infos) {
+std::string feedback_stream(const TensorInfo& t) {
+  return t.meta.site.empty() ? "name=" + t.name : feedback_sequence(t.meta);
+}
+
+std::vector<std::string> stream_keys(const std::vector<const TensorInfo*>& in_step_order) {
+  std::map<std::pair<std::string, int64_t>, int> seen;
+  std::vector<std::string> keys;
+  for (const TensorInfo* t : in_step_order) {
+    std::string stream = feedback_stream(*t);
+    const int copy = seen[{stream, t->meta.step}]++;
+    keys.push_back(copy == 0 ? stream : fmt::format("{}/copy={}", stream, copy));
+  }
+  return keys;
+}
+
+SampleIndex::SampleIndex(const std::vector<TensorInfo>& infos, const std::vector<std::string>& streams) {
+  TACO_ASSERT(infos.size() == streams.size(), "{} tensors, {} stream keys", infos.size(), streams.size());
   std::map<std::string, std::set<int64_t>> steps_of_name;
   for (const TensorInfo& t : infos)
     if (!t.meta.extra.count("sample_id")) steps_of_name[t.name].insert(t.meta.step);
   for (const auto& [name, steps] : steps_of_name)
     if (steps.size() >= 2) multi_step_names_.insert(name);
   std::map<std::string, int> count;
-  for (const TensorInfo& t : infos)
-    if (const auto s = sample_of(t, multi_step_names_)) ++count[feedback_sequence(t.meta) + "/" + *s];
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (const auto s = sample_of(infos[i], multi_step_names_)) ++count[streams[i] + "/" + *s];
   for (const auto& [key, n] : count)
     if (n >= 2) repeated_.insert(key);
 }
@@ -42,10 +58,10 @@ std::optional<std::string> SampleIndex::sample_of(const TensorInfo& t, const std
   return std::nullopt;
 }
 
-std::optional<std::string> SampleIndex::cache_key(const TensorInfo& t) const {
+std::optional<std::string> SampleIndex::cache_key(const TensorInfo& t, const std::string& stream) const {
   const auto s = sample_of(t, multi_step_names_);
   if (!s) return std::nullopt;
-  std::string key = feedback_sequence(t.meta) + "/" + *s;
+  std::string key = stream + "/" + *s;
   if (!repeated_.count(key)) return std::nullopt;
   return key;
 }
@@ -104,15 +120,15 @@ FeedbackStep FeedbackState::step(const std::string& key, const float* x, int64_t
 }
 
 FeedbackMeasure measure_feedback(FeedbackState& state, const SampleIndex& samples, const TensorInfo& info,
-                                 const Tensor& t, double tau, bool skip_nonfinite, int threads,
-                                 std::vector<float>& xhat) {
+                                 const std::string& stream, const Tensor& t, double tau, bool skip_nonfinite,
+                                 int threads, std::vector<float>& xhat) {
   FeedbackMeasure m;
   if (state.codec().kind() == structured::FeedbackKind::AqSgd) {
-    const auto key = samples.cache_key(info);
+    const auto key = samples.cache_key(info, stream);
     TACO_REQUIRE_INPUT(key.has_value(), "{}", samples.any_repeated() ? kAqOnce : kAqNone);
     m.key = *key;
   } else {
-    m.key = feedback_sequence(info.meta);
+    m.key = stream;
   }
   xhat.resize(t.values.size());
   m.step = state.step(m.key, t.values.data(), t.rows(), t.cols(), xhat.data());
@@ -136,22 +152,28 @@ std::vector<FeedbackOutcome> run_feedback(const structured::FeedbackCodec& codec
     steps.push_back(t->meta.step);
   }
   const bool aq = codec.kind() == structured::FeedbackKind::AqSgd;
+  const std::vector<size_t> order = step_order(steps);
+  std::vector<const TensorInfo*> ordered;
+  for (size_t i : order) ordered.push_back(&infos[i]);
+  const std::vector<std::string> ordered_keys = stream_keys(ordered);
+  std::vector<std::string> streams(tensors.size());
+  for (size_t k = 0; k < order.size(); ++k) streams[order[k]] = ordered_keys[k];
   SampleIndex samples;
-  if (aq) samples = SampleIndex(infos);
+  if (aq) samples = SampleIndex(infos, streams);
   FeedbackState state(codec);
   std::vector<FeedbackOutcome> out(tensors.size());
-  for (size_t i : step_order(steps)) {
+  for (size_t i : order) {
     const Tensor& t = *tensors[i];
     FeedbackOutcome& o = out[i];
     if (aq) {
-      const auto key = samples.cache_key(infos[i]);
+      const auto key = samples.cache_key(infos[i], streams[i]);
       if (!key) {
         o.skip_reason = samples.any_repeated() ? kAqOnce : kAqNone;
         continue;
       }
       o.key = *key;
     } else {
-      o.key = feedback_sequence(t.meta);
+      o.key = streams[i];
     }
     o.xhat.resize(t.values.size());
     o.step = state.step(o.key, t.values.data(), t.rows(), t.cols(), o.xhat.data());

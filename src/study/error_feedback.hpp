@@ -2,14 +2,20 @@
 // Codecs with memory across the steps of a trace: error feedback (EF) and AQ-SGD's delta
 // compression, both wrapped as `ef:<variant>` / `aqsgd:<variant>` (codecs/structured).
 //
+// State is kept per stream, in step order. A tensor that names its site has a stream identity:
+// (layer, site, direction, tp_rank). One that does not (a dump whose names taco cannot read)
+// is its own stream, keyed by its name, so unrelated tensors never share state; a name that
+// recurs (one file per step) is one stream. A stream seen twice at one step (the same trace
+// given twice, or tensors without a step) is two copies of the stream, not two steps.
+//
 // Error feedback (methods.md 4; Seide et al. 2014, Karimireddy et al. 2019): one residual e per
-// sequence (layer, site, direction, tp_rank), zero at the start. At each step, in step order:
+// stream, zero at the start. At each step, in step order:
 //   v = x + e;  send C(v);  the receiver uses x^ = D(C(v));  e <- v - x^.
 // Summed over steps, sum_t x^_t = sum_t x_t - e_T (the residuals telescope), so the error of
 // the time-averaged signal is ||e_T|| / T: it vanishes as long as e stays bounded, even though
 // each step's x^_t is no better than the codec alone.
 //
-// AQ-SGD (Wang et al., NeurIPS'22; methods.md 7b): a cache m per (sequence, training sample),
+// AQ-SGD (Wang et al., NeurIPS'22; methods.md 7b): a cache m per (stream, training sample),
 // zero on the first visit (then it sends C(x), the direct quantization). At each visit:
 //   send C(x - m);  both sides set m <- m + D(C(x - m));  the receiver uses x^ = m.
 // Which tensors show the same sample (the rule, SampleIndex):
@@ -18,8 +24,8 @@
 //      file per step, each holding the same named tensors of a fixed batch);
 //   3. otherwise the sample occurs once: there is nothing to delta against and AQ-SGD is not
 //      measured on it (the study records it as skipped, with the reason).
-// A trace with no repeated sample at all (e.g. `taco synth`, whose names carry the step) gets no
-// AQ-SGD rows; the study says so.
+// A trace with no repeated sample at all (e.g. `taco synth` without --samples, whose names carry
+// the step) gets no AQ-SGD rows; the study says so. `taco synth --samples K` writes extra.sample_id.
 //
 // Shapes: a sequence whose shape changes between steps is an InputError (the residual would not
 // fit). Non-finite inputs are counted and treated as 0 in x (the codecs' policy).
@@ -37,17 +43,22 @@
 
 namespace taco::study {
 
-// "layer=L/site=S/direction=D/tp_rank=R": the sequence a tensor's residual belongs to.
+// "layer=L/site=S/direction=D/tp_rank=R": a stream identity.
 std::string feedback_sequence(const TensorMeta& m);
+// The stream of a tensor: feedback_sequence when it names its site, else "name=<name>".
+std::string feedback_stream(const TensorInfo& t);
+// The state keys of tensors given in processing (step) order: feedback_stream, plus "/copy=N"
+// for the N-th repeat of a (stream, step).
+std::vector<std::string> stream_keys(const std::vector<const TensorInfo*>& in_step_order);
 
 class SampleIndex {
  public:
   SampleIndex() = default;
-  // Every tensor that will be processed (metadata only).
-  explicit SampleIndex(const std::vector<TensorInfo>& infos);
-  // The cache key (sequence + sample) of a tensor whose sample occurs at least twice; nullopt
-  // otherwise.
-  std::optional<std::string> cache_key(const TensorInfo& t) const;
+  // Every tensor that will be processed (metadata only) and its stream key (stream_keys).
+  SampleIndex(const std::vector<TensorInfo>& infos, const std::vector<std::string>& streams);
+  // The cache key (stream + sample) of a tensor whose sample occurs at least twice in its
+  // stream; nullopt otherwise.
+  std::optional<std::string> cache_key(const TensorInfo& t, const std::string& stream) const;
   bool any_repeated() const { return !repeated_.empty(); }
 
  private:
@@ -89,8 +100,8 @@ class FeedbackState {
   std::map<std::string, Entry> mem_;
 };
 
-// The sequence logic over an ordered list of tensors, as the study runs it: tensors are taken in
-// (step, list order) order; EF keys by feedback_sequence, AQ-SGD by SampleIndex (tensors without a
+// The stream logic over an ordered list of tensors, as the study runs it: tensors are taken in
+// (step, list order) order; EF keys by stream_keys, AQ-SGD by SampleIndex (tensors without a
 // repeated sample are skipped). Results come back in list order.
 struct FeedbackOutcome {
   bool measured = false;
@@ -102,8 +113,8 @@ struct FeedbackOutcome {
 std::vector<FeedbackOutcome> run_feedback(const structured::FeedbackCodec& codec,
                                           const std::vector<const Tensor*>& tensors);
 
-// One study measurement of a wrapped codec on tensor t (info: its metadata): keys the state
-// (feedback_sequence, or the AQ-SGD cache key from samples), steps it, and sums the error of
+// One study measurement of a wrapped codec on tensor t (info: its metadata; stream: its key from
+// stream_keys): keys the state (the stream, or the AQ-SGD cache key from samples), steps it, and sums the error of
 // what the receiver uses against t. Throws InputError (the study records the tensor as skipped)
 // for an AQ-SGD tensor without a repeated sample. xhat is scratch.
 struct FeedbackMeasure {
@@ -112,8 +123,8 @@ struct FeedbackMeasure {
   std::string key;
 };
 FeedbackMeasure measure_feedback(FeedbackState& state, const SampleIndex& samples, const TensorInfo& info,
-                                 const Tensor& t, double tau, bool skip_nonfinite, int threads,
-                                 std::vector<float>& xhat);
+                                 const std::string& stream, const Tensor& t, double tau, bool skip_nonfinite,
+                                 int threads, std::vector<float>& xhat);
 
 // Indices 0..n-1 stably sorted by step (the order feedback state must see tensors in).
 std::vector<size_t> step_order(const std::vector<int64_t>& steps);

@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 namespace taco::study {
@@ -46,13 +48,13 @@ const std::vector<std::string> kResultColumns = {
     "max_abs_err", "max_rel_err", "underflow_frac", "saturation_frac", "nan_count", "inf_count",
     "wire_bytes", "bytes_per_elem", "compression_ratio",
     // appended after the first schema version
-    "calc_diff"};
+    "calc_diff", "source"};
 
 const std::vector<std::string> kCollectiveColumns = {
     "layer", "site", "direction", "step", "variant", "algorithm", "tp_size", "quantizations",
     "numel", "rel_l2", "mse", "snr_db", "max_abs_err", "cosine",
     // appended after the first schema version
-    "file", "tensor", "trace_ranks", "bytes_sent_per_rank", "max_rel_err", "calc_diff"};
+    "file", "tensor", "trace_ranks", "bytes_sent_per_rank", "max_rel_err", "calc_diff", "source"};
 
 
 // One results.csv row as (column, text) pairs, plus the JSON value for results.json.
@@ -103,7 +105,8 @@ std::vector<Cell> result_cells(const StudyResult& r, const TensorRow& row) {
           i(row.wire_bytes),
           f(row.bytes_per_elem()),
           f(row.compression_ratio()),
-          d(m.calc_diff)};
+          d(m.calc_diff),
+          s(r.sources.empty() ? r.files[row.file_index] : r.sources[row.file_index])};
 }
 
 }  // namespace
@@ -202,7 +205,8 @@ std::string collectives_csv(const StudyResult& r) {
                      std::to_string(c.numel), num(m.rel_l2), num(m.mse), num(m.snr_db),
                      num(m.max_abs_err), num(m.cosine), r.files[c.file_index], c.tensor,
                      std::to_string(c.trace_ranks), num(c.bytes_sent_per_rank),
-                     num(m.max_rel_err), num(m.calc_diff)});
+                     num(m.max_rel_err), num(m.calc_diff),
+                     r.sources.empty() ? r.files[c.file_index] : r.sources[c.file_index]});
   }
   return out;
 }
@@ -225,34 +229,52 @@ std::string histograms_csv(const StudyResult& r) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> study_files(const StudyResult& r, const Provenance& p) {
+  std::vector<std::pair<std::string, std::string>> files;
+  files.emplace_back("results.csv", results_csv(r));
+  if (!r.histograms.empty()) files.emplace_back("histograms.csv", histograms_csv(r));
+  if (!r.collective_rows.empty()) files.emplace_back("collectives.csv", collectives_csv(r));
+  files.emplace_back("results.json", results_json(r, p).dump(1) + "\n");
+  return files;
+}
+
 void write_study_outputs(const StudyResult& r, const Provenance& p, const std::string& dir) {
   // Build everything first, then write: a failure leaves no partial set behind.
-  const std::string csv = results_csv(r);
-  const std::string json = results_json(r, p).dump(1) + "\n";
-  const std::string hist = r.histograms.empty() ? std::string() : histograms_csv(r);
-  const std::string coll = r.collective_rows.empty() ? std::string() : collectives_csv(r);
+  const auto files = study_files(r, p);
   make_directories(dir);
   const std::filesystem::path d(dir);
-  write_file_atomically((d / "results.csv").string(), csv);
   // A file this run does not produce is removed if an earlier run left it, so that the
   // directory never mixes results of two runs.
-  auto write_or_remove = [&d](const char* name, const std::string& text) {
-    if (!text.empty()) {
-      write_file_atomically((d / name).string(), text);
-    } else {
-      std::error_code ec;
-      std::filesystem::remove(d / name, ec);
-    }
-  };
-  write_or_remove("histograms.csv", hist);
-  write_or_remove("collectives.csv", coll);
+  for (const char* name : {"histograms.csv", "collectives.csv"}) {
+    const bool have = std::any_of(files.begin(), files.end(), [&](const auto& f) { return f.first == name; });
+    std::error_code ec;
+    if (!have) std::filesystem::remove(d / name, ec);
+  }
   // results.json last: its presence marks a complete study directory.
-  write_file_atomically((d / "results.json").string(), json);
+  for (const auto& [name, text] : files) write_file_atomically((d / name).string(), text);
 }
 
 std::string format_summary(const StudyResult& r) {
   const std::vector<Aggregate> agg = aggregate(r);
   std::ostringstream os;
+  // Rows of several inputs are pooled per site below: say so, and which inputs are synthetic.
+  std::vector<std::string> used;
+  std::set<std::string> synthetic;
+  for (const TensorRow& row : r.rows) {
+    const std::string& src = r.sources.empty() ? r.files[row.file_index] : r.sources[row.file_index];
+    if (std::find(used.begin(), used.end(), src) == used.end()) used.push_back(src);
+    if (row.meta.model.rfind("synth:", 0) == 0) synthetic.insert(src);
+  }
+  if (used.size() > 1) {
+    std::string list;
+    for (const std::string& u : used) list += fmt::format("{}{}{}", list.empty() ? "" : ", ", u,
+                                                          synthetic.count(u) ? " (synthetic)" : "");
+    os << fmt::format("note: the rows below pool {} inputs{}: {}; results.csv has a source column, and --filter "
+                      "file=NAME studies one\n",
+                      used.size(),
+                      !synthetic.empty() && synthetic.size() < used.size() ? ", synthetic and real data mixed" : "",
+                      list);
+  }
   std::string site, direction;
   int rank = 0;
   auto flush_hadamard = [&] {
@@ -283,24 +305,23 @@ std::string format_summary(const StudyResult& r) {
   }
   flush_hadamard();
   if (!r.collective_rows.empty()) {
-    // Mean rel_l2 per (variant, algorithm, tp) over the simulated groups.
-    std::map<std::tuple<size_t, int, int>, std::pair<double, int>> acc;
+    // Median rel_l2 per (variant, algorithm, tp) over the simulated groups: the statistic of
+    // the per-tensor summary above and of the figures.
+    std::map<std::tuple<size_t, int, int>, std::vector<double>> acc;
     std::map<std::tuple<size_t, int, int>, int> quant;
     for (const CollectiveRow& c : r.collective_rows) {
       if (!c.metrics.rel_l2) continue;
-      auto& [sum, n] = acc[{c.variant_index, int(c.algorithm), c.tp_size}];
-      sum += *c.metrics.rel_l2;
-      ++n;
+      acc[{c.variant_index, int(c.algorithm), c.tp_size}].push_back(
+          std::isnan(*c.metrics.rel_l2) ? std::numeric_limits<double>::infinity() : *c.metrics.rel_l2);
       quant[{c.variant_index, int(c.algorithm), c.tp_size}] = c.quantizations;
     }
-    os << fmt::format("\nsimulated collectives (mean rel_l2 vs the exact fp32 result)\n");
-    os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>12} {:>7}\n", "variant", "algorithm", "tp",
-                      "quant", "rel_l2", "groups");
+    os << fmt::format("\nsimulated collectives (median rel_l2 vs the exact fp32 result)\n");
+    os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>13} {:>7}\n", "variant", "algorithm", "tp",
+                      "quant", "median rel_l2", "groups");
     for (const auto& [key, v] : acc) {
       const auto& [vi, alg, tp] = key;
-      os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>12.4e} {:>7}\n", r.variants[vi].name,
-                        sim::algorithm_name(sim::Algorithm(alg)), tp, quant[key],
-                        v.first / v.second, v.second);
+      os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>13.4e} {:>7}\n", r.variants[vi].name,
+                        sim::algorithm_name(sim::Algorithm(alg)), tp, quant[key], percentile(v, 0.5), v.size());
     }
   }
   if (!r.skipped.empty()) {

@@ -42,11 +42,10 @@ const Aggregate* find_agg(const std::vector<Aggregate>& agg, const std::string& 
 std::vector<std::string> default_candidates() {
   // TACO's group-size sweep with and without the Hadamard transform, plain per-group FP8 and
   // MXFP8: the geometry choices the selection is about.
-  // (e4m3:gG:dual is TACO without the Hadamard at group size G: every taco-gG has its twin.)
-  return {"taco-g32",      "taco-g64",       "taco",          "taco-g256",
-          "taco-g512",     "e4m3:g32:dual",  "e4m3:g64:dual", "taco-noh",
-          "e4m3:g256:dual", "e4m3:g512:dual", "fp8-g32",       "fp8-g128",
-          "fp8-g128-had",  "mxfp8"};
+  // (taco-noh-gG is TACO without the Hadamard at group size G: every taco-gG has its twin.)
+  return {"taco-g32",      "taco-g64",      "taco",     "taco-g256",    "taco-g512",
+          "taco-noh-g32",  "taco-noh-g64",  "taco-noh", "taco-noh-g256", "taco-noh-g512",
+          "fp8-g32",       "fp8-g128",      "fp8-g128-had", "mxfp8"};
 }
 
 bool has_transform(const VariantInfo& v) { return !v.transform.empty() && v.transform != "none"; }

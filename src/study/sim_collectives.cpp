@@ -268,6 +268,15 @@ CollectiveResult SimulatedCommunicator::all_gather(const std::vector<const float
   return res;
 }
 
+uint64_t memory_estimate(Algorithm a, int nranks, int64_t numel) {
+  const uint64_t n = uint64_t(numel), N = uint64_t(nranks);
+  uint64_t outputs = N * n;                                         // all-reduce: every rank the sum
+  if (a == Algorithm::AllGather) outputs = N * N * n;                // every rank all the buffers
+  if (a == Algorithm::ReduceScatter) outputs = n;                    // every rank one chunk
+  // inputs + outputs + reference (as big as the outputs) in floats; wire buffers about 1 B/elem.
+  return (N * n + 2 * outputs) * sizeof(float) + N * n;
+}
+
 std::vector<std::vector<float>> reference_outputs(Algorithm a, const std::vector<const float*>& in,
                                                   int64_t rows, int64_t cols) {
   const int N = int(in.size());

@@ -42,6 +42,13 @@ namespace taco::sim {
 
 enum class Algorithm { OneShot, TwoShot, Ring, AllGather, ReduceScatter };
 
+// TP degrees beyond this are not simulated (--tp): no deployment uses them, and memory grows
+// with the degree (all_gather: with its square).
+inline constexpr int kMaxTpDegree = 256;
+// Bytes a simulation of `a` over nranks ranks of rows x cols needs at its peak: the derived
+// inputs, every rank's output, the exact reference and the wire buffers.
+uint64_t memory_estimate(Algorithm a, int nranks, int64_t numel);
+
 std::string_view algorithm_name(Algorithm a);   // "one_shot", "two_shot", "ring", ...
 Algorithm parse_algorithm(std::string_view s);   // InputError naming the token
 // Times each output element was quantized on its way (results-schema.md collectives.csv).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <cmath>
 #include <limits>
@@ -92,15 +93,67 @@ std::vector<Unit> make_units(const std::vector<TensorRef>& refs, bool group_rank
 
 // A trace that says which collective carried a tensor gets only the algorithms of that
 // collective; tensors without that metadata get every requested algorithm.
+// The inputs of an all-reduce and of a reduce-scatter are the same thing, per-rank partial
+// sums (sequence parallelism turns the one into the other), so every reducing algorithm takes
+// both; an all-gather's inputs are shards, and only all_gather takes them.
 bool algorithm_fits(sim::Algorithm a, const std::string& collective) {
+  if (collective.empty()) return true;
   switch (a) {
     case sim::Algorithm::OneShot:
     case sim::Algorithm::TwoShot:
-    case sim::Algorithm::Ring: return collective.empty() || collective == "all_reduce";
-    case sim::Algorithm::AllGather: return collective.empty() || collective == "all_gather";
-    case sim::Algorithm::ReduceScatter: return collective.empty() || collective == "reduce_scatter";
+    case sim::Algorithm::Ring:
+    case sim::Algorithm::ReduceScatter: return collective == "all_reduce" || collective == "reduce_scatter";
+    case sim::Algorithm::AllGather: return collective == "all_gather";
   }
   throw_error("algorithm_fits: unknown algorithm {}", int(a));
+}
+
+std::string human_bytes(uint64_t b) {
+  if (b >= (uint64_t(1) << 30)) return fmt::format("{:.1f} GiB", double(b) / double(uint64_t(1) << 30));
+  return fmt::format("{:.1f} MiB", double(b) / double(uint64_t(1) << 20));
+}
+
+// Before any work: every algorithm asked for fits some group, and no simulation needs more
+// memory than its inputs justify (tensor_source.hpp's rule over the group's input bytes, with
+// a floor of 4 GiB).
+void check_simulations(const std::vector<Unit>& units, const StudyOptions& opts) {
+  std::set<std::string> seen;
+  for (sim::Algorithm a : opts.collectives) {
+    bool fits = false;
+    for (const Unit& u : units) fits = fits || algorithm_fits(a, u.members.front().info.meta.collective);
+    if (fits) continue;
+    for (const Unit& u : units) seen.insert(u.members.front().info.meta.collective);
+    std::string kinds;
+    for (const std::string& k : seen) kinds += (kinds.empty() ? "" : ", ") + k;
+    throw_input_error("--collectives {}: no input tensor is what it takes ({} takes {}; the inputs are {} tensors)",
+                      sim::algorithm_name(a), sim::algorithm_name(a),
+                      a == sim::Algorithm::AllGather ? "all_gather shards" : "all_reduce or reduce_scatter partial sums",
+                      kinds);
+  }
+  // Simulations multiply their inputs by design (derived ranks, every rank's output), so their
+  // floor is higher than a reader's.
+  constexpr uint64_t kSimulationFloor = uint64_t(4) << 30;
+  const uint64_t env = memory_limit_from_env();
+  for (const Unit& u : units) {
+    const TensorInfo& first = u.members.front().info;
+    int64_t numel = 1;
+    for (int64_t d : first.shape) numel *= d;
+    const uint64_t input_bytes = uint64_t(numel) * sizeof(float) * u.members.size();
+    const uint64_t limit = env > 0 ? env : std::max(kSimulationFloor, kMaxExpansion * input_bytes);
+    std::vector<int> degrees = opts.tp;
+    if (degrees.empty()) degrees.push_back(int(u.members.size()));
+    for (int n : degrees)
+      for (sim::Algorithm a : opts.collectives) {
+        if (!algorithm_fits(a, first.meta.collective)) continue;
+        const uint64_t need = sim::memory_estimate(a, n, numel);
+        TACO_REQUIRE_INPUT(need <= limit,
+                           "--tp {}: simulating {} over {} ranks of '{}' {} needs about {}, over the limit of {} "
+                           "({}; TACO_MEMORY_LIMIT sets another)",
+                           n, sim::algorithm_name(a), n, first.name, shape_string(first.shape), human_bytes(need),
+                           human_bytes(limit),
+                           env > 0 ? "TACO_MEMORY_LIMIT" : fmt::format("{}x the group's input, at least 4 GiB", kMaxExpansion));
+      }
+  }
 }
 
 // Adds the time from construction to destruction to `acc`.
@@ -132,8 +185,16 @@ Measured measure(const Codec& codec, const Tensor& t, double tau, bool skip_nonf
 
 }  // namespace
 
-bool TensorFilter::matches(const TensorInfo& t) const {
+bool TensorFilter::matches(const TensorInfo& t, const std::string& file, const std::string& source) const {
   for (const auto& [key, values] : terms) {
+    if (key == "file") {
+      const std::string base = std::filesystem::path(file).filename().string();
+      const bool hit = std::any_of(values.begin(), values.end(), [&](const std::string& v) {
+        return v == file || v == source || v == base;
+      });
+      if (!hit) return false;
+      continue;
+    }
     std::string v;
     if (key == "site") v = t.meta.site;
     else if (key == "direction") v = t.meta.direction;
@@ -150,18 +211,18 @@ bool TensorFilter::matches(const TensorInfo& t) const {
 
 TensorFilter parse_filter(const std::string& spec) {
   static const std::set<std::string> kKeys = {"site", "direction", "collective", "layer",
-                                              "step", "tp_rank", "name"};
+                                              "step", "tp_rank", "name", "file"};
   TensorFilter f;
   if (spec.empty()) return f;
   for (const std::string& term : split(spec, ',')) {
     const size_t eq = term.find('=');
     TACO_REQUIRE_INPUT(eq != std::string::npos && eq > 0,
                        "--filter: '{}' is not key=value (keys: site, direction, collective, layer, "
-                       "step, tp_rank, name)",
+                       "step, tp_rank, name, file)",
                        term);
     const std::string key = term.substr(0, eq);
     TACO_REQUIRE_INPUT(kKeys.count(key), "--filter: unknown key '{}' (keys: site, direction, "
-                       "collective, layer, step, tp_rank, name)", key);
+                       "collective, layer, step, tp_rank, name, file)", key);
     f.terms.emplace_back(key, split(term.substr(eq + 1), '|'));
   }
   return f;
@@ -197,7 +258,12 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
   const auto t0 = std::chrono::steady_clock::now();
   const int threads = std::max(1, opts.threads);
   StudyResult res;
-  for (const TensorSource* s : sources) res.files.push_back(s->path());
+  TACO_ASSERT(opts.source_labels.empty() || opts.source_labels.size() == sources.size(), "{} sources, {} labels",
+              sources.size(), opts.source_labels.size());
+  for (size_t f = 0; f < sources.size(); ++f) {
+    res.files.push_back(sources[f]->path());
+    res.sources.push_back(opts.source_labels.empty() ? sources[f]->path() : opts.source_labels[f]);
+  }
 
   // Build every codec up front: an unknown variant fails before any work or output.
   std::vector<std::string> names;
@@ -236,11 +302,12 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
     for (size_t i = 0; i < sources[f]->size(); ++i) {
       if (opts.max_tensors >= 0 && int64_t(refs.size()) >= opts.max_tensors) break;
       TensorInfo info = sources[f]->info(i);
-      if (opts.filter.matches(info)) refs.push_back(TensorRef{f, i, std::move(info)});
+      if (opts.filter.matches(info, res.files[f], res.sources[f])) refs.push_back(TensorRef{f, i, std::move(info)});
     }
   }
   const bool simulate = !opts.collectives.empty();
   std::vector<Unit> units = make_units(refs, simulate);
+  if (simulate) check_simulations(units, opts);
 
   // ef:/aqsgd: variants carry state from step to step (error_feedback.hpp): one state per
   // variant, and the tensors in step order (stable, so file order within a step).
@@ -249,13 +316,23 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
     if (const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(codecs[i].get()))
       feedback[i] = std::make_unique<FeedbackState>(*fb);
   SampleIndex samples;
+  std::map<std::pair<size_t, size_t>, std::string> stream_of;  // (file, index) -> state key
   if (std::any_of(feedback.begin(), feedback.end(), [](const auto& f) { return f != nullptr; })) {
-    std::vector<TensorInfo> infos;
-    for (const TensorRef& r : refs) infos.push_back(r.info);
-    samples = SampleIndex(infos);
     std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) {
       return a.members.front().info.meta.step < b.members.front().info.meta.step;
     });
+    std::vector<const TensorInfo*> ordered;
+    std::vector<TensorInfo> infos;
+    for (const Unit& u : units)
+      for (const TensorRef& r : u.members) {
+        ordered.push_back(&r.info);
+        infos.push_back(r.info);
+      }
+    const std::vector<std::string> keys = stream_keys(ordered);
+    size_t k = 0;
+    for (const Unit& u : units)
+      for (const TensorRef& r : u.members) stream_of[{r.file, r.index}] = keys[k++];
+    samples = SampleIndex(infos, keys);
   }
 
   std::vector<float> xhat;        // error-feedback variants
@@ -307,7 +384,8 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
         try {
           if (feedback[v]) {
             const FeedbackMeasure m =
-                measure_feedback(*feedback[v], samples, r.info, t, tau, !scan.all_finite(), threads, xhat);
+                measure_feedback(*feedback[v], samples, r.info, stream_of.at({r.file, r.index}), t, tau,
+                                 !scan.all_finite(), threads, xhat);
             row.metrics = finish_metrics(m.sums);
             row.saturated = m.step.stats.saturated;
             row.wire_bytes = m.step.wire_bytes;

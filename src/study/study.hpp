@@ -31,10 +31,10 @@ using SiteKey = std::pair<std::string, std::string>;  // (site, direction)
 
 // --filter "site=attn_out|mlp_out,direction=fwd": comma-separated key=value terms, all of which
 // must hold; '|' separates alternatives. Keys: site, direction, collective, layer, step,
-// tp_rank, name.
+// tp_rank, name, file (the file's path, its name, or the input argument it came from).
 struct TensorFilter {
   std::vector<std::pair<std::string, std::vector<std::string>>> terms;
-  bool matches(const TensorInfo& t) const;
+  bool matches(const TensorInfo& t, const std::string& file = "", const std::string& source = "") const;
 };
 TensorFilter parse_filter(const std::string& spec);  // InputError naming --filter
 
@@ -66,10 +66,14 @@ struct StudyOptions {
   double tau_rel = 1e-3;                             // max_rel_err over |x| > tau_rel * absmax
   bool histograms = true;
   // Simulated collectives (empty: none). A group whose tensors name their collective gets only
-  // the matching algorithms: all_reduce -> one_shot/two_shot/ring, all_gather -> all_gather,
-  // reduce_scatter -> reduce_scatter; without that metadata, every algorithm asked for.
+  // the algorithms that take its inputs: partial sums (all_reduce, reduce_scatter) ->
+  // one_shot/two_shot/ring/reduce_scatter, shards (all_gather) -> all_gather; without that
+  // metadata, every algorithm asked for. An algorithm no group can take is an InputError.
   std::vector<sim::Algorithm> collectives;
   std::vector<int> tp;                               // TP degrees; empty: the ranks in the trace
+  // Per source: the input argument it came from (a directory given on the command line, or the
+  // file itself); the `source` column. Empty: each file's own path.
+  std::vector<std::string> source_labels;
   std::function<void(const Progress&)> progress;     // may be empty
   // Called once per tensor read, before its codecs run (extra per-tensor analyses, e.g. the
   // subspace energies of weights.hpp's StructureCollector). May be empty.
@@ -112,6 +116,7 @@ struct Skipped {
 
 struct StudyResult {
   std::vector<std::string> files;
+  std::vector<std::string> sources;           // per file: the input argument it came from
   std::vector<VariantInfo> variants;
   std::vector<TensorRow> rows;                // sorted by (file, tensor, variant)
   std::vector<CollectiveRow> collective_rows;

@@ -105,7 +105,10 @@ float round_to(float v, DType store) {
 }
 
 std::string channels_stream(int64_t layer) { return fmt::format("channels/layer={}", layer); }
-std::string tokens_stream(int64_t step) { return fmt::format("tokens/step={}", step); }
+// The batch at a step: the step itself, or with --samples the sample it draws.
+std::string tokens_stream(const SynthOptions& o, int64_t step) {
+  return o.samples > 0 ? fmt::format("tokens/sample={}", step % o.samples) : fmt::format("tokens/step={}", step);
+}
 
 template <typename T>
 void require_unique(const std::vector<T>& v, const char* flag) {
@@ -138,7 +141,7 @@ std::vector<int64_t> outlier_channels(const SynthOptions& o, const Recipe& r, in
 
 std::vector<int64_t> outlier_tokens(const SynthOptions& o, const Recipe& r, int64_t step) {
   if (r.outlier_tokens == 0) return {};
-  return pick_distinct(Stream(o.seed, stream_id(tokens_stream(step)), kTagPick), o.tokens,
+  return pick_distinct(Stream(o.seed, stream_id(tokens_stream(o, step)), kTagPick), o.tokens,
                        r.outlier_tokens);
 }
 
@@ -146,7 +149,8 @@ std::vector<TensorPlan> plan_trace(const SynthOptions& o) {
   TACO_REQUIRE_INPUT(o.hidden >= 1, "--hidden: must be >= 1, got {}", o.hidden);
   TACO_REQUIRE_INPUT(o.tokens >= 1, "--tokens: must be >= 1, got {}", o.tokens);
   TACO_REQUIRE_INPUT(o.layers >= 1, "--layers: must be >= 1, got {}", o.layers);
-  TACO_REQUIRE_INPUT(o.tp >= 1 && o.tp <= 4096, "--tp: must be in [1, 4096], got {}", o.tp);
+  // As taco study simulates at most (sim::kMaxTpDegree): no deployment is wider.
+  TACO_REQUIRE_INPUT(o.tp >= 1 && o.tp <= 256, "--tp: must be in [1, 256], got {}", o.tp);
   TACO_REQUIRE_INPUT(o.hidden <= (int64_t(1) << 31) / o.tokens,
                      "--tokens x --hidden: {} x {} elements per tensor is more than 2^31", o.tokens, o.hidden);
   TACO_REQUIRE_INPUT(o.store == DType::BF16 || o.store == DType::F16 || o.store == DType::F32,
@@ -162,6 +166,9 @@ std::vector<TensorPlan> plan_trace(const SynthOptions& o) {
     TACO_REQUIRE_INPUT(d == "fwd" || d == "bwd", "--directions: '{}' is neither fwd nor bwd", d);
   if (o.sequence_parallel)
     TACO_REQUIRE_INPUT(o.tokens % o.tp == 0, "--sp: --tokens {} is not divisible by --tp {}", o.tokens, o.tp);
+  TACO_REQUIRE_INPUT(o.samples >= 0 && o.samples <= 1000000, "--samples: must be 0 (off) to 1000000, got {}",
+                     o.samples);
+  TACO_REQUIRE_INPUT(o.drift >= 0 && o.drift <= 1, "--drift: must be in [0, 1], got {}", o.drift);
 
   std::vector<TensorPlan> plan;
   for (int64_t step : o.steps) {
@@ -196,6 +203,7 @@ std::vector<TensorPlan> plan_trace(const SynthOptions& o) {
             p.meta.model = "synth:" + o.dist.name;
             p.meta.extra["dist"] = o.dist.canonical();
             p.meta.extra["token_offset"] = std::to_string(p.token_offset);
+            if (o.samples > 0) p.meta.extra["sample_id"] = std::to_string(step % o.samples);
             const Recipe r = recipe_for(o.dist, p.meta);
             TACO_REQUIRE_INPUT(r.outlier_channels <= o.hidden, "--dist {}: {} outlier channels but --hidden is {}",
                                o.dist.name, r.outlier_channels, o.hidden);
@@ -228,7 +236,7 @@ Tensor synthesize_tensor(const SynthOptions& o, const TensorPlan& p) {
   }
   double scale = rc.scale;
   {
-    const Stream f(o.seed, stream_id(tokens_stream(p.meta.step)), kTagFactor);
+    const Stream f(o.seed, stream_id(tokens_stream(o, p.meta.step)), kTagFactor);
     const std::vector<int64_t> outliers = outlier_tokens(o, rc, p.meta.step);
     double sum_sq = double(o.tokens - int64_t(outliers.size()));  // ordinary tokens: factor 1
     for (int64_t t : outliers) {  // sorted: a fixed summation order
@@ -239,9 +247,17 @@ Tensor synthesize_tensor(const SynthOptions& o, const TensorPlan& p) {
     if (rc.token_rms_normalized) scale /= std::sqrt(sum_sq / double(o.tokens));
   }
 
-  const uint64_t id = stream_id(fmt::format("values/step={}/layer={}/site={}/dir={}/rank={}", p.meta.step,
-                                            p.meta.layer, p.meta.site, p.meta.direction, p.meta.tp_rank));
+  const auto coordinates = [&](const std::string& what, int64_t value) {
+    return stream_id(fmt::format("{}={}/layer={}/site={}/dir={}/rank={}", what, value, p.meta.layer, p.meta.site,
+                                 p.meta.direction, p.meta.tp_rank));
+  };
+  // With samples, the values (and zeros) belong to the sample, plus a fresh part per step.
+  const bool by_sample = o.samples > 0;
+  const uint64_t id = by_sample ? coordinates("values/sample", p.meta.step % o.samples)
+                                : coordinates("values/step", p.meta.step);
   const Stream values(o.seed, id, kTagValues), zeros(o.seed, id, kTagZero);
+  const Stream fresh(o.seed, coordinates("drift/step", p.meta.step), kTagValues);
+  const double keep = by_sample ? std::sqrt(1.0 - o.drift * o.drift) : 1.0, drift = by_sample ? o.drift : 0.0;
   switch (rc.base) {  // checked here: the loop below must not throw inside OpenMP
     case Base::Gaussian: case Base::Laplace: case Base::StudentT: break;
     default: throw_error("unhandled base distribution {}", int(rc.base));
@@ -258,23 +274,26 @@ Tensor synthesize_tensor(const SynthOptions& o, const TensorPlan& p) {
   int64_t failed = 0;
 #pragma omp parallel for schedule(static) num_threads(nt) reduction(+ : failed)
   for (int64_t r = 0; r < rows; ++r) {
-    std::pair<double, double> pair{0, 0};
-    uint64_t pair_index = ~uint64_t(0);
+    // Elements 2k and 2k+1 share one polar draw (pair k), whichever row they are in.
+    struct Pairs {
+      std::pair<double, double> pair{0, 0};
+      uint64_t index = ~uint64_t(0);
+    } base_pairs, fresh_pairs;
+    const auto draw = [&](const Stream& st, Pairs& pp, uint64_t e) {
+      if (rc.base == Base::Gaussian) {
+        if ((e >> 1) != pp.index) {
+          pp.index = e >> 1;
+          pp.pair = gaussian_pair(st, pp.index);
+        }
+        return (e & 1) ? pp.pair.second : pp.pair.first;
+      }
+      if (rc.base == Base::Laplace) return laplace(st, e);
+      return student_t(st, e, rc.nu);
+    };
     for (int64_t c = 0; c < cols; ++c) {
       const uint64_t e = uint64_t(r * cols + c);
-      double z;
-      if (rc.base == Base::Gaussian) {
-        // Elements 2k and 2k+1 share one polar draw (pair k), whichever row they are in.
-        if ((e >> 1) != pair_index) {
-          pair_index = e >> 1;
-          pair = gaussian_pair(values, pair_index);
-        }
-        z = (e & 1) ? pair.second : pair.first;
-      } else if (rc.base == Base::Laplace) {
-        z = laplace(values, e);
-      } else {
-        z = student_t(values, e, rc.nu);
-      }
+      double z = draw(values, base_pairs, e);
+      if (drift > 0) z = keep * z + drift * draw(fresh, fresh_pairs, e);
       failed += std::isnan(z);
       double v = scale * z * chf[size_t(c)] * tokf[size_t(r)];
       if (rc.p_zero > 0 && zeros.uniform(e) < rc.p_zero) v = 0;
@@ -288,10 +307,10 @@ Tensor synthesize_tensor(const SynthOptions& o, const TensorPlan& p) {
 std::string synth_command_line(const SynthOptions& o, const std::string& out) {
   return fmt::format(
       "taco synth --out {} --hidden {} --tokens {} --layers {} --tp {} --steps {} --sites {} "
-      "--directions {}{} --dist {} --seed {} --store {}",
+      "--directions {}{} --dist {} --seed {} --store {}{}",
       out, o.hidden, o.tokens, o.layers, o.tp, fmt::join(o.steps, ","), fmt::join(o.sites, ","),
       fmt::join(o.directions, ","), o.sequence_parallel ? " --sp" : "", o.dist.canonical(), o.seed,
-      dtype_name(o.store));
+      dtype_name(o.store), o.samples > 0 ? fmt::format(" --samples {} --drift {}", o.samples, o.drift) : "");
 }
 
 }  // namespace taco::synth

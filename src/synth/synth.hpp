@@ -31,6 +31,12 @@ struct SynthOptions {
   DistSpec dist = parse_dist("realistic");
   uint64_t seed = 1;
   DType store = DType::BF16;  // values are rounded to this (BF16, F16 or F32)
+  // Training samples (0: off). With K > 0 the batch at step s is sample s mod K (epochs over a
+  // fixed data set), written as extra.sample_id: what AQ-SGD keys its cache by. A sample's
+  // tensors at two steps share their values and outlier tokens except for a fresh part of
+  // relative size `drift` (the weights moved): x = sqrt(1 - drift^2) z_sample + drift z_step.
+  int64_t samples = 0;
+  double drift = 0.1;
   int threads = 0;            // OpenMP threads, 0 = default; never changes the values
 };
 

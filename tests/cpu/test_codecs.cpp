@@ -253,7 +253,8 @@ TEST_CASE("every preset round-trips random data with a plausible error", "[codec
       {"bf16", 0.005}, {"fp8-tensor", 0.05}, {"fp8-row", 0.05}, {"fp8-col", 0.05}, {"fp8-g128", 0.05},
       {"fp8-g32", 0.05}, {"fp8-g128-had", 0.05}, {"fp8-1x128-e8m0", 0.05}, {"fp8-tile128", 0.05},
       {"taco", 0.05}, {"taco-noh", 0.05}, {"taco-nosa", 0.05}, {"taco-e5m2", 0.1}, {"taco-g32", 0.05},
-      {"taco-g64", 0.05}, {"taco-g256", 0.05}, {"taco-g512", 0.05}, {"taco-rht", 0.05}, {"mxfp8", 0.05},
+      {"taco-g64", 0.05}, {"taco-g256", 0.05}, {"taco-g512", 0.05}, {"taco-rht", 0.05}, {"taco-noh-g32", 0.05},
+      {"taco-noh-g64", 0.05}, {"taco-noh-g256", 0.05}, {"taco-noh-g512", 0.05}, {"mxfp8", 0.05},
       {"mxfp8-e5m2", 0.1}, {"mxfp4", 0.25}, {"nvfp4", 0.2}, {"int8-g128", 0.02}, {"int8-g128-had", 0.02},
       {"int8-g128-asym", 0.02}, {"int4-g32", 0.2}, {"int4-g32-had", 0.2}, {"tahquant", 0.3}};
   for (const auto& [name, desc] : codec_presets()) {

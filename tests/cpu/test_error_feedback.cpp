@@ -253,3 +253,47 @@ TEST_CASE("feedback.csv: header and one row", "[ef]") {
   r.family = "aqsgd";
   REQUIRE_THAT(feedback_csv({r}), Catch::Matchers::EndsWith(",0.125,0.25,\n"));
 }
+
+TEST_CASE("tensors without a stream identity never share state; repeats at one step are copies", "[ef]") {
+  const int64_t rows = 16, cols = 32;
+  const auto ef = feedback("ef:int4-g32");
+  // Unrelated tensors of a dump taco could not read (no site), all at one step: each is its own
+  // stream, so EF on them is the plain codec.
+  std::vector<Tensor> ts;
+  for (int i = 0; i < 4; ++i) {
+    Tensor t = tensor(fmt::format("tensor{}", i), gaussian(size_t(rows * cols), uint32_t(100 + i)), rows, cols, -1, -1);
+    t.meta.site.clear();
+    t.meta.direction.clear();
+    t.meta.tp_rank = -1;
+    ts.push_back(t);
+  }
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& t : ts) ptrs.push_back(&t);
+  const auto out = run_feedback(*ef, ptrs);
+  for (size_t i = 0; i < ts.size(); ++i) {
+    std::vector<float> plain(size_t(rows * cols));
+    const auto w = ef->inner().encode(ts[i].values.data(), rows, cols);
+    ef->inner().decode(w.data(), w.size(), rows, cols, plain.data());
+    REQUIRE(out[i].xhat == plain);
+    REQUIRE(out[i].step.visit == 1);
+    REQUIRE(out[i].key == fmt::format("name=tensor{}", i));
+  }
+  // The same name at two steps (one file per step) is one stream.
+  Tensor a = ts[0], b = ts[0];
+  a.meta.step = 1;
+  b.meta.step = 2;
+  const auto two = run_feedback(*ef, {&b, &a});
+  REQUIRE(two[1].step.visit == 1);
+  REQUIRE(two[0].step.visit == 2);
+  // A stream given twice at the same steps (the same trace twice) is two copies, each in order.
+  Tensor s0 = tensor("x", gaussian(size_t(rows * cols), 7), rows, cols, 0, 0);
+  Tensor s1 = tensor("x", gaussian(size_t(rows * cols), 8), rows, cols, 1, 0);
+  const auto copies = run_feedback(*ef, {&s0, &s1, &s0, &s1});
+  REQUIRE(copies[0].key == feedback_sequence(s0.meta));
+  REQUIRE(copies[2].key == feedback_sequence(s0.meta) + "/copy=1");
+  REQUIRE(copies[3].key == feedback_sequence(s0.meta) + "/copy=1");
+  REQUIRE(copies[1].step.visit == 2);
+  REQUIRE(copies[3].step.visit == 2);
+  REQUIRE(copies[3].xhat == copies[1].xhat);  // the copy saw the same sequence
+  REQUIRE(stream_keys({}).empty());
+}

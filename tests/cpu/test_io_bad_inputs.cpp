@@ -275,8 +275,9 @@ TEST_CASE("bad input: taco HDF5 traces", "[io][bad][trace]") {
     REQUIRE_BAD_INPUT(p, "unsupported taco_format_version 2");
   }
   SECTION("not a taco trace") {
+    // Without taco_format it is any HDF5 file: its float datasets are the tensors.
     build([&](Hdf5Builder& b, bool&) { b.group("/tensors"); });
-    REQUIRE_BAD_INPUT(p, "no taco_format attribute");
+    REQUIRE_BAD_INPUT(p, "holds no float datasets");
     build([&](Hdf5Builder& b, bool&) {
       b.attr_string("/", "taco_format", "something-else");
       b.attr_int("/", "taco_format_version", 1);
@@ -400,4 +401,58 @@ TEST_CASE("bad input: taco HDF5 traces", "[io][bad][trace]") {
     write_bytes(p, Bytes(whole.begin(), whole.begin() + std::ptrdiff_t(whole.size() / 2)));
     REQUIRE_BAD_INPUT(p, "cannot open the HDF5 file");
   }
+}
+
+TEST_CASE("bad input: a safetensors key given twice would silently lose a tensor", "[io][bad][safetensors]") {
+  TempDir dir;
+  const std::string p = dir.file("dup.safetensors");
+  const std::string entry = "{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}";
+  write_bytes(p, safetensors_bytes("{\"x\":" + entry + ",\"x\":" + entry + "}", kFour));
+  REQUIRE_BAD_INPUT(p, "has the key 'x' twice");
+  // Inside an entry too.
+  write_bytes(p, safetensors_bytes("{\"x\":{\"dtype\":\"F32\",\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,16]}}",
+                                   kFour));
+  REQUIRE_BAD_INPUT(p, "has the key 'dtype' twice");
+  // The same key in two different objects is fine.
+  write_bytes(p, safetensors_bytes("{\"x\":" + entry + ",\"__metadata__\":{\"x\":\"1\"}}", kFour));
+  REQUIRE(read_all(p).size() == 1);
+}
+
+TEST_CASE("bad input: tensor names must be UTF-8 text without control characters", "[io][bad]") {
+  TempDir dir;
+  const std::string p = dir.file("names.npz");
+  const Bytes npy = npy_bytes(npy_dict("<f4", "(2, 2)"), kFour);
+  write_bytes(p, zip_bytes({{"caf\xc3\xa9.npy", npy}}));
+  REQUIRE(read_all(p)[0].name == "caf\xc3\xa9");  // UTF-8 is fine
+  write_bytes(p, zip_bytes({{"caf\xff.npy", npy}}));
+  REQUIRE_BAD_INPUT(p, "is not UTF-8 text (byte 0xff at 3)");
+  write_bytes(p, zip_bytes({{"\xc0\xae.npy", npy}}));  // an overlong '.'
+  REQUIRE_BAD_INPUT(p, "is not UTF-8 text");
+  write_bytes(p, zip_bytes({{std::string("a\0b.npy", 7), npy}}));
+  REQUIRE_BAD_INPUT(p, "contains a control character (byte 0x00)");
+  write_bytes(p, zip_bytes({{"a\nb.npy", npy}}));
+  REQUIRE_BAD_INPUT(p, "contains a control character (byte 0x0a)");
+}
+
+TEST_CASE("bad input: compressed tensors may not expand past the memory rule", "[io][bad]") {
+  // 64x the stored bytes, at least 256 MiB of float32 values.
+  check_expansion(uint64_t(1) << 26, 1 << 20, "x");  // 256 MiB from 1 MiB: the floor allows it
+  check_expansion(uint64_t(1) << 28, 1 << 24, "x");  // 1 GiB from 16 MiB: 64x allows it
+  REQUIRE_THAT(input_error_of([] { check_expansion((uint64_t(1) << 26) + 1, 1 << 20, "big.npz: member 'a'"); }),
+               Catch::Matchers::Contains("big.npz: member 'a': 256.0 MiB of values from 1.0 MiB stored (more than "
+                                         "64x): refused to bound memory; set TACO_MEMORY_LIMIT"));
+  // TACO_MEMORY_LIMIT replaces the rule, both ways.
+  ::setenv("TACO_MEMORY_LIMIT", "512", 1);
+  TempDir dir;
+  const std::string p = dir.file("a.npz");
+  const Bytes big_npy = npy_bytes(npy_dict("<f4", "(256,)"), raw_bytes(std::vector<float>(256, 0.5f)));
+  write_bytes(p, zip_bytes({{"a.npy", big_npy, true}}));
+  const std::string msg = input_error_of([&] { read_all(p); });
+  ::setenv("TACO_MEMORY_LIMIT", "64G", 1);
+  check_expansion(uint64_t(1) << 32, 1, "x");
+  ::setenv("TACO_MEMORY_LIMIT", "lots", 1);
+  const std::string bad = input_error_of([] { check_expansion(1, 1, "x"); });
+  ::unsetenv("TACO_MEMORY_LIMIT");
+  REQUIRE_THAT(msg, Catch::Matchers::Contains("its values take 1024 bytes in memory, over TACO_MEMORY_LIMIT (512 bytes)"));
+  REQUIRE_THAT(bad, Catch::Matchers::Contains("TACO_MEMORY_LIMIT='lots': expected a size"));
 }

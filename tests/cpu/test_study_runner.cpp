@@ -171,10 +171,40 @@ TEST_CASE("a group gets only the algorithms of the collective that carried it", 
   o.collectives = {sim::Algorithm::OneShot, sim::Algorithm::Ring, sim::Algorithm::AllGather,
                    sim::Algorithm::ReduceScatter};
   const StudyResult r = run_study({&src}, o);
-  REQUIRE(r.collective_rows.size() == 2);
+  // Partial sums (reduce_scatter, like all_reduce) take every reducing algorithm; shards only
+  // all_gather.
+  REQUIRE(r.collective_rows.size() == 4);
   for (const CollectiveRow& c : r.collective_rows)
-    REQUIRE(c.algorithm == (c.meta.collective == "all_gather" ? sim::Algorithm::AllGather
-                                                              : sim::Algorithm::ReduceScatter));
+    REQUIRE((c.algorithm == sim::Algorithm::AllGather) == (c.meta.collective == "all_gather"));
+}
+
+TEST_CASE("reduce_scatter on all-reduce inputs works; an algorithm no input takes says why", "[study]") {
+  MemorySource src("ar.mem");
+  for (int rank = 0; rank < 2; ++rank) {
+    Tensor t = make_tensor(fmt::format("ar.r{}", rank), 32, 128, 30u + rank, "attn_out", "fwd", rank, 2);
+    t.meta.collective = "all_reduce";
+    src.add(t);
+  }
+  StudyOptions o = base_options({"int8-g128"});
+  o.collectives = {sim::Algorithm::ReduceScatter};
+  const StudyResult r = run_study({&src}, o);
+  REQUIRE(r.collective_rows.size() == 1);
+  REQUIRE(r.collective_rows[0].algorithm == sim::Algorithm::ReduceScatter);
+  REQUIRE(r.collective_rows[0].quantizations == 1);
+  o.collectives = {sim::Algorithm::AllGather};
+  REQUIRE_THROWS_WITH(run_study({&src}, o), Catch::Matchers::Contains("--collectives all_gather: no input tensor") &&
+                                                Catch::Matchers::Contains("all_reduce"));
+}
+
+TEST_CASE("a simulation that would need far more memory than its inputs is refused", "[study]") {
+  MemorySource src("big.mem");
+  for (int rank = 0; rank < 2; ++rank) src.add(make_tensor(fmt::format("x.r{}", rank), 512, 512, 40u + rank, "attn_out", "fwd", rank, 2));
+  StudyOptions o = base_options({"int8-g128"});
+  o.collectives = {sim::Algorithm::AllGather};
+  o.tp = {128};  // 2 x 128^2 x 1 MiB of outputs and references for 2 MiB of input
+  REQUIRE_THROWS_WITH(run_study({&src}, o), Catch::Matchers::Contains("--tp 128: simulating all_gather") &&
+                                                Catch::Matchers::Contains("over the limit"));
+  REQUIRE(sim::memory_estimate(sim::Algorithm::OneShot, 4, 1000) == (4 * 1000 + 2 * 4 * 1000) * 4 + 4 * 1000);
 }
 
 TEST_CASE("single-rank inputs need --tp for collectives", "[study]") {
@@ -373,7 +403,7 @@ TEST_CASE("study files follow docs/results-schema.md", "[study]") {
                     "in_dtype,variant,family,elem_format,scale_format,granularity,group_size,"
                     "transform,rel_l2,mse,snr_db,cosine,max_abs_err,max_rel_err,underflow_frac,"
                     "saturation_frac,nan_count,inf_count,wire_bytes,bytes_per_elem,"
-                    "compression_ratio,calc_diff\n",
+                    "compression_ratio,calc_diff,source\n",
                     0) == 0);
   REQUIRE(csv.find("trace.mem,l0.attn_out.r0,0,attn_out,fwd,,0,2,0,\"[64, 128]\",8192,bf16,identity,") !=
           std::string::npos);

@@ -160,8 +160,10 @@ def test_error_variants_bars_and_bytes_labels(drawn):
     sc = sidecar(drawn, "error_variants")
     assert [s["label"] for s in series(sc)] == list(fx.VARIANTS)
     legend = sc["legends"][0]
+    # Rounded as the terminal prints bytes/elem (5 significant digits); the sidecar keeps them.
     assert "taco (1.0625 B/elem)" in legend and "taco-g32 (1.25 B/elem)" in legend
-    assert "mxfp8 (1.03125 B/elem)" in legend and "fp8-g512 (1.0078125 B/elem)" in legend
+    assert "mxfp8 (1.0312 B/elem)" in legend and "fp8-g512 (1.0078 B/elem)" in legend
+    assert {s["label"]: s["bytes_per_elem"] for s in series(sc)}["fp8-g512"] == pytest.approx(1.0078125)
     for s in series(sc):
         assert s["n"] == 4
         v = s["label"]
@@ -188,11 +190,14 @@ def test_pareto_front_is_the_studys_and_non_dominated(drawn):
         mine = [r for r in rows if (r["site"], r["direction"]) == (site, direction)]
         drawn_rows = [r for r in mine if float(r["rel_l2"]) > 0]
         # Every drawable point appears once, under its family.
-        got = {v: (b, e) for s in series(sc, panel) if s["label"] != "Pareto front"
+        got = {v: (b, e) for s in series(sc, panel) if s["label"] not in ("Pareto front", "zero error")
                for v, b, e in zip(s["variants"], s["bytes_per_elem"], s["rel_l2"])}
         assert got == {r["variant"]: (pytest.approx(float(r["bytes_per_elem"])),
                                       pytest.approx(float(r["rel_l2"]))) for r in drawn_rows}
-        fams = {s["label"] for s in series(sc, panel)} - {"Pareto front"}
+        # The lossless row is drawn too, on the bottom edge.
+        zero = [s for s in series(sc, panel) if s["label"] == "zero error"]
+        assert [s["variants"] for s in zero] == [[r["variant"] for r in mine if float(r["rel_l2"]) == 0]]
+        fams = {s["label"] for s in series(sc, panel)} - {"Pareto front", "zero error"}
         assert fams == {r["family"] for r in drawn_rows}
         # The line joins the flagged points in byte order ...
         front = [s for s in series(sc, panel) if s["label"] == "Pareto front"]
@@ -205,9 +210,9 @@ def test_pareto_front_is_the_studys_and_non_dominated(drawn):
         for b, e in zip(front[0]["bytes_per_elem"], front[0]["rel_l2"]):
             beats = (pts[:, 0] <= b) & (pts[:, 1] <= e) & ((pts[:, 0] < b) | (pts[:, 1] < e))
             assert not beats.any()
-    # One lossless bf16 row per site cannot sit on the log axis; the caption says so.
-    assert sc["extra"]["not_drawn"] == len(sites)
-    assert f"{len(sites)} point(s) with zero or non-finite error" in sc["caption"]
+    # One lossless bf16 row per site is shown on the bottom edge, and the caption says how.
+    assert sc["extra"]["not_drawn"] == 0 and sc["extra"]["zero_error"] == len(sites)
+    assert "▼ on the bottom edge: zero error (exact)" in sc["caption"]
     assert all(p["yscale"] == "log" for p in sc["panels"])
 
 

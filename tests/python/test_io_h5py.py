@@ -97,7 +97,7 @@ def test_npz_and_safetensors_to_trace(taco, tmp_path):
     out = tmp_path / "trace.h5"
     r = run(taco, "import", tmp_path / "acts.npz", tmp_path / "small.npz", tmp_path / "dump.safetensors",
             "--out", out, "--name-pattern", "layers.{layer}.{site}.{direction}.rank{tp_rank}.step{step}",
-            "--set", "tp_size=2", "--set", "run=test-17")
+            "--set", "tp_size=2", "--set", "extra.run=test-17")
     assert r.returncode == 0, r.stderr
     assert "imported 7 tensors" in r.stdout
     assert sorted(os.listdir(tmp_path)) == ["acts.npz", "dump.safetensors", "small.npz", "trace.h5"]

@@ -24,6 +24,8 @@ VARIANTS = {
     "taco-g256": dict(group=256),
     "taco-g512": dict(group=512),
     "taco-rht": dict(hadamard=False, rht_seed=0),
+    "taco-noh-g32": dict(group=32, hadamard=False),
+    "taco-noh-g512": dict(group=512, hadamard=False),
     "e4m3:g128:rht:seed=12345:dual": dict(hadamard=False, rht_seed=12345),
     "e4m3:g64:had:dual:T=240:lambda=0.001": dict(group=64, target=240.0, lam=1e-3),
     "e5m2:g16:dual": dict(group=16, fmt="e5m2", hadamard=False),

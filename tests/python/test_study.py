@@ -204,14 +204,19 @@ def test_collectives_are_exact_when_nothing_rounds(taco, tmp_path):
     trace = tmp_path / "trace.h5"
     write_trace(trace, tensors)
     out = tmp_path / "coll"
+    # all_gather does not take all_reduce tensors (partial sums, not shards): it says so.
+    r = run(taco, "study", trace, "--variants", "bf16", "--collectives", "one_shot,all_gather", "--out", out, "-q")
+    assert r.returncode == 2 and not out.exists()
+    assert r.stderr.count("\n") == 1 and "--collectives all_gather: no input tensor" in r.stderr, r.stderr
+    # reduce_scatter does: the same partial sums go into it under sequence parallelism.
     r = run(taco, "study", trace, "--variants", "bf16,fp8-g128", "--collectives",
-            "one_shot,two_shot,ring,all_gather", "--tp", "2,4", "--out", out, "-q")
+            "one_shot,two_shot,ring,reduce_scatter", "--tp", "2,4", "--out", out, "-q")
     assert r.returncode == 0, r.stderr
     header, rows = read_csv(out / "collectives.csv")
     assert header[:14] == schema_columns("(layer, site, direction, step, variant, algorithm, tp_size):")[:14]
-    # all_gather does not fit all_reduce tensors: 2 sites x 2 variants x 3 algorithms x 2 degrees.
-    assert len(rows) == 2 * 2 * 3 * 2
-    quant = {"one_shot": lambda n: 1, "two_shot": lambda n: 2, "ring": lambda n: n}
+    # 2 sites x 2 variants x 4 algorithms x 2 degrees.
+    assert len(rows) == 2 * 2 * 4 * 2
+    quant = {"one_shot": lambda n: 1, "two_shot": lambda n: 2, "ring": lambda n: n, "reduce_scatter": lambda n: 1}
     for row in rows:
         n = int(row["tp_size"])
         assert int(row["quantizations"]) == quant[row["algorithm"]](n)
