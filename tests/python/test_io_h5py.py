@@ -167,7 +167,7 @@ def test_zip64_npz_from_python_zipfile(taco, tmp_path):
 
 
 def test_trace_written_by_h5py_is_read(taco, tmp_path):
-    # A trace made with h5py per traces/README.md (as python/taco_capture does) imports as is.
+    # A trace made with h5py per traces/README.md (as taco.capture does) imports as is.
     src = tmp_path / "py.h5"
     bits = np.array([[0x3F80, 0xC000], [0x0001, 0x7F80]], dtype=np.uint16)
     with h5py.File(src, "w") as f:

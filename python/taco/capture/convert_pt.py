@@ -19,9 +19,9 @@ to extra. In safetensors, metadata shared by all tensors goes to __metadata__; m
 differs between tensors needs --sidecar FILE.json ({tensor name: {key: value}}, what
 `taco import --sidecar` reads) or a .h5 output, which stores it per tensor.
 
-  python -m taco_capture.convert_pt dumps/rank*/iter_*/*.pt --root dumps --out te.safetensors \\
+  python -m taco.capture.convert_pt dumps/rank*/iter_*/*.pt --root dumps --out te.safetensors \\
       --preset te --set model=my-gpt --set tp_size=2 --sidecar te.meta.json
-  python -m taco_capture.convert_pt pass0.pt --out pass0.h5 --name-pattern 'layers\\.(?P<layer>\\d+)\\.'
+  python -m taco.capture.convert_pt pass0.pt --out pass0.h5 --name-pattern 'layers\\.(?P<layer>\\d+)\\.'
 
 safetensors keeps the dtype (BF16, F16, F32, F64, F8_E4M3, F8_E5M2). A .h5 trace stores
 bf16/f16/f32 as they are, fp8 as f32 (exact), f64 as f32 (rounded; extra.dtype_orig says so).
@@ -152,7 +152,7 @@ def check_field(name, key, value):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m taco_capture.convert_pt", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m taco.capture.convert_pt", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("inputs", nargs="+", help=".pt files written by torch.save")
     p.add_argument("--out", required=True, help="OUT.safetensors, or OUT.h5 for a taco trace")
@@ -242,7 +242,7 @@ def main(argv=None):
     else:
         write_h5(a, entries, dtypes)
     for n in notes:
-        print(f"taco_capture.convert_pt: note: {n}", file=sys.stderr)
+        print(f"taco.capture.convert_pt: note: {n}", file=sys.stderr)
     print(f"{a.out}: {len(entries)} tensors from {len(paths)} file(s)")
     return 0
 
@@ -273,7 +273,7 @@ def write_st(a, entries, dtypes):
     if varying_fields and not a.sidecar:
         raise CaptureInputError(f"metadata {', '.join(varying_fields)} differs between tensors; safetensors "
                                 "__metadata__ holds one value per key: give --sidecar FILE.json or write a .h5 trace")
-    common["generator"] = "taco_capture.convert_pt"
+    common["generator"] = "taco.capture.convert_pt"
     tensors = [(name, _bits(t, dtypes[t.dtype]), dtypes[t.dtype]) for name, t, _ in entries]
     sidecar_tmp = None
     if a.sidecar:
@@ -297,8 +297,8 @@ def write_h5(a, entries, dtypes):
 
     from .trace_writer import TraceWriter
 
-    prov = {"generator": "taco_capture.convert_pt",
-            "command": " ".join(["python", "-m", "taco_capture.convert_pt"] + sys.argv[1:])}
+    prov = {"generator": "taco.capture.convert_pt",
+            "command": " ".join(["python", "-m", "taco.capture.convert_pt"] + sys.argv[1:])}
     with TraceWriter(a.out, provenance=prov) as w:
         for name, t, m in entries:
             st = dtypes[t.dtype]

@@ -4,7 +4,7 @@ Values are copied as stored (bf16/f16 bit patterns stay bit-exact); every datase
 kept; the new file's root attributes name the inputs. Filters combine with AND; a filter left
 out keeps everything.
 
-  python -m taco_capture.subset run/trace.rank*.step000030.h5 --layers 0,2,5 --rows 512 \\
+  python -m taco.capture.subset run/trace.rank*.step000030.h5 --layers 0,2,5 --rows 512 \\
       --out samples/step30.h5
 """
 import argparse
@@ -35,7 +35,7 @@ def _attr_str(v):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m taco_capture.subset", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m taco.capture.subset", description=__doc__.split("\n\n")[0])
     p.add_argument("inputs", nargs="+", help="taco traces (.h5)")
     p.add_argument("--out", required=True)
     p.add_argument("--layers")
@@ -89,8 +89,8 @@ def main(argv=None):
             if k not in ("taco_format", "taco_format_version", "created_by"):
                 first_root[k] = _attr_str(f.attrs[k])
     prov = {f"origin.{k}": v for k, v in first_root.items()}
-    prov["generator"] = "taco_capture.subset"
-    prov["command"] = " ".join(["python", "-m", "taco_capture.subset"] + list(argv if argv is not None
+    prov["generator"] = "taco.capture.subset"
+    prov["command"] = " ".join(["python", "-m", "taco.capture.subset"] + list(argv if argv is not None
                                                                               else sys.argv[1:]))
     prov["source"] = "; ".join(sources)
     with TraceWriter(a.out, provenance=prov, compression_level=a.gzip) as w:
