@@ -58,7 +58,7 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
         out.add_series(ax_loss, v, len(tok), seeds=sum(1 for r in runs if r["variant"] == v))
     ax_loss.set_title("validation loss (median, seed band)")
     ax_loss.set_xlabel("training tokens")
-    ax_loss.set_ylabel("validation loss")
+    ax_loss.set_ylabel("validation loss (nats per byte)")
     finals = [r["final_val_loss"] for r in runs]
     lo = min(finals)
     ax_loss.set_ylim(lo - 0.05 * abs(lo), min(max(finals) * 1.6, max(r["val_curve"][0][2] for r in runs if r["val_curve"])))

@@ -40,6 +40,7 @@ SCRIPTS = {
     "fig_codec_throughput.py": ["codec_throughput"],
     "fig_collectives.py": ["comm_busbw"],
     "fig_step_model.py": ["step_model", "model_validation"],
+    "fig_training.py": ["training"],
 }
 ALL_FIGURES = [f for figs in SCRIPTS.values() for f in figs]
 MIB = 2 ** 20
@@ -607,7 +608,7 @@ def test_report_full(report_full):
     read = {os.path.basename(i["path"]): i for i in rec["provenance"]["inputs_read"]}
     assert set(read) == {"results.csv", "results.json", "histograms.csv", "collectives.csv",
                          "bench.json", "comm.json", "selection.json", "pareto.csv",
-                         "step_model.json"}
+                         "step_model.json", "training_summary.json"}
     assert read["results.csv"]["sha256"] == results.sha256_file(os.path.join(FIXTURE,
                                                                               "results.csv"))
     import html as html_mod
@@ -630,7 +631,7 @@ def test_report_partial_dir_lists_skipped_figures(tmp_path):
     rec = json.loads((out / "report.json").read_text())
     assert {s["script"] for s in rec["skipped"]} == {
         "fig_histograms.py", "fig_pareto.py", "fig_error_collectives.py",
-        "fig_codec_throughput.py", "fig_collectives.py", "fig_step_model.py"}
+        "fig_codec_throughput.py", "fig_collectives.py", "fig_step_model.py", "fig_training.py"}
     assert "fig_codec_throughput.py" in html and "taco bench --json" in html
     assert "hist_scaled.png" not in html
 
@@ -736,3 +737,17 @@ def test_taco_report_bad_input(tmp_path):
     env = dict(os.environ, PYTHON=str(tmp_path / "no-python"))
     r = run([b, "report", FIXTURE, "--out", str(tmp_path / "y")], env=env)
     assert r.returncode == 1 and "cannot run the Python interpreter" in r.stderr
+
+
+def test_training_figure_draws_the_paired_differences_and_the_band(tmp_path):
+    out = tmp_path / "figs"
+    r = run([sys.executable, os.path.join(ANALYSIS, "fig_training.py"), FIXTURE, str(out)])
+    assert r.returncode == 0, r.stderr
+    side = json.loads((out / "training.json").read_text())
+    taco = [s for s in side["series"] if s["label"] == "taco" and "mean_diff_pct" in s]
+    assert len(taco) == 1
+    assert taco[0]["mean_diff_pct"] == pytest.approx(((1.99 - 2.0) / 2.0 + (1.9998 - 1.98) / 1.98) / 2 * 100)
+    assert taco[0]["worst_diff_pct"] == pytest.approx((1.9998 - 1.98) / 1.98 * 100)
+    assert side["extra"]["baseline_band_pct"] == 2.0
+    loss = [s for s in side["series"] if s["label"] in ("none", "taco") and "seeds" in s]
+    assert {s["label"]: s["seeds"] for s in loss} == {"none": 3, "taco": 2}
