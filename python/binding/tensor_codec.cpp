@@ -108,13 +108,22 @@ std::vector<const uint16_t*> bf16_sources(const std::vector<Buf>& wires) {
 gpu::DataType kernel_type(DType t) { return t == DType::BF16 ? gpu::DataType::BF16 : gpu::DataType::F32; }
 
 // Makes `device` current for the scope of a call and restores the caller's device.
+// Touches the device only when it differs: every CUDA runtime call is host time paid per launch.
 struct DeviceGuard {
-  int prev = 0;
+  int prev = -1;  // -1: the caller's device was already current
   explicit DeviceGuard(int device) {
-    TACO_CUDA_CHECK(cudaGetDevice(&prev));
-    if (prev != device) TACO_CUDA_CHECK(cudaSetDevice(device));
+    int cur = 0;
+    TACO_CUDA_CHECK(cudaGetDevice(&cur));
+    if (cur != device) {
+      TACO_CUDA_CHECK(cudaSetDevice(device));
+      prev = cur;
+    }
   }
-  ~DeviceGuard() { cudaSetDevice(prev); }
+  ~DeviceGuard() {
+    if (prev >= 0) cudaSetDevice(prev);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
 };
 
 // Stream-ordered scratch: allocated and freed on the caller's stream (no synchronisation).

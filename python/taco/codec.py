@@ -80,15 +80,28 @@ class Wire:
 
 # ---- arrays of either library ----------------------------------------------------------------
 
-def _torch():
-    return sys.modules.get("torch")  # torch is used only when the caller already imported it
+_TENSOR = []  # [torch.Tensor] once torch is imported; torch is used only when the caller imported it
+
+
+def _tensor_type():
+    if not _TENSOR:
+        t = sys.modules.get("torch")
+        if t is None:
+            return None
+        _TENSOR.append(t.Tensor)
+        _TORCH_CODES.update({t.float32: (0, "float32"), t.bfloat16: (1, "bfloat16"), t.float16: (2, "float16"),
+                             t.uint8: (3, "uint8")})
+        _RAW_STREAM.append(getattr(t._C, "_cuda_getCurrentRawStream", None))
+    return _TENSOR[0]
+
+
+def _is_torch(x):
+    tt = _TENSOR[0] if _TENSOR else _tensor_type()
+    return tt is not None and isinstance(x, tt)
 
 
 def _array(x, what="input"):
-    if isinstance(x, np.ndarray):
-        return x
-    t = _torch()
-    if t is not None and isinstance(x, t.Tensor):
+    if isinstance(x, np.ndarray) or _is_torch(x):
         return x
     if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
         if x.__dlpack_device__()[0] == 1:  # kDLCPU
@@ -96,11 +109,6 @@ def _array(x, what="input"):
         import torch
         return torch.utils.dlpack.from_dlpack(x)
     raise TypeError(f"{what}: expected a numpy array, a torch tensor or a DLPack array, got {type(x).__name__}")
-
-
-def _is_torch(x):
-    t = _torch()
-    return t is not None and isinstance(x, t.Tensor)
 
 
 def _dtype_name(x):
@@ -125,18 +133,23 @@ def _empty(like, shape, dtype):
     return np.empty(shape, dtype=dtype)
 
 
+_TORCH_CODES = {}  # torch dtype -> (code the extension takes, name)
+_RAW_STREAM = []  # torch's raw current-stream getter (None on builds without it)
+_TORCH_NAMES = ("float32", "bfloat16", "float16", "uint8")
+
+
 def _stream(x):
     """The caller's current CUDA stream for a CUDA tensor, else 0."""
     if _is_torch(x) and x.is_cuda:
-        import torch
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:
-            return raw(x.get_device())
-        return torch.cuda.current_stream(x.device).cuda_stream
+        return _cuda_stream(x.get_device(), x)
     return 0
 
 
-_TORCH_CODES = {}  # torch dtype -> (code the extension takes, name)
+def _cuda_stream(device, x):
+    raw = _RAW_STREAM[0]
+    if raw is not None:
+        return raw(device)
+    return sys.modules["torch"].cuda.current_stream(x.device).cuda_stream
 
 
 def _pass(x, what="input"):
@@ -144,10 +157,12 @@ def _pass(x, what="input"):
     device), checked here, which skips the DLPack export; anything else as itself (DLPack)."""
     if not _is_torch(x):
         return x
-    if not _TORCH_CODES:
-        import torch
-        _TORCH_CODES.update({torch.float32: (0, "float32"), torch.bfloat16: (1, "bfloat16"),
-                             torch.float16: (2, "float16"), torch.uint8: (3, "uint8")})
+    return _torch_args(x, what)
+
+
+def _torch_args(x, what):
+    """(data pointer, dtype code, numel, device or -1) of a torch tensor; the per-call path, so
+    each attribute is read once."""
     code = _TORCH_CODES.get(x.dtype)
     if code is None:
         raise TypeError(f"{what}: dtype must be float32, bfloat16 or float16 (uint8 for wires), got "
@@ -212,24 +227,25 @@ def encode(x, variant, *, chunks=1, out=None, residual=None):
     (v = x + residual; wire = C(v); residual = v - D(wire))."""
     codec = get_codec(variant)
     if _is_torch(x):
-        px = _pass(x)
-        dtype = _TORCH_CODES[x.dtype][1]
-        if dtype == "uint8":
+        px = _torch_args(x, "input")
+        if px[1] == 3:
             raise TypeError("input: dtype must be float32, bfloat16 or float16, got uint8")
+        dtype = _TORCH_NAMES[px[1]]
+        stream = _cuda_stream(px[3], x) if px[3] >= 0 else 0
     else:
         x = _array(x)
         dtype = _check_values(x, "input")
-        px = x
-    rows, cols, cb = _layout(codec, variant, x.shape, chunks)
+        px, stream = x, 0
+    shape = x.shape
+    rows, cols, cb = _layout(codec, variant, shape, chunks)
     if out is None:
         out = _empty(x, (chunks * cb,), "uint8")
-    stream = _stream(x)
     if residual is None:
         codec.encode(px, _pass(out, "wire"), chunks, rows, cols, stream)
     else:
         codec.encode_ef(px, _pass(_array(residual, "residual"), "residual"), _pass(out, "wire"), chunks, rows, cols,
                         stream)
-    return Wire(out, codec.name, x.shape, dtype, chunks, rows, cols)
+    return Wire(out, codec.name, shape, dtype, chunks, rows, cols)
 
 
 def _check_wires(wires):
@@ -248,26 +264,36 @@ def _check_wires(wires):
 def decode_reduce(wires, out=None, dtype=None):
     """Sum of the decoded wires, in float32 in list order, rounded once to `dtype` (default: the
     encoded tensor's dtype); written into `out` when given."""
-    wires = _check_wires(wires)
+    return _decode_into(_check_wires(wires), out, dtype)
+
+
+def _decode_into(wires, out, dtype):
     w0 = wires[0]
     if out is None:
         dtype = w0.dtype if dtype is None else str(dtype).replace("torch.", "")
         if dtype not in _VALUE_DTYPES:
             raise TypeError(f"dtype must be float32, bfloat16 or float16, got {dtype}")
         out = _empty(w0.data, w0.shape, dtype)
-    elif not _is_torch(out):  # torch tensors are checked by _pass
+    elif not _is_torch(out):  # torch tensors are checked by _torch_args
         out = _array(out, "out")
         _check_values(out, "out")
-    elif out.dtype == getattr(sys.modules["torch"], "uint8"):
-        raise TypeError("out: dtype must be float32, bfloat16 or float16, got uint8")
-    get_codec(w0.variant).decode_reduce([_pass(w.data, "wire") for w in wires], _pass(out, "out"), w0.chunks,
-                                        w0.rows, w0.cols, _stream(w0.data))
+    pw = [_pass(w.data, "wire") for w in wires]
+    po = _pass(out, "out")
+    if type(po) is tuple:
+        if po[1] == 3:
+            raise TypeError("out: dtype must be float32, bfloat16 or float16, got uint8")
+        stream = _cuda_stream(po[3], out) if po[3] >= 0 else 0
+    else:
+        stream = 0
+    get_codec(w0.variant).decode_reduce(pw, po, w0.chunks, w0.rows, w0.cols, stream)
     return out
 
 
 def decode(wire, out=None, dtype=None):
     """What the receiver sees: the decoded tensor (dtype: the encoded tensor's by default)."""
-    return decode_reduce([wire], out=out, dtype=dtype)
+    if not isinstance(wire, Wire):
+        raise TypeError(f"expected a Wire (from taco.codec.encode), got {type(wire).__name__}")
+    return _decode_into((wire,), out, dtype)
 
 
 def qdq(x, variant, *, chunks=1):

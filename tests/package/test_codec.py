@@ -210,3 +210,20 @@ def test_error_feedback_counts_non_finite_inputs_as_zero():
     v = torch.where(torch.isfinite(x), x, torch.zeros_like(x)) + 0.25
     assert w.data.numpy().tobytes() == tc.encode(v, "fp8-g128").data.numpy().tobytes()
     assert torch.isfinite(e).all() and torch.equal(e, v - tc.decode(tc.encode(v, "fp8-g128")))
+
+
+@needs_cuda
+@pytest.mark.parametrize("variant", GPU_PRESETS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16])
+def test_cuda_error_feedback_equals_the_cpu(variant, dtype):
+    # three steps of one stream: the wires and the fp32 residuals stay equal bit for bit
+    shape = (64, 256) if "tile" not in variant else (128, 256)
+    e_cpu = rand(shape, 40) * 0.01
+    e_gpu = e_cpu.cuda()
+    for step in range(3):
+        x = rand(shape, 41 + step, dtype)
+        x[0, 3], x[1, 5] = float("nan"), float("inf")
+        wc = tc.encode(x, variant, residual=e_cpu)
+        wg = tc.encode(x.cuda(), variant, residual=e_gpu)
+        assert torch.equal(wg.data.cpu(), wc.data), (variant, dtype, step)
+        assert torch.equal(e_gpu.cpu().view(torch.int32), e_cpu.view(torch.int32)), (variant, dtype, step)

@@ -186,3 +186,31 @@ def test_feedback_state_is_used_only_by_ef_variants():
     assert not fb.residuals
     g.all_reduce(xs, "ef:int4-g32", "one_shot", feedback=fb, key="k")
     assert set(fb.residuals) == {("k", 0, "in"), ("k", 1, "in")}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (GPU tests run on the GPU machine)")
+@pytest.mark.parametrize("variant", ["taco", "fp8-g128", "int8-g128-had", "mxfp8", "int4-g32-had", "nvfp4", "mxfp4",
+                                     "fp8-row", "bf16"])
+def test_sim_group_on_cuda_equals_the_cpu(variant):
+    g = td.SimGroup(4)
+    for shape, dtype in (((8, 256), torch.bfloat16), ((4, 512), torch.float32)):
+        xs = inputs(4, shape, 11, dtype)
+        xg = [x.cuda() for x in xs]
+        for algo in ("one_shot", "two_shot", "ring"):
+            a, b = g.all_reduce(xs, variant, algo), g.all_reduce(xg, variant, algo)
+            for r in range(4):
+                assert b[r].is_cuda and torch.equal(bits(b[r].cpu()), bits(a[r])), (algo, shape, r)
+        for a, b in ((g.reduce_scatter(xs, variant), g.reduce_scatter(xg, variant)),
+                     (g.all_gather(xs, variant), g.all_gather(xg, variant))):
+            for r in range(len(a)):
+                assert torch.equal(bits(b[r].cpu()), bits(a[r])), (shape, r)
+    if variant == "bf16":
+        return
+    fc, fg = td.Feedback(), td.Feedback()  # error feedback: three steps of every algorithm
+    for step in range(3):
+        xs = inputs(4, (8, 256), 500 + step)
+        for algo in ("one_shot", "two_shot", "ring"):
+            a = g.all_reduce(xs, "ef:" + variant, algo, feedback=fc, key=algo)
+            b = g.all_reduce([x.cuda() for x in xs], "ef:" + variant, algo, feedback=fg, key=algo)
+            for r in range(4):
+                assert torch.equal(bits(b[r].cpu()), bits(a[r])), ("ef", step, algo, r)

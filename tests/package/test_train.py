@@ -124,3 +124,16 @@ def test_sweep_pairs_runs_by_seed_and_summarizes(tmp_path):
     # error feedback changes what the run sees: its losses differ from the plain codec's
     assert rows["int4-g32"]["final_val_loss"] != rows["ef:int4-g32"]["final_val_loss"]
     assert "band" in r.stdout and "int4-g32" in r.stdout
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device (GPU machine only)")
+@pytest.mark.parametrize("variant", ["taco", "int4-g32-had", "nvfp4", "ef:int4-g32"])
+def test_cuda_training_compresses_every_site(tmp_path, variant):
+    args = [a if a != "cpu" else "cuda" for a in TINY]
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "taco.train", *args, "--tp-sim", "2", "--compress", variant,
+                        "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    log = json.loads((out / "train_log.json").read_text())
+    assert len(log["fired"]) == 4 and all(f["calls"] == 6 * 2 for f in log["fired"])
+    assert all(0 < r["loss"] < 6 for r in metrics(out, "step"))

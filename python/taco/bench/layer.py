@@ -234,7 +234,7 @@ def run_shard(a, device):
     from ..tp import TP
     rows = []
     for name in a.models:
-        spec = MODELS[name]
+        spec = dict(MODELS[name], **({"micro_batch": a.micro_batch} if a.micro_batch else {}))
         for n in a.tp:
             for sp in a.sp:
                 plain = None
@@ -261,7 +261,7 @@ def run_dist(a, device):
     n = dist.get_world_size()
     rows = []
     for name in a.models:
-        spec = MODELS[name]
+        spec = dict(MODELS[name], **({"micro_batch": a.micro_batch} if a.micro_batch else {}))
         for sp in a.sp:
             plain = None
             for variant in a.variants:
@@ -311,6 +311,8 @@ def main(argv=None):
     p.add_argument("--sp", default="off", help="sequence parallelism: off, on or both")
     p.add_argument("--variants", default="bf16,taco,fp8-g128", help="bf16 = plain collectives")
     p.add_argument("--algo", default="auto")
+    p.add_argument("--micro-batch", type=int, default=None,
+                   help="sequences per micro-batch (default: the model's; the paper's setting is 8)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -332,6 +334,8 @@ def main(argv=None):
     if a.sp is None:
         raise TacoInputError("--sp must be off, on or both")
     a.variants = [v for v in a.variants.split(",") if v]
+    if a.micro_batch is not None and a.micro_batch < 1:
+        raise TacoInputError("--micro-batch must be >= 1")
     if a.warmup < 0 or a.reps < 1:
         raise TacoInputError("--warmup must be >= 0 and --reps >= 1")
     import torch
