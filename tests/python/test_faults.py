@@ -128,8 +128,11 @@ def test_interrupted_import_leaves_nothing(taco, tmp_path, sig):
     small_npz(src, n=8, shape=(1024, 1024))
     out = tmp_path / "out"
     out.mkdir()
+    # default dispositions, as from a terminal: a runner started in the background (nohup, `&`)
+    # passes SIGINT on ignored, and taco keeps a signal its parent ignored
     p = subprocess.Popen([taco, "import", str(src), "--out", str(out / "t.h5"), "--gzip", "9"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     assert wait_for(lambda: any(".tmp-" in n for n in os.listdir(out)))  # mid-write
     p.send_signal(sig)
     _, err = p.communicate(timeout=60)
