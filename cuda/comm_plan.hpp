@@ -181,7 +181,13 @@ inline WireModel wire_model(const std::string& variant) {
       auto q = std::make_shared<QuantCodec>(v.quant, m.name);
       m.bytes = [q](int64_t r, int64_t c) { return q->layout(r, c).total; };
       switch (v.quant.gran) {
-        case Granularity::Group: m.cut = WireModel::Cut::Flat; m.unit = v.quant.block; break;
+        case Granularity::Group:
+          // A UE4M3 block scale (NVFP4) is relative to the fp32 scale of the whole encode: a piece
+          // would get its own, so such codecs are never cut.
+          if (v.quant.scale == ScaleFormat::UE4M3) break;
+          m.cut = WireModel::Cut::Flat;
+          m.unit = v.quant.block;
+          break;
         case Granularity::Row: m.cut = WireModel::Cut::Rows; m.unit = 1; break;
         case Granularity::Tile: m.cut = WireModel::Cut::Rows; m.unit = v.quant.block; break;
         case Granularity::Tensor:

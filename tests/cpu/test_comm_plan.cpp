@@ -58,8 +58,8 @@ bool bytes_are_16_aligned(const WireModel& wm, const std::vector<sim::Chunk>& ch
 }  // namespace
 
 TEST_CASE("comm plans reproduce sim_collectives bit for bit", "[comm]") {
-  const std::vector<std::string> codecs = {"taco", "fp8-g128", "fp8-row", "fp8-tensor", "int8-g128-had",
-                                           "mxfp8", "taco-e5m2", "bf16"};
+  const std::vector<std::string> codecs = {"taco",  "fp8-g128",     "fp8-row", "fp8-tensor", "int8-g128-had", "mxfp8",
+                                           "mxfp4", "int4-g32-had", "nvfp4",   "taco-e5m2",  "bf16"};
   const int N = GENERATE(1, 2, 3, 4, 8);
   // rows % N == 0 (row chunks, 16-byte aligned wires), rows % N != 0 with rows > 1 (flat chunks),
   // one row with numel % N != 0 and a partial tail group.
@@ -257,9 +257,9 @@ TEST_CASE("comm plans: schedule invariants", "[comm]") {
       }
       REQUIRE(at == chunks[j].offset + chunks[j].numel());
     }
-    // Tensor-scaled codecs are never cut.
-    const WireModel wt = wire_model("fp8-tensor");
-    REQUIRE(detail::split_chunks(chunks, wt, 4)[0].size() == 1);
+    // Tensor-scaled codecs, and NVFP4's block scales relative to an fp32 scale per encode, are never cut.
+    for (const char* v : {"fp8-tensor", "nvfp4", "int4:g32:sue4m3"})
+      REQUIRE(detail::split_chunks(chunks, wire_model(v), 4)[0].size() == 1);
   }
 
   SECTION("one launch for equally shaped chunks") {
