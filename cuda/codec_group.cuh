@@ -132,9 +132,8 @@ __device__ __forceinline__ Item make_item(const KernelParams& p, uint32_t gg) {
 
 // The lane's next item of a grid-stride walk, `step` groups on (flat index gg): inside the chunk
 // one addition; leaving it (or from an invalid item) through make_item. Re-deriving every item
-// in 64-bit arithmetic cost about 45 instructions per warp iteration; re-deriving it in 32 bits
-// (make_item alone, no state across iterations) freed registers but measured slower: taco
-// encode 0.98x, fp8-g128 decode 0.73-0.76x at 256 MiB.
+// in 64-bit arithmetic costs many instructions per warp iteration; re-deriving it in 32 bits
+// (make_item alone, no state across iterations) frees registers but is slower.
 template <class Cfg>
 __device__ __forceinline__ void next_item(const KernelParams& p, Item& it, uint32_t gg, uint32_t step) {
   const uint32_t b = it.b + step;
@@ -767,7 +766,7 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
 
 // Code values times s. The format branch is taken once per group, not per pair: FP8 pairs
 // convert in one instruction (to half2, exact) and two widenings. (A compile-time kind per
-// branch drops the predicated second conversion but measured 0.91-0.96x on the decodes.)
+// branch drops the predicated second conversion but makes the decodes slower.)
 // kScaled = false: the code values alone (TACO's transformed decode scales after the transform).
 template <int N, bool kScaled = true>
 __device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s, ElemKind kind, float (&v)[N]) {
@@ -906,9 +905,8 @@ __device__ __forceinline__ void store_value_runs(void* out, DataType out_type, c
 
 // Writes the first m values of a group held in layout L to out (element type out_type). Whole
 // groups go out as streaming stores (st.global.cs), and load_codes reads codes as streaming
-// loads: the decodes touch each byte once, and the hints made them up to 1.21x faster (taco
-// decode, 256 MiB). The same hints on the encodes
-// measured 0.98-1.00x, so those keep the default caching.
+// loads: the decodes touch each byte once, and the hints make them faster. On the encodes they
+// gave nothing, so those keep the default caching.
 template <class L>
 __device__ __forceinline__ void store_values(const KernelParams& p, int64_t first, const float (&v)[L::kRegs],
                                              int lane, int m) {

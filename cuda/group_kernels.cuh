@@ -33,17 +33,12 @@ template <class Cfg>
 constexpr int kScratchBlockFloats =
     Cfg::kScratchFloats ? kGroupThreads / 32 * Cfg::GPW * Cfg::kScratchFloats : 4;
 
-// Blocks per multiprocessor the encode kernel asks of ptxas. The block-scaled untransformed
-// bf16 encodes wait on memory half the time; 7
-// blocks (72 registers, no spills; 8 would spill) made fp8-g128 and mxfp8 encodes 1.09-1.11x at
-// 256 MiB - 1 GiB. Transformed TACO encodes: 6 (80
-// registers, an 8-byte stack), 1.01-1.06x over 5, but not for G = 64, whose
-// 24-byte stack made 8 MiB encodes 0.92x (v30). The others ask for 5 (at most 102 registers):
-// left to itself, ptxas gave the TACO-only encode 114 registers, 4 blocks and 0.94x (v26).
-// The bf16 reference-rules encode (GroupCfg::kRef) fits 64 registers without spills, yet more
-// warps made it slower at 256 MiB - 1 GiB: against 6 blocks, 8 measured 0.96x and 7 0.99x, and 5
-// (96 registers) 1.02x (0.99x at 8 MiB). Its f32 sibling,
-// not timed, keeps the 6 of the other transformed TACO encodes.
+// Blocks per multiprocessor the encode kernel asks of ptxas (measurements: docs/performance.md).
+// The untransformed bf16 block-scaled encodes wait on memory and gain from more warps: 7 (72
+// registers, no spills; 8 would spill). Transformed TACO encodes: 6, except G = 64, whose larger
+// stack then costs more than the warps give. The bf16 reference-rules encode (GroupCfg::kRef)
+// is faster with fewer warps: 5. The rest: 5, since ptxas left alone takes more registers and
+// runs 4 blocks.
 template <class Cfg, typename InT>
 constexpr int kEncodeMinBlocks = (Cfg::kRef && sizeof(InT) == 2)                    ? 5
                                  : (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7
@@ -57,9 +52,8 @@ __device__ __forceinline__ void encode_item(const KernelParams& p, const Item& i
                                             unsigned long long& sat, unsigned long long& nonfin) {
   RawInput<Cfg, InT> raw;
   load_raw<Cfg, InT, kWhole>(p, it, lane, raw);
-  // TACO encodes wait on their loads: the L2 prefetch of the next iteration's
-  // input made them 1.02-1.09x at 256 MiB - 1 GiB; fp8-g128's encode, already at 94% of copy,
-  // lost 2%, so the block-scaled encodes do without.
+  // TACO encodes wait on their loads, so they prefetch the next iteration's input into L2; the
+  // block-scaled encodes run near copy speed without it and lose with it.
   if constexpr (Cfg::kTaco) prefetch_input_l2<Cfg, InT>(p, it, lane, step);
   float v[Cfg::EPL];
   unpack_raw<Cfg, InT>(raw, v);
@@ -87,9 +81,9 @@ __device__ __forceinline__ bool whole_single_chunk(const KernelParams& p) {
   return p.chunks == 1 && p.geo.numel == p.geo.nblocks * Cfg::G && p.in_vec16 && p.code_vec && p.scale_vec4;
 }
 
-// Encode: each warp iteration takes GPW groups (one per lane subgroup). Loading the next
-// iteration's groups ahead (as the decode kernel does) measured 10-13% slower here: the registers
-// it takes cost a block per multiprocessor.
+// Encode: each warp iteration takes GPW groups (one per lane subgroup). The next iteration's
+// groups are not loaded ahead (as the decode kernel does): the registers that takes cost a block
+// per multiprocessor, which is slower here.
 template <class Cfg, typename InT>
 __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
     group_encode_kernel(const __grid_constant__ KernelParams p) {
@@ -177,8 +171,8 @@ using ReencodeCfg = GroupCfg<Cfg::LG, Cfg::R, Cfg::kHad,
                              std::is_same_v<typename Cfg::Out, typename Cfg::SectorL> ? Lay::Sector : Lay::Lane,
                              Cfg::kTaco, false, Cfg::kBits>;
 
-// Decode (+ reduce): the first source's codes of the next iteration load while this one decodes
-// (6-7% faster than without on H200 for taco and fp8-g128 decodes).
+// Decode (+ reduce): the first source's codes of the next iteration load while this one decodes,
+// which hides part of the load latency.
 // kOneSource: a plain decode (nsrc == 1) compiled without the reduction, whose second buffer of
 // decoded values sets the registers of the general kernel (the taco decode: 95 registers and 5
 // blocks per multiprocessor instead of 126 and 4; group_kernels() says where it is used).
@@ -212,9 +206,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
 // walks tiles of kTileIters x GPW consecutive groups (grid-stride); its lane 0 keeps kStages
 // tiles of codes and scales on their way with bulk (TMA) loads into the warp's ring of stages,
 // and sends each decoded tile out of one of kOutStages output stages with one bulk store. The loads in
-// flight hold no registers, and the stores leave as whole lines: the decode traffic alone
-// (taco_stream_shapes) reached 91-92% of cudaMemcpy this way at 384 threads per SM, where every
-// kernel with 16-byte stores stayed at 88-89%.
+// flight hold no registers, and the stores leave as whole lines, which moves the decode's
+// traffic faster than 16-byte stores do (taco_stream_shapes measures both).
 template <class Cfg, int kStages, int kTileIters, int kOutStages>
 __global__ void __launch_bounds__(kGroupThreads) group_decode_stream_kernel(const __grid_constant__ KernelParams p) {
   constexpr int kTileGroups = kTileIters * Cfg::GPW;
@@ -557,21 +550,9 @@ __global__ void __launch_bounds__(kGroupThreads) group_chunk_amax_kernel(const _
   if (lane == __ffs(int(peers)) - 1 && run_c != 0xffffffffu && m) atomicMax(p.chunk_amax + run_c, m);
 }
 
-// The streaming decode's shape: rings of 4 tiles of two warp iterations, two output
-// stages; 2 blocks of 4 warps per SM. Other shapes measured 0.95-1.00x at 256 MiB - 1 GiB (3 or
-// 2 stages, one output stage, 3 blocks per SM; 5 or 6 stages; tiles of three iterations). The
-// macros let an A/B build (-D) try others.
-#ifndef TACO_STREAM_STAGES
-#define TACO_STREAM_STAGES 4
-#endif
-#ifndef TACO_STREAM_TILE_ITERS
-#define TACO_STREAM_TILE_ITERS 2
-#endif
-#ifndef TACO_STREAM_OUT_STAGES
-#define TACO_STREAM_OUT_STAGES 2
-#endif
-constexpr int kStreamStages = TACO_STREAM_STAGES, kStreamTileIters = TACO_STREAM_TILE_ITERS,
-              kStreamOutStages = TACO_STREAM_OUT_STAGES;
+// The streaming decode's shape: rings of 4 tiles of two warp iterations, two output stages; 2
+// blocks of 4 warps per SM (the fastest of the shapes tried, docs/performance.md).
+constexpr int kStreamStages = 4, kStreamTileIters = 2, kStreamOutStages = 2;
 
 template <class Cfg>
 GroupKernel group_kernel(KernelFn fn) {
@@ -591,24 +572,16 @@ GroupKernel stream_decode_kernel(int64_t min_elems) {
 
 // Elements per lane (2^R): more per lane means fewer warp shuffles in the transform and the
 // per-group scalar work (scales, indexing) shared by more elements, but more registers, so
-// fewer warps to hide memory latency. Measured on H200 for G = 128: 32 per lane is fastest for
-// every encode
-// and for the transformed decodes; plain (untransformed) decodes are fastest at 16. Groups of 16
-// have 16; G = 1024 needs at least 32 (a group spans at most one warp).
-// Layout: SectorLayout made the transformed
-// encodes and decodes faster (taco decode 1.16x, int8-g128-had decode 1.44x, taco encode 1.04x)
-// and everything else slower (mxfp8 decode 0.85x, the re-encoding kernels 0.91-0.96x).
-// Regrouping inside the transform (Lay::LaneToSector, 256 MiB): transformed decodes of 128 1.07-1.11x, their decode-reduces 1.14-1.24x. The same for
-// encodes was slower (0.93-0.99x, loads in LaneLayout or the raw input regrouped first).
-// Small transformed decodes: 16 per lane was faster up
-// to 8 MiB (taco decode 1.18x at 1 MiB, 1.25x at 8 MiB) and slower at 256 MiB (0.93x), so
-// launches of at most kSmallDecodeElems outputs take a 16-per-lane kernel. Against the regrouped
-// 32-per-lane kernel it still wins up to 1 M outputs (by up to 1.09x) and loses from 2 M outputs on (a decode of 4 MiB 0.97x, a decode-reduce of
-// 8 MiB 0.86x).
-// The re-encoding kernels decode as Dec does and encode in the layout the decode leaves
-// (ReencodeCfg): for regrouped groups of 128 that measured 1.02-1.05x over LaneLayout throughout.
-// 4-bit codes (Bits = 4) take the same shapes: at 16 or 32 elements per lane a lane's codes are
-// 8 or 16 bytes, one vector access.
+// fewer warps to hide memory latency. For G = 128 on H200, 32 per lane is fastest for every
+// encode and for the transformed decodes; plain (untransformed) decodes are fastest at 16.
+// Groups of 16 have 16; G = 1024 needs at least 32 (a group spans at most one warp).
+// Layout: SectorLayout speeds up the transformed encodes and decodes and slows everything else.
+// Transformed decodes of 128 regroup inside the transform (Lay::LaneToSector); the same for
+// encodes was slower. Small transformed decodes are faster at 16 per lane, so launches of at
+// most kSmallDecodeElems outputs take a 16-per-lane kernel. The re-encoding kernels decode as
+// Dec does and encode in the layout the decode leaves (ReencodeCfg). 4-bit codes (Bits = 4) take
+// the same shapes: at 16 or 32 elements per lane a lane's codes are 8 or 16 bytes, one vector
+// access. The measurements behind each choice: docs/performance.md.
 template <int LG, bool Had, bool Taco, int Bits>
 struct GroupShapes {
   static constexpr int kEncodeR = LG >= 5 ? 5 : 4;
@@ -634,19 +607,15 @@ GroupKernels group_kernels() {
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
   k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);
   // The encode with the reference rules as constants (GroupCfg::kRef) for transformed TACO groups
-  // of 128, the reference variant: 1.03-1.04x at 256 MiB - 1 GiB, 1.03x at 8 MiB.
-  // The same constants in every TACO encode made groups of 32 0.99x.
+  // of 128, the reference variant, where the constants pay; in other TACO encodes they did not.
   if constexpr (Taco && Had && LG == 7) {
     using EncRef = GroupCfg<LG, kEncodeR, Had, kPlain, Taco, true>;
     k.encode_ref_bf16 = group_kernel<EncRef>(group_encode_kernel<EncRef, uint16_t>);
     k.encode_ref_f32 = group_kernel<EncRef>(group_encode_kernel<EncRef, float>);
   }
   k.decode_reduce = group_kernel<Dec>(group_decode_reduce_kernel<Dec>);
-  // The one-source decode where it measured faster: transformed TACO
-  // groups of 128 (taco, taco-rht, taco-e5m2 1.03x; 1.01-1.02x at 1 GiB) and of 32 (1.03x). It
-  // was slower for TACO groups of 64 (0.93x) and 256 (0.96x), even at 512 (1.00x), and for
-  // fp8-g128 (0.76-0.78x; its 16-per-lane kernel, not profiled); mxfp8 1.01-1.02x, int8-g128-had
-  // 0.99x. Asking ptxas for 6 or 7 blocks of the taco one (80 or 72 registers) gave 0.98-1.01x.
+  // The one-source decode where it is faster: transformed TACO groups of 128 and of 32 (for
+  // other group sizes and the block-scaled codecs it was not; docs/performance.md).
   if constexpr (Taco && Had && (LG == 5 || LG == 7))
     k.decode = group_kernel<Dec>(group_decode_reduce_kernel<Dec, true>);
   else
@@ -654,10 +623,9 @@ GroupKernels group_kernels() {
   k.decode_reduce_small = group_kernel<Small>(group_decode_reduce_kernel<Small>);
   k.decode_reduce_encode = group_kernel<Reenc>(group_decode_reduce_encode_kernel<Reenc>);
   k.decode_add_encode = group_kernel<Reenc>(group_decode_add_encode_kernel<Reenc>);
-  // The streaming decode for transformed TACO groups of 128 from 64 M outputs on
-  // (bf16 taco decodes of 8 / 32 / 64 MiB measured 0.88 / 0.95 / 0.99x, of 256 MiB and 1 GiB
-  // 1.05 / 1.06x), and of 32 wherever the small-launch kernel does not run (1.25x at 8 MiB,
-  // 1.6x from 32 MiB on: the general kernel's lanes each store a whole group, 64 bytes apart).
+  // The streaming decode for transformed TACO groups of 128 from 64 M outputs on (below that the
+  // general kernel is faster), and of 32 wherever the small-launch kernel does not run (the
+  // general kernel's lanes each store a whole group, 64 bytes apart).
   if constexpr (Taco && Had && (LG == 5 || LG == 7))
     k.decode_stream = stream_decode_kernel<Dec, kStreamStages, kStreamTileIters, kStreamOutStages>(
         LG == 7 ? int64_t(1) << 26 : 0);

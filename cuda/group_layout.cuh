@@ -246,10 +246,9 @@ __device__ __forceinline__ float group_sum_squares(const float (&v)[L::kRegs], i
 // CPU reference's order; floating-point results depend on it). A stage whose bit sits in the
 // registers is done in registers; a stage whose bit sits in the lanes exchanges every register
 // with the partner lane and combines with one FMA by +-1 (exact: the product is the operand),
-// two instructions per element. It replaced trading the lane bit for a register bit first (half
-// the registers cross, but three selects per exchanged pair, three instructions per element):
-// taco encode went from 30.5 to 27.9 instructions per element and 1.12x faster. The transform
-// keeps the layout.
+// two instructions per element, fewer than trading the lane bit for a register bit first (half
+// the registers cross, but three selects per exchanged pair, three instructions per element).
+// The transform keeps the layout.
 namespace fwht_detail {
 template <int R, int Pos>
 __device__ __forceinline__ void reg_butterfly(float (&v)[1 << R]) {
