@@ -105,6 +105,12 @@ std::vector<const uint16_t*> bf16_sources(const std::vector<Buf>& wires) {
   return src;
 }
 
+std::vector<const uint8_t*> wire_sources(const std::vector<Buf>& wires) {
+  std::vector<const uint8_t*> src;
+  for (const Buf& w : wires) src.push_back(static_cast<const uint8_t*>(w.data));
+  return src;
+}
+
 gpu::DataType kernel_type(DType t) { return t == DType::BF16 ? gpu::DataType::BF16 : gpu::DataType::F32; }
 
 // Makes `device` current for the scope of a call and restores the caller's device.
@@ -361,8 +367,7 @@ void TensorCodec::decode_reduce(const std::vector<Buf>& wires, const Shape& s, c
     return;
   }
   const gpu::GpuQuant& q = *gpu(dev).quant;
-  std::vector<const uint8_t*> src;
-  for (const Buf& w : wires) src.push_back(bytes(w));
+  const auto src = wire_sources(wires);
   if (out.dtype == DType::F16) {
     Scratch f(size_t(s.numel()) * 4, st);
     q.decode_reduce(src, s.chunks, s.rows, s.cols, f.p, gpu::DataType::F32, st);
@@ -394,8 +399,7 @@ void TensorCodec::decode_reduce_encode(const std::vector<Buf>& wires, const Shap
     dev::sum_bf16(src.data(), int(src.size()), s.numel(), wire_out.data, int(DType::BF16), st);
     return;
   }
-  std::vector<const uint8_t*> src;
-  for (const Buf& w : wires) src.push_back(bytes(w));
+  const auto src = wire_sources(wires);
   gpu(dev).quant->decode_reduce_encode(src, s.chunks, s.rows, s.cols, bytes(wire_out), false, st);
 #else
   (void)stream;
