@@ -230,11 +230,16 @@ def environment(mode):
     return env
 
 
+def model_spec(a, name):
+    """The model's settings, with --micro-batch when given."""
+    return dict(MODELS[name], **({"micro_batch": a.micro_batch} if a.micro_batch else {}))
+
+
 def run_shard(a, device):
     from ..tp import TP
     rows = []
     for name in a.models:
-        spec = dict(MODELS[name], **({"micro_batch": a.micro_batch} if a.micro_batch else {}))
+        spec = model_spec(a, name)
         for n in a.tp:
             for sp in a.sp:
                 plain = None
@@ -261,7 +266,7 @@ def run_dist(a, device):
     n = dist.get_world_size()
     rows = []
     for name in a.models:
-        spec = dict(MODELS[name], **({"micro_batch": a.micro_batch} if a.micro_batch else {}))
+        spec = model_spec(a, name)
         for sp in a.sp:
             plain = None
             for variant in a.variants:
