@@ -54,11 +54,16 @@ class Wire:
     as the input), `chunks` blocks of `chunk_bytes` bytes each, block k encoding rows
     [k * rows, (k + 1) * rows) of the [chunks * rows, cols] view of a tensor of `shape`."""
 
-    __slots__ = ("data", "variant", "shape", "dtype", "chunks", "rows", "cols")
+    __slots__ = ("_data", "variant", "shape", "dtype", "chunks", "rows", "cols", "_args")
 
-    def __init__(self, data, variant, shape, dtype, chunks, rows, cols):
-        self.data, self.variant, self.shape, self.dtype = data, variant, shape, dtype
+    def __init__(self, data, variant, shape, dtype, chunks, rows, cols, args=None):
+        self._data, self.variant, self.shape, self.dtype = data, variant, shape, dtype
         self.chunks, self.rows, self.cols = chunks, rows, cols
+        self._args = args  # what the extension takes for `data` (_torch_args), as encode passed it
+
+    @property
+    def data(self):
+        return self._data
 
     @property
     def nbytes(self):
@@ -176,7 +181,7 @@ def _torch_args(x, what):
     return (x.data_ptr(), code[0], x.numel(), -1)
 
 
-_LAYOUTS = {}  # (variant, shape, chunks) -> (rows, cols, chunk bytes): the per-call shape work, once
+_LAYOUTS = {}  # (variant, shape, chunks) -> (rows, cols, chunk bytes, numel, codec name): once per shape
 
 
 def _layout(codec, variant, shape, chunks):
@@ -184,7 +189,7 @@ def _layout(codec, variant, shape, chunks):
     hit = _LAYOUTS.get(key)
     if hit is None:
         rows, cols = _geometry(shape, chunks)
-        hit = (rows, cols, codec.chunk_bytes(rows, cols))
+        hit = (rows, cols, codec.chunk_bytes(rows, cols), chunks * rows * cols, codec.name)
         if len(_LAYOUTS) > 4096:
             _LAYOUTS.clear()
         _LAYOUTS[key] = hit
@@ -222,30 +227,51 @@ def wire_bytes(variant, shape, chunks=1):
 
 
 def encode(x, variant, *, chunks=1, out=None, residual=None):
-    """Encodes x; returns a Wire. `out`: a uint8 buffer of wire_bytes(...) to write into.
+    """Encodes x; returns a Wire. `out`: a uint8 buffer of wire_bytes(...) to write into, or a Wire
+    of an earlier encode of the same variant, shape and chunks (its buffer is reused: the
+    cheapest call in a loop).
     `residual`: error feedback, a float32 array shaped like x, updated in place
     (v = x + residual; wire = C(v); residual = v - D(wire))."""
     codec = get_codec(variant)
     if _is_torch(x):
-        px = _torch_args(x, "input")
-        if px[1] == 3:
-            raise TypeError("input: dtype must be float32, bfloat16 or float16, got uint8")
-        dtype = _TORCH_NAMES[px[1]]
-        stream = _cuda_stream(px[3], x) if px[3] >= 0 else 0
+        # the per-call path of torch tensors: each attribute read once, the shape's work cached
+        code = _TORCH_CODES.get(x.dtype)
+        if code is None or code[0] == 3:
+            raise TypeError(f"input: dtype must be float32, bfloat16 or float16, got {str(x.dtype).replace('torch.', '')}")
+        if not x.is_contiguous():
+            raise ValueError("input: the array is not contiguous (call .contiguous() first)")
+        shape = x.shape
+        rows, cols, cb, numel, name = _layout(codec, variant, shape, chunks)
+        if x.is_cuda:
+            dev = x.get_device()
+            px = (x.data_ptr(), code[0], numel, dev)
+            stream = _cuda_stream(dev, x)
+        elif x.device.type == "cpu":
+            px, stream = (x.data_ptr(), code[0], numel, -1), 0
+        else:
+            raise TypeError(f"input: arrays must live on the CPU or a CUDA device, got {x.device}")
+        dtype = _TORCH_NAMES[code[0]]
     else:
         x = _array(x)
         dtype = _check_values(x, "input")
-        px, stream = x, 0
-    shape = x.shape
-    rows, cols, cb = _layout(codec, variant, shape, chunks)
+        px, stream, shape = x, 0, x.shape
+        rows, cols, cb, numel, name = _layout(codec, variant, shape, chunks)
     if out is None:
         out = _empty(x, (chunks * cb,), "uint8")
-    if residual is None:
-        codec.encode(px, _pass(out, "wire"), chunks, rows, cols, stream)
+        po = _pass(out, "wire")
+    elif type(out) is Wire:
+        if (out.variant, out.shape, out.chunks) != (name, shape, chunks):
+            raise ValueError(f"out: a wire of another encode ({out!r}; this one: {name!r}, shape={shape}, "
+                             f"chunks={chunks})")
+        po = _wire_args(out)
+        out = out._data
     else:
-        codec.encode_ef(px, _pass(_array(residual, "residual"), "residual"), _pass(out, "wire"), chunks, rows, cols,
-                        stream)
-    return Wire(out, codec.name, shape, dtype, chunks, rows, cols)
+        po = _pass(out, "wire")
+    if residual is None:
+        codec.encode(px, po, chunks, rows, cols, stream)
+    else:
+        codec.encode_ef(px, _pass(_array(residual, "residual"), "residual"), po, chunks, rows, cols, stream)
+    return Wire(out, name, shape, dtype, chunks, rows, cols, po if type(po) is tuple else None)
 
 
 def _check_wires(wires):
@@ -277,7 +303,7 @@ def _decode_into(wires, out, dtype):
     elif not _is_torch(out):  # torch tensors are checked by _torch_args
         out = _array(out, "out")
         _check_values(out, "out")
-    pw = [_pass(w.data, "wire") for w in wires]
+    pw = [_wire_args(w) for w in wires]
     po = _pass(out, "out")
     if type(po) is tuple:
         if po[1] == 3:
@@ -287,6 +313,15 @@ def _decode_into(wires, out, dtype):
         stream = 0
     get_codec(w0.variant).decode_reduce(pw, po, w0.chunks, w0.rows, w0.cols, stream)
     return out
+
+
+def _wire_args(w):
+    """What the extension takes for a wire's buffer: the arguments encode passed for it while its
+    data pointer is unchanged (one attribute read instead of five), else read again."""
+    a = w._args
+    if a is not None and w._data.data_ptr() == a[0]:
+        return a
+    return _pass(w._data, "wire")
 
 
 def decode(wire, out=None, dtype=None):

@@ -116,6 +116,30 @@ def test_chunks_are_independent_row_blocks():
     assert torch.equal(tc.decode(w), torch.cat([tc.qdq(x[16 * k:16 * (k + 1)], "taco") for k in range(4)]))
 
 
+def test_encode_into_an_earlier_wire_reuses_its_buffer():
+    a, b = rand((16, 256), 3), rand((16, 256), 4)
+    w = tc.encode(a, "fp8-g128")
+    buf = w.data
+    w2 = tc.encode(b, "fp8-g128", out=w)  # b's codes in a's buffer
+    assert w2.data is buf and w2.data.numpy().tobytes() == tc.encode(b, "fp8-g128").data.numpy().tobytes()
+    assert torch.equal(tc.decode(w), tc.qdq(b, "fp8-g128"))  # the old Wire sees its buffer's new bytes
+    with pytest.raises(ValueError, match="another encode"):
+        tc.encode(b, "taco", out=w)  # another variant
+    with pytest.raises(ValueError, match="another encode"):
+        tc.encode(rand((8, 256), 5), "fp8-g128", out=w)  # another shape
+
+
+def test_decode_follows_a_wire_buffer_whose_storage_moved():
+    # the arguments a Wire keeps for its buffer are checked against the buffer's pointer
+    x = rand((16, 256), 6)
+    w = tc.encode(x, "fp8-g128")
+    want = tc.decode(w)
+    w.data.set_(w.data.clone())  # the same bytes at another address
+    assert torch.equal(tc.decode(w), want)
+    with pytest.raises(AttributeError):
+        w.data = torch.zeros(1, dtype=torch.uint8)  # read-only: the buffer belongs to the wire
+
+
 def test_qdq_wire_bytes_and_layout():
     x = rand((8, 512), 2)
     assert torch.equal(tc.qdq(x, "mxfp8"), tc.decode(tc.encode(x, "mxfp8")))
