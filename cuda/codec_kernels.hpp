@@ -98,24 +98,27 @@ inline constexpr int64_t kMaxLaunchGroups = int64_t(1) << 30;
 inline constexpr int64_t kSmallDecodeElems = int64_t(1) << 20;
 
 // ---- row / column / tensor codecs (codec_kernels_strided.cu) ---------------------------------
-// Rows: one pass; kRowShapes[k] threads per row (a warp, four warps, the block), each holding
+// Rows: one pass; kRowShapes[k] threads per row (one, two or four warps, the block), each holding
 // kRowThreadElems elements of a slab of the row in registers (rows longer than a slab read the
 // rest a second time, from L2). Tensor and column scales need a statistic of the whole chunk
 // first: an amax pass (chunk_amax for tensor, block_amax per column), a scales pass (columns),
 // then an element-wise quantization pass. Decodes are element-wise. Elements: E4M3, E5M2, INT8.
 inline constexpr int kStridedThreads = 256;   // threads per block of every strided kernel
 inline constexpr int kRowThreadElems = 32;    // row elements a thread holds (4 runs of 8)
-inline constexpr int kRowShapes[3] = {32, 128, 256};
-// The row kernel for rows of `cols`: the fewest threads per row whose slab holds the row.
+inline constexpr int kRowShapes[4] = {32, 64, 128, 256};
+inline constexpr int kNumRowShapes = 4;
+// The row kernel for rows of `cols`: the fewest threads per row whose slab holds the row (a
+// shape with more threads leaves the ones past the row idle: rows of 2048 on four warps ran at
+// half the speed of rows of 1024 or 4096).
 inline int row_shape(int64_t cols) {
-  for (int k = 0; k < 2; ++k)
+  for (int k = 0; k < kNumRowShapes - 1; ++k)
     if (cols <= int64_t(kRowShapes[k]) * kRowThreadElems) return k;
-  return 2;
+  return kNumRowShapes - 1;
 }
 
 struct StridedKernels {
   // [row_shape][in type: 0 bf16, 1 f32][error feedback: 0, 1]
-  KernelFn row_encode[3][2][2];
+  KernelFn row_encode[kNumRowShapes][2][2];
   KernelFn tensor_amax[2][2];      // [in type][feedback] -> chunk_amax (zeroed first)
   KernelFn col_amax[2][2];         // -> block_amax, [chunks][cols] (zeroed first)
   KernelFn col_scales;             // block_amax -> the wire's scales and block_scale

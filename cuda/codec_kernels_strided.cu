@@ -17,6 +17,8 @@
 //    atomicMax per column and tile into block_amax), a scales pass (one thread per column), then
 //    the codes over the same tiles, each thread holding its columns' scales.
 // Decodes: tensor over flat runs, rows and columns over tiles; sums over nsrc wires in order.
+#include <utility>
+
 #include "core/error.hpp"
 #include "cuda/codec_group.cuh"
 #include "cuda/codec_kernels.hpp"
@@ -31,6 +33,9 @@ constexpr int kRun = 8;
 // per multiprocessor, what the group kernels keep. Left to itself ptxas took 106-117 registers
 // (two blocks).
 constexpr int kStridedMinBlocks = 3;
+// With error feedback the residual's loads are in flight too: at 85 registers they spilled.
+template <bool kFeedback>
+constexpr int kQuantMinBlocks = kFeedback ? kStridedMinBlocks - 1 : kStridedMinBlocks;
 
 __device__ __forceinline__ void flush_counts(unsigned long long* stats, unsigned long long sat,
                                              unsigned long long nonfin) {
@@ -47,21 +52,9 @@ __device__ __forceinline__ void flush_counts(unsigned long long* stats, unsigned
 
 // ---- runs of kRun elements ---------------------------------------------------------------------
 // n: the valid elements of the run (the rest read as 0 and are not written); vec: the whole run
-// may move as vectors (n == kRun and the alignment the host checked).
+// may move as vectors (n == kRun and the alignment the host checked). Vector loads: load_runs.
 template <typename InT>
-__device__ __forceinline__ void load_run(const InT* src, int n, bool vec, float (&v)[kRun]) {
-  if (vec && n == kRun) {
-    if constexpr (sizeof(InT) == 2) {
-      const uint4 q = __ldg(reinterpret_cast<const uint4*>(src));
-      const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-      for (int r = 0; r < kRun; ++r) v[r] = bitsf(r % 2 ? (w[r / 2] & 0xffff0000u) : (w[r / 2] << 16));
-    } else {
-      const float4 a = __ldg(reinterpret_cast<const float4*>(src)), b = __ldg(reinterpret_cast<const float4*>(src) + 1);
-      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-    }
-    return;
-  }
+__device__ __forceinline__ void load_run_scalar(const InT* src, int n, float (&v)[kRun]) {
 #pragma unroll
   for (int r = 0; r < kRun; ++r) {
     if constexpr (sizeof(InT) == 2) v[r] = r < n ? bf16_bits_to_float(src[r]) : 0.0f;
@@ -70,12 +63,7 @@ __device__ __forceinline__ void load_run(const InT* src, int n, bool vec, float 
 }
 
 // The residual: coherent loads (the kernel rewrites it), fp32.
-__device__ __forceinline__ void load_residual_run(const float* src, int n, bool vec, float (&e)[kRun]) {
-  if (vec && n == kRun) {
-    const float4 a = __ldcs(reinterpret_cast<const float4*>(src)), b = __ldcs(reinterpret_cast<const float4*>(src) + 1);
-    e[0] = a.x, e[1] = a.y, e[2] = a.z, e[3] = a.w, e[4] = b.x, e[5] = b.y, e[6] = b.z, e[7] = b.w;
-    return;
-  }
+__device__ __forceinline__ void load_residual_scalar(const float* src, int n, float (&e)[kRun]) {
 #pragma unroll
   for (int r = 0; r < kRun; ++r) e[r] = r < n ? src[r] : 0.0f;
 }
@@ -139,28 +127,92 @@ __device__ __forceinline__ void store_out_run(const KernelParams& p, int64_t at,
   }
 }
 
-// The values an encode quantizes: the input, or with error feedback v = finite(x) + e
-// (group_kernels.cuh feedback_values). Counts the non-finite values of what is encoded.
-template <typename InT, bool kFeedback>
-__device__ __forceinline__ void run_values(const KernelParams& p, int64_t at, int n, float (&v)[kRun],
-                                           unsigned long long* nonfin) {
-  load_run<InT>(static_cast<const InT*>(p.in) + at, n, p.in_vec16, v);
-  if constexpr (kFeedback) {
-    float e[kRun];
-    load_residual_run(p.residual + at, n, p.residual_vec16, e);
+// The values an encode quantizes, of K runs of a thread: the input, or with error feedback
+// v = finite(x) + e (group_kernels.cuh feedback_values); counts the non-finite values of what is
+// encoded. at[k]: the run's first element (input and residual); n[k]: its valid elements. The
+// vector path issues every load before it unpacks any: a load used at once (the per-run branch
+// between vector and scalar loads did that) leaves one 16-byte load per thread in flight. With
+// vectors allowed, cols % kRun == 0, so a run is whole (n = kRun) or past the end (n = 0).
+template <typename InT, bool kFeedback, int K>
+__device__ __forceinline__ void load_runs(const KernelParams& p, const int64_t (&at)[K], const int (&n)[K],
+                                          float (&v)[K][kRun], unsigned long long* nonfin) {
+  if (p.in_vec16 && (!kFeedback || p.residual_vec16)) {
+    constexpr int kVecs = sizeof(InT) == 2 ? 1 : 2;  // 16-byte loads per run
+    uint4 raw[K][kVecs];
+    float4 res[K][2];
 #pragma unroll
-    for (int r = 0; r < kRun; ++r) v[r] = __fadd_rn(finite_or_zero(v[r]), e[r]);
+    for (int k = 0; k < K; ++k) {
+      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const InT*>(p.in) + at[k]);
+#pragma unroll
+      for (int w = 0; w < kVecs; ++w) raw[k][w] = n[k] > 0 ? __ldg(src + w) : make_uint4(0, 0, 0, 0);
+      if constexpr (kFeedback) {
+        const float4* e = reinterpret_cast<const float4*>(p.residual + at[k]);
+#pragma unroll
+        for (int w = 0; w < 2; ++w) res[k][w] = n[k] > 0 ? __ldcs(e + w) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if constexpr (sizeof(InT) == 2) {
+        const uint32_t w[4] = {raw[k][0].x, raw[k][0].y, raw[k][0].z, raw[k][0].w};
+#pragma unroll
+        for (int r = 0; r < kRun; ++r) v[k][r] = bitsf(r % 2 ? (w[r / 2] & 0xffff0000u) : (w[r / 2] << 16));
+      } else {
+#pragma unroll
+        for (int r = 0; r < kRun; ++r) {
+          const uint4& q = raw[k][r / 4];
+          v[k][r] = bitsf(r % 4 == 0 ? q.x : r % 4 == 1 ? q.y : r % 4 == 2 ? q.z : q.w);
+        }
+      }
+      if constexpr (kFeedback) {
+        const float e[kRun] = {res[k][0].x, res[k][0].y, res[k][0].z, res[k][0].w,
+                               res[k][1].x, res[k][1].y, res[k][1].z, res[k][1].w};
+#pragma unroll
+        for (int r = 0; r < kRun; ++r) v[k][r] = __fadd_rn(finite_or_zero(v[k][r]), e[r]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      load_run_scalar<InT>(static_cast<const InT*>(p.in) + at[k], n[k], v[k]);
+      if constexpr (kFeedback) {
+        float e[kRun];
+        load_residual_scalar(p.residual + at[k], n[k], e);
+#pragma unroll
+        for (int r = 0; r < kRun; ++r) v[k][r] = __fadd_rn(finite_or_zero(v[k][r]), e[r]);
+      }
+    }
   }
   if (nonfin)
 #pragma unroll
-    for (int r = 0; r < kRun; ++r) *nonfin += (r < n && nonfinite(v[r])) ? 1u : 0u;
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int r = 0; r < kRun; ++r) *nonfin += (r < n[k] && nonfinite(v[k][r])) ? 1u : 0u;
 }
 
-__device__ __forceinline__ uint32_t run_amax_bits(const float (&v)[kRun]) {
-  uint32_t m = 0;
+// The largest |value| of K runs, NaN if any is NaN (one instruction per element): finite exactly
+// when every value is.
+template <int K>
+__device__ __forceinline__ float runs_absmax_nan(const float (&v)[K][kRun]) {
+  float m = 0.0f;
 #pragma unroll
-  for (int r = 0; r < kRun; ++r) m = max(m, abs_bits_finite(v[r]));
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int r = 0; r < kRun; ++r) m = fmax_nan(m, fabsf(v[k][r]));
   return m;
+}
+__device__ __forceinline__ bool finite_max(float m) { return m <= 3.40282347e+38f; }
+
+// The largest finite |value| of K runs as bits, from their runs_absmax_nan.
+template <int K>
+__device__ __forceinline__ uint32_t runs_amax_bits(const float (&v)[K][kRun], float absmax_nan) {
+  if (finite_max(absmax_nan)) return fbits(absmax_nan);
+  uint32_t b = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int r = 0; r < kRun; ++r) b = max(b, abs_bits_finite(v[k][r]));
+  return b;
 }
 
 // A scale in use: the value, and its reciprocal for the division when that is exact for codes.
@@ -174,15 +226,21 @@ __device__ __forceinline__ RunScale run_scale(float s, const QuantRules& q) {
 }
 
 // Codes of v / s (the reference: enc(finite(v) / s)); with error feedback v becomes
-// e' = v - finite(code * s). Counts saturated codes of the n valid elements.
+// e' = v - finite(code * s). Counts saturated codes of the n valid elements. finite: every value
+// of v is finite (finite(v) = v, no test per element).
 template <bool kFeedback>
 __device__ __forceinline__ void quantize_run(const QuantRules& q, const RunScale& rs, int n, float (&v)[kRun],
-                                             uint32_t (&w)[2], unsigned long long& sat, bool count) {
+                                             uint32_t (&w)[2], unsigned long long& sat, bool count, bool finite) {
   float t[kRun];
+  if (rs.fast && finite) {
 #pragma unroll
-  for (int r = 0; r < kRun; ++r) {
-    const float x = finite_or_zero(v[r]);
-    t[r] = rs.fast ? div_by_scale(x, rs.d) : __fdiv_rn(x, rs.s);
+    for (int r = 0; r < kRun; ++r) t[r] = div_by_scale(v[r], rs.d);
+  } else if (rs.fast) {
+#pragma unroll
+    for (int r = 0; r < kRun; ++r) t[r] = div_by_scale(finite_or_zero(v[r]), rs.d);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRun; ++r) t[r] = __fdiv_rn(finite_or_zero(v[r]), rs.s);
   }
   encode_quads<kRun, true>(t, w, q);
   if (count)
@@ -213,7 +271,7 @@ __device__ __forceinline__ float wire_scale(const uint8_t* wire, int64_t b, cons
 // rows at a time. Thread t of a row holds, per slab of kRowThreads * kRowThreadElems elements,
 // the runs t, kRowThreads + t, ... (each run's accesses coalesced across the row's threads).
 template <typename InT, int kRowThreads, bool kFeedback>
-__global__ void __launch_bounds__(kStridedThreads, kStridedMinBlocks) row_encode_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>) row_encode_kernel(const __grid_constant__ KernelParams p) {
   constexpr int kRuns = kRowThreadElems / kRun;
   constexpr int kRowsPerBlock = kStridedThreads / kRowThreads;
   constexpr int kWarpsPerRow = kRowThreads / 32;
@@ -231,20 +289,34 @@ __global__ void __launch_bounds__(kStridedThreads, kStridedMinBlocks) row_encode
   for (int64_t base = int64_t(blockIdx.x) * kRowsPerBlock; base < nrows; base += int64_t(gridDim.x) * kRowsPerBlock) {
     const int64_t R = base + sub;
     const bool valid = R < nrows;
-    const int64_t c = valid ? R / rows : 0, r = valid ? R - c * rows : 0;
+    // (a 64-bit division per row costs more than the row's amax: one chunk needs none, and
+    // row counts below 2^32 take the 32-bit one)
+    const int64_t c = !valid || p.chunks == 1 ? 0
+                      : nrows <= 0xffffffffll  ? int64_t(uint32_t(R) / uint32_t(rows))
+                                               : R / rows;
+    const int64_t r = valid ? R - c * rows : 0;
     const int64_t ncols = valid ? cols : 0;
     const int64_t row_at = c * p.in_stride + r * cols;  // the row's first element (input, residual)
     float v[kRuns][kRun];
     uint32_t m = 0;
-    for (int64_t sl = 0; sl < nslabs; ++sl) {
+    bool finite = true;  // every value this thread holds of the row
+    int64_t at[kRuns];
+    int n[kRuns];
+    // the runs of slab sl this thread holds: at[] (element offsets) and n[] (valid elements)
+    auto slab_runs = [&](int64_t sl, int64_t width) {
 #pragma unroll
       for (int k = 0; k < kRuns; ++k) {
         const int64_t j = sl * kSlab + (int64_t(k) * kRowThreads + t) * kRun;  // column of the run
-        const int n = int(max(int64_t(0), min(int64_t(kRun), ncols - j)));
-        run_values<InT, kFeedback>(p, row_at + min(j, cols), n, v[k], count ? &nonfin : nullptr);
+        n[k] = int(max(int64_t(0), min(int64_t(kRun), width - j)));
+        at[k] = row_at + min(j, cols);
       }
-#pragma unroll
-      for (int k = 0; k < kRuns; ++k) m = max(m, run_amax_bits(v[k]));
+    };
+    for (int64_t sl = 0; sl < nslabs; ++sl) {
+      slab_runs(sl, ncols);
+      load_runs<InT, kFeedback, kRuns>(p, at, n, v, count ? &nonfin : nullptr);
+      const float am = runs_absmax_nan(v);
+      finite = finite && finite_max(am);
+      m = max(m, runs_amax_bits(v, am));
     }
     m = __reduce_max_sync(kFullMask, m);
     if constexpr (kWarpsPerRow > 1) {
@@ -262,23 +334,16 @@ __global__ void __launch_bounds__(kStridedThreads, kStridedMinBlocks) row_encode
     const RunScale rs = run_scale(so.s, q);
     uint8_t* codes = wire + r * cols;
     for (int64_t sl = 0; sl < nslabs; ++sl) {
-      if (nslabs > 1) {
-#pragma unroll
-        for (int k = 0; k < kRuns; ++k) {
-          const int64_t j = sl * kSlab + (int64_t(k) * kRowThreads + t) * kRun;
-          const int n = int(max(int64_t(0), min(int64_t(kRun), cols - j)));
-          run_values<InT, kFeedback>(p, row_at + min(j, cols), n, v[k], nullptr);
-        }
-      }
+      slab_runs(sl, cols);
+      if (nslabs > 1) load_runs<InT, kFeedback, kRuns>(p, at, n, v, nullptr);
 #pragma unroll
       for (int k = 0; k < kRuns; ++k) {
-        const int64_t j = sl * kSlab + (int64_t(k) * kRowThreads + t) * kRun;
-        const int n = int(max(int64_t(0), min(int64_t(kRun), cols - j)));
         uint32_t w[2];
-        quantize_run<kFeedback>(q, rs, n, v[k], w, sat, count);
-        if (n > 0) {
-          store_code_run(codes + j, n, p.code_vec, w);
-          if constexpr (kFeedback) store_residual_run(p.residual + row_at + j, n, p.residual_vec16, v[k]);
+        quantize_run<kFeedback>(q, rs, n[k], v[k], w, sat, count, finite);
+        if (n[k] > 0) {
+          const int64_t j = at[k] - row_at;
+          store_code_run(codes + j, n[k], p.code_vec, w);
+          if constexpr (kFeedback) store_residual_run(p.residual + at[k], n[k], p.residual_vec16, v[k]);
         }
       }
     }
@@ -291,6 +356,19 @@ __global__ void __launch_bounds__(kStridedThreads, kStridedMinBlocks) row_encode
 // kBatch runs, nthreads apart, before it works on them.
 constexpr int kBatch = 4;
 
+// Runs u0, u0 + nthreads, ... of chunk c: element offsets at[] and valid elements n[].
+template <int K>
+__device__ __forceinline__ void flat_runs(const KernelParams& p, int64_t c, int64_t u0, int64_t nthreads,
+                                          int64_t (&at)[K], int (&n)[K]) {
+  const int64_t numel = p.geo.numel;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t u = u0 + k * nthreads;
+    n[k] = int(max(int64_t(0), min(int64_t(kRun), numel - u * kRun)));
+    at[k] = c * p.in_stride + min(u * kRun, numel);
+  }
+}
+
 template <typename InT, bool kFeedback>
 __global__ void __launch_bounds__(kStridedThreads) tensor_amax_kernel(const __grid_constant__ KernelParams p) {
   const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x, nthreads = int64_t(gridDim.x) * kStridedThreads;
@@ -301,14 +379,11 @@ __global__ void __launch_bounds__(kStridedThreads) tensor_amax_kernel(const __gr
     uint32_t m = 0;
     for (int64_t u0 = tid; u0 < runs; u0 += kBatch * nthreads) {
       float v[kBatch][kRun];
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int64_t u = u0 + k * nthreads;
-        const int n = int(max(int64_t(0), min(int64_t(kRun), numel - u * kRun)));
-        run_values<InT, kFeedback>(p, c * p.in_stride + min(u * kRun, numel), n, v[k], count ? &nonfin : nullptr);
-      }
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) m = max(m, run_amax_bits(v[k]));
+      int64_t at[kBatch];
+      int n[kBatch];
+      flat_runs(p, c, u0, nthreads, at, n);
+      load_runs<InT, kFeedback, kBatch>(p, at, n, v, count ? &nonfin : nullptr);
+      m = max(m, runs_amax_bits(v, runs_absmax_nan(v)));
     }
     m = __reduce_max_sync(kFullMask, m);
     if ((threadIdx.x & 31) == 0 && m) atomicMax(p.chunk_amax + c, m);
@@ -317,7 +392,7 @@ __global__ void __launch_bounds__(kStridedThreads) tensor_amax_kernel(const __gr
 }
 
 template <typename InT, bool kFeedback>
-__global__ void __launch_bounds__(kStridedThreads, kStridedMinBlocks) tensor_quant_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>) tensor_quant_kernel(const __grid_constant__ KernelParams p) {
   const QuantRules& q = p.rules;
   const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x, nthreads = int64_t(gridDim.x) * kStridedThreads;
   const int64_t numel = p.geo.numel, runs = (numel + kRun - 1) / kRun;
@@ -330,21 +405,18 @@ __global__ void __launch_bounds__(kStridedThreads, kStridedMinBlocks) tensor_qua
     const RunScale rs = run_scale(so.s, q);
     for (int64_t u0 = tid; u0 < runs; u0 += kBatch * nthreads) {
       float v[kBatch][kRun];
+      int64_t at[kBatch];
+      int n[kBatch];
+      flat_runs(p, c, u0, nthreads, at, n);
+      load_runs<InT, kFeedback, kBatch>(p, at, n, v, nullptr);
+      const bool finite = finite_max(runs_absmax_nan(v));
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
-        const int64_t u = u0 + k * nthreads;
-        const int n = int(max(int64_t(0), min(int64_t(kRun), numel - u * kRun)));
-        run_values<InT, kFeedback>(p, c * p.in_stride + min(u * kRun, numel), n, v[k], nullptr);
-      }
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int64_t u = u0 + k * nthreads;
-        const int n = int(max(int64_t(0), min(int64_t(kRun), numel - u * kRun)));
-        if (n == 0) continue;
+        if (n[k] == 0) continue;
         uint32_t w[2];
-        quantize_run<kFeedback>(q, rs, n, v[k], w, sat, count);
-        store_code_run(wire + u * kRun, n, p.code_vec, w);
-        if constexpr (kFeedback) store_residual_run(p.residual + c * p.in_stride + u * kRun, n, p.residual_vec16, v[k]);
+        quantize_run<kFeedback>(q, rs, n[k], v[k], w, sat, count, finite);
+        store_code_run(wire + (at[k] - c * p.in_stride), n[k], p.code_vec, w);
+        if constexpr (kFeedback) store_residual_run(p.residual + at[k], n[k], p.residual_vec16, v[k]);
       }
     }
   }
@@ -370,6 +442,17 @@ __device__ __forceinline__ Tile tile_of(const KernelParams& p, int64_t item) {
   t.n = int(min(int64_t(kRun), p.geo.cols - t.j));
   return t;
 }
+// Rows r0 .. r0 + kBatch - 1 of a tile (a row past the tile: n = 0, at its first row).
+template <int K>
+__device__ __forceinline__ void tile_runs(const KernelParams& p, const Tile& tl, int64_t base, int64_t r0,
+                                          int64_t (&at)[K], int (&n)[K]) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const bool in = r0 + k < tl.r1;
+    at[k] = base + (in ? r0 + k : tl.r0) * p.geo.cols;
+    n[k] = in ? tl.n : 0;
+  }
+}
 __device__ __forceinline__ int64_t tile_count(const KernelParams& p) {
   return p.chunks * ((p.geo.rows + p.tile_rows - 1) / p.tile_rows) * ((p.geo.cols + kRun - 1) / kRun);
 }
@@ -386,12 +469,10 @@ __global__ void __launch_bounds__(kStridedThreads) col_amax_kernel(const __grid_
     const int64_t base = tl.c * p.in_stride + tl.j;
     for (int64_t r0 = tl.r0; r0 < tl.r1; r0 += kBatch) {
       float v[kBatch][kRun];
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const bool in = r0 + k < tl.r1;
-        run_values<InT, kFeedback>(p, base + (in ? r0 + k : tl.r0) * p.geo.cols, in ? tl.n : 0, v[k],
-                                   count ? &nonfin : nullptr);
-      }
+      int64_t at[kBatch];
+      int n[kBatch];
+      tile_runs(p, tl, base, r0, at, n);
+      load_runs<InT, kFeedback, kBatch>(p, at, n, v, count ? &nonfin : nullptr);
 #pragma unroll
       for (int k = 0; k < kBatch; ++k)
 #pragma unroll
@@ -439,20 +520,25 @@ __global__ void __launch_bounds__(kStridedThreads, kStridedMinBlocks - 1) col_qu
     const int64_t base = tl.c * p.in_stride + tl.j;
     for (int64_t r0 = tl.r0; r0 < tl.r1; r0 += kBatch) {
       float v[kBatch][kRun];
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const bool in = r0 + k < tl.r1;
-        run_values<InT, kFeedback>(p, base + (in ? r0 + k : tl.r0) * p.geo.cols, in ? tl.n : 0, v[k], nullptr);
-      }
+      int64_t rat[kBatch];
+      int n[kBatch];
+      tile_runs(p, tl, base, r0, rat, n);
+      load_runs<InT, kFeedback, kBatch>(p, rat, n, v, nullptr);
+      const bool finite = finite_max(runs_absmax_nan(v));
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
         if (r0 + k >= tl.r1) continue;
         const int64_t at = (r0 + k) * p.geo.cols;
         float t[kRun];
+        if (fast && finite) {
 #pragma unroll
-        for (int e = 0; e < kRun; ++e) {
-          const float x = finite_or_zero(v[k][e]);
-          t[e] = fast ? div_by_scale(x, d[e]) : __fdiv_rn(x, s[e]);
+          for (int e = 0; e < kRun; ++e) t[e] = div_by_scale(v[k][e], d[e]);
+        } else if (fast) {
+#pragma unroll
+          for (int e = 0; e < kRun; ++e) t[e] = div_by_scale(finite_or_zero(v[k][e]), d[e]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kRun; ++e) t[e] = __fdiv_rn(finite_or_zero(v[k][e]), s[e]);
         }
         uint32_t w[2];
         encode_quads<kRun, true>(t, w, q);
@@ -584,6 +670,16 @@ __global__ void __launch_bounds__(kStridedThreads) tile_decode_kernel(const __gr
   }
 }
 
+// The row encodes of every shape: [shape][in type: bf16, f32][error feedback].
+template <int... S>
+void add_row_shapes(StridedKernels& k, std::integer_sequence<int, S...>) {
+  ((k.row_encode[S][0][0] = row_encode_kernel<uint16_t, kRowShapes[S], false>,
+    k.row_encode[S][0][1] = row_encode_kernel<uint16_t, kRowShapes[S], true>,
+    k.row_encode[S][1][0] = row_encode_kernel<float, kRowShapes[S], false>,
+    k.row_encode[S][1][1] = row_encode_kernel<float, kRowShapes[S], true>),
+   ...);
+}
+
 }  // namespace
 }  // namespace taco::gpu::detail
 
@@ -593,18 +689,7 @@ const StridedKernels& strided_kernels() {
   using namespace detail;
   static const StridedKernels k = [] {
     StridedKernels s{};
-    s.row_encode[0][0][0] = row_encode_kernel<uint16_t, kRowShapes[0], false>;
-    s.row_encode[0][0][1] = row_encode_kernel<uint16_t, kRowShapes[0], true>;
-    s.row_encode[0][1][0] = row_encode_kernel<float, kRowShapes[0], false>;
-    s.row_encode[0][1][1] = row_encode_kernel<float, kRowShapes[0], true>;
-    s.row_encode[1][0][0] = row_encode_kernel<uint16_t, kRowShapes[1], false>;
-    s.row_encode[1][0][1] = row_encode_kernel<uint16_t, kRowShapes[1], true>;
-    s.row_encode[1][1][0] = row_encode_kernel<float, kRowShapes[1], false>;
-    s.row_encode[1][1][1] = row_encode_kernel<float, kRowShapes[1], true>;
-    s.row_encode[2][0][0] = row_encode_kernel<uint16_t, kRowShapes[2], false>;
-    s.row_encode[2][0][1] = row_encode_kernel<uint16_t, kRowShapes[2], true>;
-    s.row_encode[2][1][0] = row_encode_kernel<float, kRowShapes[2], false>;
-    s.row_encode[2][1][1] = row_encode_kernel<float, kRowShapes[2], true>;
+    add_row_shapes(s, std::make_integer_sequence<int, kNumRowShapes>{});
     s.tensor_amax[0][0] = tensor_amax_kernel<uint16_t, false>;
     s.tensor_amax[0][1] = tensor_amax_kernel<uint16_t, true>;
     s.tensor_amax[1][0] = tensor_amax_kernel<float, false>;

@@ -168,7 +168,8 @@ const char* const kNewVariants[] = {"nvfp4", "mxfp4", "int4-g32", "int4-g32-had"
 struct Shape {
   int64_t rows, cols;
 };
-const Shape kShapes[] = {{4, 1024}, {3, 1000}, {1, 37}, {7, 513}, {2, 16}, {1, 1}, {33, 4096}};
+// (the row codecs' four row shapes: cols up to 1024, 2048, 4096 and beyond, two slabs at 8200)
+const Shape kShapes[] = {{4, 1024}, {3, 1000}, {1, 37}, {7, 513}, {2, 16}, {1, 1}, {33, 4096}, {5, 2048}, {3, 1500}, {2, 8200}};
 
 }  // namespace
 
