@@ -54,11 +54,12 @@ class Wire:
     as the input), `chunks` blocks of `chunk_bytes` bytes each, block k encoding rows
     [k * rows, (k + 1) * rows) of the [chunks * rows, cols] view of a tensor of `shape`."""
 
-    __slots__ = ("_data", "variant", "shape", "dtype", "chunks", "rows", "cols", "_args")
+    __slots__ = ("_data", "variant", "shape", "dtype", "chunks", "rows", "cols", "_codec", "_args")
 
-    def __init__(self, data, variant, shape, dtype, chunks, rows, cols, args=None):
+    def __init__(self, data, variant, shape, dtype, chunks, rows, cols, codec=None, args=None):
         self._data, self.variant, self.shape, self.dtype = data, variant, shape, dtype
         self.chunks, self.rows, self.cols = chunks, rows, cols
+        self._codec = codec if codec is not None else get_codec(variant)
         self._args = args  # what the extension takes for `data` (_torch_args), as encode passed it
 
     @property
@@ -76,7 +77,7 @@ class Wire:
     @property
     def layout(self):
         """Byte offsets inside one chunk: codes, scales, aux (TACO's s_a, zero points), tensor scale."""
-        return json.loads(get_codec(self.variant).layout_json(self.rows, self.cols))
+        return json.loads(self._codec.layout_json(self.rows, self.cols))
 
     def __repr__(self):
         return (f"Wire({self.variant!r}, shape={self.shape}, dtype={self.dtype}, chunks={self.chunks}, "
@@ -228,11 +229,12 @@ def wire_bytes(variant, shape, chunks=1):
 
 def encode(x, variant, *, chunks=1, out=None, residual=None):
     """Encodes x; returns a Wire. `out`: a uint8 buffer of wire_bytes(...) to write into, or a Wire
-    of an earlier encode of the same variant, shape and chunks (its buffer is reused: the
-    cheapest call in a loop).
+    of an earlier encode of the same variant, shape and chunks, which is rewritten and returned
+    (the cheapest call in a loop).
     `residual`: error feedback, a float32 array shaped like x, updated in place
     (v = x + residual; wire = C(v); residual = v - D(wire))."""
     codec = get_codec(variant)
+    reuse = type(out) is Wire
     if _is_torch(x):
         # the per-call path of torch tensors: each attribute read once, the shape's work cached
         code = _TORCH_CODES.get(x.dtype)
@@ -241,7 +243,13 @@ def encode(x, variant, *, chunks=1, out=None, residual=None):
         if not x.is_contiguous():
             raise ValueError("input: the array is not contiguous (call .contiguous() first)")
         shape = x.shape
-        rows, cols, cb, numel, name = _layout(codec, variant, shape, chunks)
+        # a wire of the same encode carries the shape's work already
+        hit = reuse and out._codec is codec and out.chunks == chunks and out.shape == shape
+        if hit:
+            rows, cols, name = out.rows, out.cols, out.variant
+            numel = chunks * rows * cols
+        else:
+            rows, cols, cb, numel, name = _layout(codec, variant, shape, chunks)
         if x.is_cuda:
             dev = x.get_device()
             px = (x.data_ptr(), code[0], numel, dev)
@@ -254,24 +262,27 @@ def encode(x, variant, *, chunks=1, out=None, residual=None):
     else:
         x = _array(x)
         dtype = _check_values(x, "input")
-        px, stream, shape = x, 0, x.shape
+        px, stream, shape, hit = x, 0, x.shape, False
         rows, cols, cb, numel, name = _layout(codec, variant, shape, chunks)
     if out is None:
-        out = _empty(x, (chunks * cb,), "uint8")
-        po = _pass(out, "wire")
-    elif type(out) is Wire:
-        if (out.variant, out.shape, out.chunks) != (name, shape, chunks):
+        buf = _empty(x, (chunks * cb,), "uint8")
+        po = _pass(buf, "wire")
+    elif reuse:
+        if not hit and (out.variant, out.shape, out.chunks) != (name, shape, chunks):
             raise ValueError(f"out: a wire of another encode ({out!r}; this one: {name!r}, shape={shape}, "
                              f"chunks={chunks})")
-        po = _wire_args(out)
-        out = out._data
+        buf, po = out._data, _wire_args(out)
     else:
-        po = _pass(out, "wire")
+        buf, po = out, _pass(out, "wire")
     if residual is None:
         codec.encode(px, po, chunks, rows, cols, stream)
     else:
         codec.encode_ef(px, _pass(_array(residual, "residual"), "residual"), po, chunks, rows, cols, stream)
-    return Wire(out, name, shape, dtype, chunks, rows, cols, po if type(po) is tuple else None)
+    args = po if type(po) is tuple else None
+    if reuse:
+        out.dtype, out._codec, out._args = dtype, codec, args
+        return out
+    return Wire(buf, name, shape, dtype, chunks, rows, cols, codec, args)
 
 
 def _check_wires(wires):
@@ -311,7 +322,7 @@ def _decode_into(wires, out, dtype):
         stream = _cuda_stream(po[3], out) if po[3] >= 0 else 0
     else:
         stream = 0
-    get_codec(w0.variant).decode_reduce(pw, po, w0.chunks, w0.rows, w0.cols, stream)
+    w0._codec.decode_reduce(pw, po, w0.chunks, w0.rows, w0.cols, stream)
     return out
 
 

@@ -120,9 +120,12 @@ def test_encode_into_an_earlier_wire_reuses_its_buffer():
     a, b = rand((16, 256), 3), rand((16, 256), 4)
     w = tc.encode(a, "fp8-g128")
     buf = w.data
-    w2 = tc.encode(b, "fp8-g128", out=w)  # b's codes in a's buffer
-    assert w2.data is buf and w2.data.numpy().tobytes() == tc.encode(b, "fp8-g128").data.numpy().tobytes()
-    assert torch.equal(tc.decode(w), tc.qdq(b, "fp8-g128"))  # the old Wire sees its buffer's new bytes
+    w2 = tc.encode(b.float(), "fp8-g128", out=w)  # b's codes in a's buffer, from float32 input
+    assert w2 is w and w.data is buf and w.dtype == "float32"
+    assert w.data.numpy().tobytes() == tc.encode(b, "fp8-g128").data.numpy().tobytes()
+    assert torch.equal(tc.decode(w), tc.qdq(b.float(), "fp8-g128"))
+    spelled = tc.encode(b.to(torch.bfloat16), "e4m3:g128", out=w)  # another spelling: checked by name
+    assert spelled is w and tc.decode(w).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="another encode"):
         tc.encode(b, "taco", out=w)  # another variant
     with pytest.raises(ValueError, match="another encode"):
