@@ -27,7 +27,9 @@ demo: setup
 test: build
 	$(MAKE) --no-print-directory test-cpu test-package test-python test-asan fuzz
 
+# Includes go down the pipeline only (scripts/check_layers.py has the stage order).
 test-cpu:
+	$(PYTHON) scripts/check_layers.py
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # The Python package: pip install . into $(VENV) (made from Debian's python3 with python3-torch),

@@ -2,7 +2,7 @@
 // all-reduce; all-gather, reduce-scatter, all-to-all, send/recv), in the shape of nccl-tests:
 // the same flags (-b -e -f -i -n -w -c -d -o -g), one table row per size with size, count, type,
 // redop, time, algbw, busbw, #wrong, then taco's columns. --json FILE per docs/results-schema.md.
-// Harness: cuda/comm_bench.hpp; plans: cuda/comm_plans.hpp; docs/comm.md has the details.
+// Harness: cuda/comm_bench.hpp; plans: collectives/comm_plans.hpp; docs/comm.md has the details.
 #include "cli_parse.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"

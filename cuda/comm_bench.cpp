@@ -20,7 +20,7 @@
 #include "cuda/comm_fabric.hpp"
 #include "cuda/comm_kernels.hpp"
 #include "cuda/comm_mpi.hpp"
-#include "cuda/comm_plans.hpp"
+#include "collectives/comm_plans.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/gpu_quant.hpp"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "cuda/comm_plan.hpp"
+#include "collectives/comm_plan.hpp"
 #include "cuda/device.hpp"
 
 namespace taco::gpu {

@@ -1,5 +1,5 @@
 #pragma once
-// The GPU executor of comm plans (cuda/comm_plans.hpp) and of plain NCCL collectives, for every
+// The GPU executor of comm plans (collectives/comm_plans.hpp) and of plain NCCL collectives, for every
 // local rank of a process. Each local rank owns its device buffers (In, Out, four wire buffers), a
 // compute stream for the codec kernels and a network stream for NCCL, and one GpuQuant per block
 // shape (so every launch hits the codec's geometry memo).
@@ -19,7 +19,7 @@
 #include "core/dtype.hpp"
 #include "cuda/comm_fabric.hpp"
 #include "cuda/comm_kernels.hpp"
-#include "cuda/comm_plan.hpp"
+#include "collectives/comm_plan.hpp"
 #include "cuda/device.hpp"
 #include "cuda/gpu_quant.hpp"
 

@@ -6,7 +6,7 @@
 #include "codecs/structured/structured.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "study/sim_collectives.hpp"
+#include "collectives/sim_collectives.hpp"
 
 #ifdef TACO_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -10,7 +10,7 @@
 // Shapes: an operation covers `chunks` blocks of [rows, cols] elements laid side by side, block k
 // at element k * rows * cols of the values and at byte k * chunk_bytes(rows, cols) of the wire:
 // exactly what `chunks` separate Codec::encode() calls return, concatenated. Sums are in fp32, in
-// source order, rounded once to the output type (the collectives' semantics, study/sim_collectives).
+// source order, rounded once to the output type (the collectives' semantics, collectives/sim_collectives).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -102,7 +102,7 @@ struct VariantInfo {
 };
 std::vector<VariantInfo> variant_infos();
 
-// The study's simulated collective (study/sim_collectives.hpp) on fp32 host inputs, one per rank:
+// The study's simulated collective (collectives/sim_collectives.hpp) on fp32 host inputs, one per rank:
 // the oracle the Python collectives are tested against.
 std::vector<std::vector<float>> simulate_collective(const std::string& variant, const std::string& algorithm,
                                                     const std::vector<const float*>& inputs, int64_t rows,

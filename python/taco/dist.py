@@ -5,7 +5,7 @@
     s = td.reduce_scatter(x, "fp8-g128")          # this rank's chunk of the sum (dim 0 split N ways)
     g = td.all_gather(x, "taco")                  # the N ranks' tensors concatenated along dim 0
 
-Semantics (shared with `taco comm` and the study's simulation, study/sim_collectives.hpp, which the
+Semantics (shared with `taco comm` and the study's simulation, collectives/sim_collectives.hpp, which the
 tests compare against bit for bit): the [rows, cols] view of a tensor (cols = its last dimension) is
 cut into N chunks (N equal row blocks when N divides rows, else N flat ranges), chunk j owned by
 rank j; every message is a codec's wire; receivers decode, sum in float32 in rank order 0..N-1,

@@ -14,7 +14,7 @@
 #include "study/error_feedback.hpp"
 #include "study/histogram.hpp"
 #include "study/metrics.hpp"
-#include "study/sim_collectives.hpp"
+#include "collectives/sim_collectives.hpp"
 
 #include <functional>
 #include <map>

@@ -1,5 +1,5 @@
-// The compressed-collective plans (cuda/comm_plans.hpp) run on host buffers (cuda/comm_hostsim.hpp)
-// against the study's independent simulator (study/sim_collectives): same codec, same outputs bit
+// The compressed-collective plans (collectives/comm_plans.hpp) run on host buffers (collectives/comm_hostsim.hpp)
+// against the study's independent simulator (collectives/sim_collectives): same codec, same outputs bit
 // for bit, same quantization counts and bytes. Plus what the simulator does not cover: all-to-all,
 // send/recv, pipelining, the bf16 exact codec, schedule invariants and the nccl-tests conventions.
 #include <cmath>
@@ -8,12 +8,12 @@
 #include <random>
 #include <set>
 
-#include "../../cuda/comm_hostsim.hpp"
-#include "../../cuda/comm_plans.hpp"
+#include "collectives/comm_hostsim.hpp"
+#include "collectives/comm_plans.hpp"
 #include "catch.hpp"
 #include "codecs/codec.hpp"
 #include "core/dtype.hpp"
-#include "study/sim_collectives.hpp"
+#include "collectives/sim_collectives.hpp"
 
 using namespace taco;
 using namespace taco::comm;

@@ -3,7 +3,7 @@
 // invariance and the growth of ring error with the TP degree.
 #include "catch.hpp"
 #include "study/metrics.hpp"
-#include "study/sim_collectives.hpp"
+#include "collectives/sim_collectives.hpp"
 #include "test_study_support.hpp"
 
 #include <cstring>

@@ -1,5 +1,5 @@
 // GPU tests of the collective benchmark: the GPU executor runs the same plans as the host executor
-// (cuda/comm_hostsim.hpp, itself checked against study/sim_collectives by the CPU tests) and must
+// (collectives/comm_hostsim.hpp, itself checked against collectives/sim_collectives by the CPU tests) and must
 // give the same bits; the fused ring hop equals the CPU's decode + add + encode byte for byte; the
 // structured inputs and the output check find exact sums exact and corrupted outputs wrong; the
 // watchdog turns a stalled stream into an error. Loopback (N virtual ranks on one GPU) covers
@@ -21,9 +21,9 @@
 #include "core/error.hpp"
 #include "cuda/comm_exec.hpp"
 #include "cuda/comm_fabric.hpp"
-#include "cuda/comm_hostsim.hpp"
+#include "collectives/comm_hostsim.hpp"
 #include "cuda/comm_kernels.hpp"
-#include "cuda/comm_plans.hpp"
+#include "collectives/comm_plans.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device.hpp"
 

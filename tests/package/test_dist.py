@@ -1,5 +1,5 @@
 """taco.dist: the simulated group reproduces the study's collective simulation (C++,
-study/sim_collectives) bit for bit, and real gloo process groups of 2 and 4 ranks reproduce the
+collectives/sim_collectives) bit for bit, and real gloo process groups of 2 and 4 ranks reproduce the
 simulated group bit for bit, for every algorithm, with and without error feedback."""
 import os
 

@@ -1,5 +1,5 @@
 #pragma once
-// Compressed all-reduce plans (methods.md 1.6; semantics in study/sim_collectives.hpp):
+// Compressed all-reduce plans (methods.md 1.6; semantics in collectives/sim_collectives.hpp):
 //  one_shot  encode N chunks; all-gather the whole compressed buffer (in place); decode and sum
 //            all N copies of every chunk (1 quantization; (N-1) x |C| bytes sent per rank).
 //  two_shot  encode N chunks; all-to-all (grouped send/recv); the owner decodes and sums the N

@@ -2,7 +2,7 @@
 // The host executor of comm plans: N ranks' buffers in host memory, codec operations through the
 // CPU reference codecs (codecs/codec.hpp), sends and receives as memcpy. It runs exactly the plans
 // the GPU executor runs, so
-//   * tests/cpu/test_comm_plan.cpp checks the plans against study/sim_collectives (same codec, same
+//   * tests/cpu/test_comm_plan.cpp checks the plans against collectives/sim_collectives (same codec, same
 //     results bit for bit) without a GPU, and
 //   * tests/gpu/test_comm.cpp checks the GPU executor against it (the GPU kernels reproduce the
 //     CPU codecs' bytes, so GPU and host results must match bit for bit).

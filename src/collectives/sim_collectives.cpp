@@ -1,4 +1,4 @@
-#include "study/sim_collectives.hpp"
+#include "collectives/sim_collectives.hpp"
 
 #include "core/error.hpp"
 

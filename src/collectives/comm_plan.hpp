@@ -2,10 +2,10 @@
 // Compressed collectives as data: which rank encodes what, which peer it sends which chunk to at
 // which step, what it decodes and sums, in plain C++ (no CUDA). The same plans drive the GPU
 // executor (cuda/comm_exec.hpp: GpuQuant kernels + NCCL) and the host executor
-// (cuda/comm_hostsim.hpp: CPU codecs + memcpy), so the data movement and requantization that the
-// CPU tests check against study/sim_collectives are exactly what the live benchmark runs.
+// (collectives/comm_hostsim.hpp: CPU codecs + memcpy), so the data movement and requantization that the
+// CPU tests check against collectives/sim_collectives are exactly what the live benchmark runs.
 //
-// Semantics (shared with study/sim_collectives.hpp, which documents them in full):
+// Semantics (shared with collectives/sim_collectives.hpp, which documents them in full):
 //  * a rank's buffer is [rows, cols]; sim::chunk_layout() cuts it into N chunks, chunk j owned by
 //    rank j; the codec sees a chunk (or a piece of it, below) as one [rows, cols] block;
 //  * decompress -> sum in fp32 in rank order 0..N-1 -> recompress; a rank's own contribution goes
@@ -34,7 +34,7 @@
 #include "codecs/quant_codec.hpp"
 #include "codecs/variant.hpp"
 #include "core/error.hpp"
-#include "study/sim_collectives.hpp"
+#include "collectives/sim_collectives.hpp"
 
 namespace taco::comm {
 
