@@ -108,8 +108,7 @@ inline constexpr int kRowThreadElems = 32;    // row elements a thread holds (4 
 inline constexpr int kRowShapes[4] = {32, 64, 128, 256};
 inline constexpr int kNumRowShapes = 4;
 // The row kernel for rows of `cols`: the fewest threads per row whose slab holds the row (a
-// shape with more threads leaves the ones past the row idle: rows of 2048 on four warps ran at
-// half the speed of rows of 1024 or 4096).
+// shape with more threads leaves the ones past the row idle).
 inline int row_shape(int64_t cols) {
   for (int k = 0; k < kNumRowShapes - 1; ++k)
     if (cols <= int64_t(kRowShapes[k]) * kRowThreadElems) return k;

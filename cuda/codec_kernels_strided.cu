@@ -130,9 +130,9 @@ __device__ __forceinline__ void store_out_run(const KernelParams& p, int64_t at,
 // The values an encode quantizes, of K runs of a thread: the input, or with error feedback
 // v = finite(x) + e (group_kernels.cuh feedback_values); counts the non-finite values of what is
 // encoded. at[k]: the run's first element (input and residual); n[k]: its valid elements. The
-// vector path issues every load before it unpacks any: a load used at once (the per-run branch
-// between vector and scalar loads did that) leaves one 16-byte load per thread in flight. With
-// vectors allowed, cols % kRun == 0, so a run is whole (n = kRun) or past the end (n = 0).
+// vector path issues every load before it unpacks any: a load used at once would leave one
+// 16-byte load per thread in flight. With vectors allowed, cols % kRun == 0, so a run is whole
+// (n = kRun) or past the end (n = 0).
 template <typename InT, bool kFeedback, int K>
 __device__ __forceinline__ void load_runs(const KernelParams& p, const int64_t (&at)[K], const int (&n)[K],
                                           float (&v)[K][kRun], unsigned long long* nonfin) {
