@@ -201,7 +201,7 @@ __device__ __forceinline__ float runs_absmax_nan(const float (&v)[K][kRun]) {
     for (int r = 0; r < kRun; ++r) m = fmax_nan(m, fabsf(v[k][r]));
   return m;
 }
-__device__ __forceinline__ bool finite_max(float m) { return m <= 3.40282347e+38f; }
+__device__ __forceinline__ bool finite_max(float m) { return m <= kHdFltMax; }
 
 // The largest finite |value| of K runs as bits, from their runs_absmax_nan.
 template <int K>
