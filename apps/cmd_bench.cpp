@@ -8,7 +8,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
-#include "study/report.hpp"
+#include "core/provenance.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -22,8 +22,8 @@
 #include <vector>
 
 #if defined(TACO_HAVE_CUDA)
-#include "cuda/bench_runner.hpp"
-#include "cuda/gpu_quant.hpp"
+#include "cuda/bench/bench_runner.hpp"
+#include "cuda/codecs/gpu_quant.hpp"
 #endif
 
 namespace {
@@ -75,7 +75,7 @@ nlohmann::json meta_json(const taco::gpu::BenchReport& rep, const taco::gpu::Ben
   m["cuda_runtime"] = taco::gpu::cuda_version_string(d.runtime_version);
   m["cuda_driver"] = taco::gpu::cuda_version_string(d.driver_api_version);
   m["driver_version"] = d.driver_version;
-  m["date"] = taco::study::utc_now_iso8601();
+  m["date"] = taco::utc_now_iso8601();
   // appended keys
   m["sm_count"] = d.sm_count;
   m["l2_bytes"] = d.l2_bytes;
@@ -198,7 +198,7 @@ void run_bench_command(const BenchArgs& a) {
   o.seed = a.seed;
   o.device = a.device;
   if (!a.quiet) o.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  const std::string argv = taco::study::shell_join(taco::cli::self_argv());
+  const std::string argv = taco::shell_join(taco::cli::self_argv());
   const taco::gpu::BenchReport rep = taco::gpu::run_bench(o);
   print_table(rep, o);
   if (!a.json.empty()) write_json(a.json, rep, o, argv);

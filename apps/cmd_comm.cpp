@@ -2,13 +2,13 @@
 // all-reduce; all-gather, reduce-scatter, all-to-all, send/recv), in the shape of nccl-tests:
 // the same flags (-b -e -f -i -n -w -c -d -o -g), one table row per size with size, count, type,
 // redop, time, algbw, busbw, #wrong, then taco's columns. --json FILE per docs/results-schema.md.
-// Harness: cuda/comm_bench.hpp; plans: collectives/comm_plans.hpp; docs/comm.md has the details.
+// Harness: cuda/bench/comm_bench.hpp; plans: collectives/comm_plans.hpp; docs/comm.md has the details.
 #include "cli_parse.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
-#include "study/report.hpp"
+#include "core/provenance.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -21,9 +21,9 @@
 #include <vector>
 
 #if defined(TACO_HAVE_CUDA)
-#include "cuda/comm_bench.hpp"
-#include "cuda/comm_fabric.hpp"
-#include "cuda/device.hpp"
+#include "cuda/bench/comm_bench.hpp"
+#include "cuda/collectives/comm_fabric.hpp"
+#include "cuda/runtime/device.hpp"
 #endif
 
 namespace {
@@ -66,10 +66,10 @@ taco::gpu::CommOptions to_options(const CommArgs& a) {
   o.colls.clear();
   for (const auto& c : split_list(a.colls, "--coll")) {
     if (c == "all") {
-      o.colls.assign(std::begin(comm::kAllColls), std::end(comm::kAllColls));
+      o.colls.assign(std::begin(taco::kAllColls), std::end(taco::kAllColls));
       break;
     }
-    o.colls.push_back(comm::parse_coll(c));
+    o.colls.push_back(taco::parse_coll(c));
   }
   const int64_t step = a.stepbytes.empty() ? 0 : parse_bytes(a.stepbytes, "-i/--stepbytes");
   o.sizes = comm::sweep_sizes(parse_bytes(a.minbytes, "-b/--minbytes"), parse_bytes(a.maxbytes, "-e/--maxbytes"),
@@ -90,7 +90,7 @@ taco::gpu::CommOptions to_options(const CommArgs& a) {
   o.plain = !a.no_plain;
   o.algos.clear();
   if (a.algos != "auto")
-    for (const auto& s : split_list(a.algos, "--algo")) o.algos.push_back(comm::parse_allreduce_algo(s));
+    for (const auto& s : split_list(a.algos, "--algo")) o.algos.push_back(taco::parse_allreduce_algo(s));
   o.pipeline = a.pipeline;
   o.pipeline_min_bytes = a.pipeline_min == "0" ? 0 : parse_bytes(a.pipeline_min, "--pipeline-min");
   TACO_REQUIRE_INPUT(a.codec_sms >= 0, "--codec-sms must be >= 0 (0: all SMs), got {}", a.codec_sms);
@@ -168,7 +168,7 @@ nlohmann::json to_json(const CommReport& r, const CommArgs& a) {
   m["gpu"] = r.device.name;
   m["nranks"] = r.nranks;
   m["nccl_version"] = r.nccl_runtime;
-  m["date"] = taco::study::utc_now_iso8601();
+  m["date"] = taco::utc_now_iso8601();
   // appended
   m["nccl_header_version"] = r.nccl_header;
   m["cuda_runtime"] = taco::gpu::cuda_version_string(r.device.runtime_version);

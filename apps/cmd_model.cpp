@@ -13,7 +13,7 @@
 #include "model/links.hpp"
 #include "model/step_time.hpp"
 #include "model/validate.hpp"
-#include "study/report.hpp"
+#include "core/provenance.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -165,7 +165,7 @@ Compression make_compression(const ModelArgs& a, const Inputs& in, const StepCon
   if (a.best) return best_per_site(cfg, in.links, candidate_codecs(a, in), pipelined, true);
   Compression c = uniform_compression(codec_from_table(a.codec, in.bench.get()), codec_from_table(a.dp_codec, in.bench.get()),
                                       codec_from_table(a.pp_codec, in.bench.get()), pipelined);
-  if (a.tp_algo != "auto") parse_algo(a.tp_algo, "--tp-algo");
+  if (a.tp_algo != "auto") taco::parse_algo(a.tp_algo, "--tp-algo");
   c.tp_algo = a.tp_algo;
   if (!a.site_codecs.empty()) {
     for (const auto& kv : taco::cli::split_list(a.site_codecs, "--site-codec")) {
@@ -277,7 +277,7 @@ json meta_json(const ModelArgs& a, const Inputs& in, const std::string& mode) {
   return {{"argv", taco::cli::self_argv()},
           {"taco_version", taco::kVersion},
           {"git_commit", taco::kGitCommit},
-          {"date", taco::study::utc_now_iso8601()},
+          {"date", taco::utc_now_iso8601()},
           {"mode", mode},
           {"links", in.links.path},
           {"bench", a.bench.empty() ? json(nullptr) : json(a.bench)},

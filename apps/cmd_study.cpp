@@ -14,8 +14,8 @@
 #include "study/study.hpp"
 #include "study/weights.hpp"
 
-#if defined(TACO_HAVE_CUDA) && __has_include("cuda/gpu_codec.hpp")
-#include "cuda/gpu_codec.hpp"
+#if defined(TACO_HAVE_CUDA) && __has_include("cuda/codecs/gpu_codec.hpp")
+#include "cuda/codecs/gpu_codec.hpp"
 #define TACO_STUDY_HAS_GPU 1
 #endif
 
@@ -193,7 +193,7 @@ void run_study_command(const StudyArgs& a) {
     opts.variants = {"fp8-tensor", "fp8-g128", "mxfp8", "taco-noh", "taco"};
   if (!a.collectives.empty())
     for (const std::string& s : split_list(a.collectives, "--collectives"))
-      opts.collectives.push_back(sim::parse_algorithm(s));
+      opts.collectives.push_back(sim::parse_collective(s));
   if (!a.tp.empty()) {
     for (const std::string& s : split_list(a.tp, "--tp")) {
       int n = 0;

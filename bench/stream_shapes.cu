@@ -26,15 +26,15 @@
 #include "apps/cli_main.hpp"
 #include "apps/cli_parse.hpp"
 #include "core/error.hpp"
-#include "cuda/bench_timer.hpp"
-#include "cuda/bulk_copy.cuh"
-#include "cuda/cuda_check.hpp"
-#include "cuda/device.hpp"
+#include "cuda/bench/bench_timer.hpp"
+#include "cuda/runtime/bulk_copy.cuh"
+#include "cuda/runtime/cuda_check.hpp"
+#include "cuda/runtime/device.hpp"
 
 namespace {
 
 using taco::gpu::DeviceBuffer;
-using namespace taco::gpu::detail;  // the bulk-copy wrappers (cuda/bulk_copy.cuh)
+using namespace taco::gpu::detail;  // the bulk-copy wrappers (cuda/runtime/bulk_copy.cuh)
 
 // The eight bytes of a and b, each as the high byte of a 16-bit half (a decode's output width).
 __device__ __forceinline__ uint4 widen(uint32_t a, uint32_t b) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Fails when a lower stage of the pipeline includes a higher one, or a file reaches into another
 folder with a relative include ("../"). The stages, lowest first; a file may include its own stage
-and any lower one. tests/, fuzz/ and bench/ sit above everything.
+and any lower one. The GPU backend has its own stages (cuda/<stage>). tests/, fuzz/ and bench/ sit
+above everything.
 
     python3 scripts/check_layers.py        # from the repository root; exit 1 and one line per violation
 """
@@ -9,16 +10,25 @@ import pathlib
 import re
 import sys
 
-# src/<folder>: the CPU library by pipeline stage; then the GPU backend, the binding, the CLI
+# src/<folder>: the CPU library by pipeline stage; then the GPU backend's cuda/<folder> stages, the
+# binding, the CLI
 STAGES = ["core", "formats", "io", "synth", "codecs", "stats", "collectives", "study", "model",
-          "cuda", "binding", "apps"]
-ROOTS = {"cuda": "cuda", "binding": "python/binding", "apps": "apps"}
+          "cuda/runtime", "cuda/codecs", "cuda/collectives", "cuda/bench", "binding", "apps"]
+ROOTS = {"binding": "python/binding", "apps": "apps"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SUFFIXES = {".cpp", ".hpp", ".cu", ".cuh", ".h"}
 
 
 def stage_dir(stage):
-    return pathlib.Path(ROOTS.get(stage, f"src/{stage}"))
+    return pathlib.Path(ROOTS.get(stage, stage if stage.startswith("cuda/") else f"src/{stage}"))
+
+
+def include_stage(inc):
+    """The stage an include names ("cuda/codecs/gpu_quant.hpp" -> "cuda/codecs"), or None."""
+    parts = inc.split("/")
+    if len(parts) < 2:
+        return None
+    return "/".join(parts[:2]) if parts[0] == "cuda" else parts[0]
 
 
 def main():
@@ -26,6 +36,11 @@ def main():
     rank = {s: i for i, s in enumerate(STAGES)}
     known = {p.name for p in (root / "src").iterdir() if p.is_dir()}
     bad = [f"src/{k}: a folder of src/ that is not a stage in scripts/check_layers.py" for k in sorted(known - set(STAGES))]
+    for p in sorted((root / "cuda").iterdir()):
+        if p.is_dir() and f"cuda/{p.name}" not in rank:
+            bad.append(f"cuda/{p.name}: a folder of cuda/ that is not a stage in scripts/check_layers.py")
+        elif p.suffix in SUFFIXES:
+            bad.append(f"cuda/{p.name}: a source file outside the stages of cuda/")
     files = [(s, f) for s in STAGES for f in sorted((root / stage_dir(s)).rglob("*")) if f.suffix in SUFFIXES]
     files += [(None, f) for d in ("tests", "fuzz", "bench") for f in sorted((root / d).rglob("*")) if f.suffix in SUFFIXES]
     for stage, f in files:
@@ -34,8 +49,8 @@ def main():
             if inc.startswith("../"):
                 bad.append(f"{rel}: relative include \"{inc}\" (include by stage: \"<stage>/file\")")
                 continue
-            top = inc.split("/")[0]
-            if stage is None or "/" not in inc or top not in rank:
+            top = include_stage(inc)
+            if stage is None or top not in rank:
                 continue
             if rank[top] > rank[stage]:
                 bad.append(f"{rel}: stage {stage} includes \"{inc}\" of the higher stage {top}")

@@ -11,9 +11,9 @@
 #ifdef TACO_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda/cuda_check.hpp"
-#include "cuda/device.hpp"
-#include "cuda/gpu_quant.hpp"
+#include "cuda/runtime/cuda_check.hpp"
+#include "cuda/runtime/device.hpp"
+#include "cuda/codecs/gpu_quant.hpp"
 #include "elementwise.hpp"
 #endif
 
@@ -504,7 +504,7 @@ std::vector<std::vector<float>> simulate_collective(const std::string& variant, 
   TACO_REQUIRE_INPUT(!inputs.empty(), "simulate_collective: no inputs");
   const auto codec = make_codec(variant);
   const sim::SimulatedCommunicator comm(int(inputs.size()), *codec);
-  return comm.run(sim::parse_algorithm(algorithm), inputs, rows, cols).outputs;
+  return comm.run(sim::parse_collective(algorithm), inputs, rows, cols).outputs;
 }
 
 }  // namespace taco::py

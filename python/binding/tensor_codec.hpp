@@ -3,7 +3,7 @@
 // fp32 / bf16 / fp16 values on the CPU or on a CUDA device. It is what the Python binding calls.
 //
 // The variant is parsed once, at construction. CPU buffers run the CPU reference codec; CUDA
-// buffers run the fused kernels (cuda/gpu_quant.hpp) on the caller's stream, with no host copy and
+// buffers run the fused kernels (cuda/codecs/gpu_quant.hpp) on the caller's stream, with no host copy and
 // no synchronisation. Both produce the same bytes (the GPU tests check it), so a wire made on one
 // side decodes on the other.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// Compressed all-gather (as sim::Algorithm::AllGather): every rank encodes its whole buffer once
+// Compressed all-gather (as sim::kAllGather): every rank encodes its whole buffer once
 // (as [rows, cols], cut into pipeline pieces) into its own slot of the gather buffer, the
 // compressed pieces are all-gathered in place (ncclAllGather of bytes), and every rank decodes
 // all N, its own included. Out is the N decoded buffers in rank order. 1 quantization;

@@ -105,10 +105,7 @@ inline RankPlan plan_allreduce(const PlanRequest& rq, int r) {
     }
     plan.pieces.push_back(std::move(steps));
   }
-  plan.quantizations = sim::quantizations(rq.algo == Algo::OneShot   ? sim::Algorithm::OneShot
-                                          : rq.algo == Algo::TwoShot ? sim::Algorithm::TwoShot
-                                                                     : sim::Algorithm::Ring,
-                                          N);
+  plan.quantizations = sim::quantizations(Collective{Coll::AllReduce, rq.algo}, N);
   for (int i = 0; i < kWireBufs; ++i) plan.wire_size[size_t(i)] = A[size_t(i)].size;
   return plan;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// Compressed reduce-scatter (direct, as sim::Algorithm::ReduceScatter): encode N chunks; all-to-all
+// Compressed reduce-scatter (direct, as sim::kReduceScatter): encode N chunks; all-to-all
 // of the compressed chunks (grouped send/recv); rank r decodes the N copies of chunk r (its own
 // from its send buffer) and sums them in rank order. 1 quantization; (N-1)/N x |C| sent per rank.
 // Out holds the rank's chunk (plan.out_offset says where it starts in the full buffer).

@@ -1,7 +1,7 @@
 #pragma once
 // Compressed collectives as data: which rank encodes what, which peer it sends which chunk to at
 // which step, what it decodes and sums, in plain C++ (no CUDA). The same plans drive the GPU
-// executor (cuda/comm_exec.hpp: GpuQuant kernels + NCCL) and the host executor
+// executor (cuda/collectives/comm_exec.hpp: GpuQuant kernels + NCCL) and the host executor
 // (collectives/comm_hostsim.hpp: CPU codecs + memcpy), so the data movement and requantization that the
 // CPU tests check against collectives/sim_collectives are exactly what the live benchmark runs.
 //
@@ -34,86 +34,14 @@
 #include "codecs/quant_codec.hpp"
 #include "codecs/variant.hpp"
 #include "core/error.hpp"
+#include "collectives/collective_kind.hpp"
 #include "collectives/sim_collectives.hpp"
 
 namespace taco::comm {
 
-// ---- collectives and algorithms ------------------------------------------------------------
-enum class Coll : uint8_t { AllReduce, ReduceScatter, AllGather, AllToAll, SendRecv };
-inline constexpr Coll kAllColls[] = {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather,
-                                     Coll::AllToAll, Coll::SendRecv};
-
-// nccl-tests' names (all_reduce_perf, ...).
-inline std::string_view coll_name(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return "all_reduce";
-    case Coll::ReduceScatter: return "reduce_scatter";
-    case Coll::AllGather: return "all_gather";
-    case Coll::AllToAll: return "alltoall";
-    case Coll::SendRecv: return "sendrecv";
-  }
-  throw_error("coll_name: unknown collective {}", int(c));
-}
-
-inline Coll parse_coll(std::string_view s) {
-  for (Coll c : kAllColls)
-    if (s == coll_name(c)) return c;
-  if (s == "allreduce") return Coll::AllReduce;
-  if (s == "reducescatter") return Coll::ReduceScatter;
-  if (s == "allgather") return Coll::AllGather;
-  if (s == "all_to_all") return Coll::AllToAll;
-  throw_input_error("--coll: unknown collective '{}' (all_reduce, reduce_scatter, all_gather, alltoall, "
-                    "sendrecv, all)", s);
-}
-
-// Nccl: the library's own collective (plain rows). Direct: the one compressed algorithm of
-// all-gather, reduce-scatter, all-to-all and send/recv (encode, move, decode).
-enum class Algo : uint8_t { Nccl, OneShot, TwoShot, Ring, Direct };
-
-inline std::string_view algo_name(Algo a) {
-  switch (a) {
-    case Algo::Nccl: return "nccl";
-    case Algo::OneShot: return "one_shot";
-    case Algo::TwoShot: return "two_shot";
-    case Algo::Ring: return "ring";
-    case Algo::Direct: return "direct";
-  }
-  throw_error("algo_name: unknown algorithm {}", int(a));
-}
-
-// --algo values: the three compressed all-reduce algorithms.
-inline Algo parse_allreduce_algo(std::string_view s) {
-  for (Algo a : {Algo::OneShot, Algo::TwoShot, Algo::Ring})
-    if (s == algo_name(a)) return a;
-  throw_input_error("--algo: unknown all-reduce algorithm '{}' (auto, one_shot, two_shot, ring)", s);
-}
-
-// COCCL's choice by message size (methods.md 1.6): < 1 MiB one-shot, 1-32 MiB two-shot,
-// >= 32 MiB ring; `bytes` is the per-rank input buffer. Except at N = 2, where one-shot sends
-// the same bytes as the other two, quantizes once instead of twice and takes fewer steps: it
-// measured fastest at 16 and 256 MiB over NVLink, shared memory and sockets
-// (bench/comm/2026-11-30-h200x2-run4).
-inline Algo auto_allreduce_algo(int64_t bytes, int nranks) {
-  if (nranks == 2 || bytes < (int64_t(1) << 20)) return Algo::OneShot;
-  if (bytes < (int64_t(32) << 20)) return Algo::TwoShot;
-  return Algo::Ring;
-}
-
-// The compressed algorithm a collective runs when the user did not force one.
-inline Algo default_algo(Coll c, int64_t bytes, int nranks) {
-  return c == Coll::AllReduce ? auto_allreduce_algo(bytes, nranks) : Algo::Direct;
-}
-
-// The study simulator's algorithm with the same semantics, where it has one.
-inline bool sim_algorithm(Coll c, Algo a, sim::Algorithm& out) {
-  if (c == Coll::AllReduce && a == Algo::OneShot) out = sim::Algorithm::OneShot;
-  else if (c == Coll::AllReduce && a == Algo::TwoShot) out = sim::Algorithm::TwoShot;
-  else if (c == Coll::AllReduce && a == Algo::Ring) out = sim::Algorithm::Ring;
-  else if (c == Coll::AllGather && a == Algo::Direct) out = sim::Algorithm::AllGather;
-  else if (c == Coll::ReduceScatter && a == Algo::Direct) out = sim::Algorithm::ReduceScatter;
-  else return false;
-  return true;
-}
+// The collectives and algorithms (collectives/collective_kind.hpp).
+using taco::Algo;
+using taco::Coll;
 
 // ---- nccl-tests bandwidth conventions (anchors.md section 1) --------------------------------
 // algbw = S / t with S from the per-rank input bytes: the all-gather counts its whole output

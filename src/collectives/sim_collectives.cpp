@@ -44,37 +44,25 @@ struct SplitMix64 {
 
 }  // namespace
 
-std::string_view algorithm_name(Algorithm a) {
-  switch (a) {
-    case Algorithm::OneShot: return "one_shot";
-    case Algorithm::TwoShot: return "two_shot";
-    case Algorithm::Ring: return "ring";
-    case Algorithm::AllGather: return "all_gather";
-    case Algorithm::ReduceScatter: return "reduce_scatter";
-  }
-  throw_error("algorithm_name: unknown algorithm {}", int(a));
+bool simulated(Collective c) {
+  for (Collective k : kSimulated)
+    if (c == k) return true;
+  return false;
 }
 
-Algorithm parse_algorithm(std::string_view s) {
-  for (Algorithm a : {Algorithm::OneShot, Algorithm::TwoShot, Algorithm::Ring,
-                      Algorithm::AllGather, Algorithm::ReduceScatter})
-    if (s == algorithm_name(a)) return a;
+Collective parse_collective(std::string_view s) {
+  for (Collective c : kSimulated)
+    if (s == collective_name(c)) return c;
   throw_input_error(
       "--collectives: unknown algorithm '{}' (one of one_shot, two_shot, ring, all_gather, "
       "reduce_scatter)",
       s);
 }
 
-int quantizations(Algorithm a, int nranks) {
+int quantizations(Collective a, int nranks) {
   if (nranks <= 1) return 0;
-  switch (a) {
-    case Algorithm::OneShot: return 1;
-    case Algorithm::TwoShot: return 2;
-    case Algorithm::Ring: return nranks;  // N-1 reduce-scatter hops + 1 all-gather
-    case Algorithm::AllGather: return 1;
-    case Algorithm::ReduceScatter: return 1;
-  }
-  throw_error("quantizations: unknown algorithm {}", int(a));
+  TACO_ASSERT(simulated(a), "quantizations: {} is not simulated", collective_name(a));
+  return a == kTwoShot ? 2 : a == kRing ? nranks : 1;  // ring: N-1 reduce-scatter hops + 1 all-gather
 }
 
 std::vector<Chunk> chunk_layout(int64_t rows, int64_t cols, int nranks) {
@@ -101,7 +89,7 @@ SimulatedCommunicator::SimulatedCommunicator(int nranks, const Codec& codec, int
   TACO_REQUIRE_INPUT(nranks >= 1, "--tp: need at least 1 rank, got {}", nranks);
 }
 
-CollectiveResult SimulatedCommunicator::run(Algorithm a, const std::vector<const float*>& in,
+CollectiveResult SimulatedCommunicator::run(Collective a, const std::vector<const float*>& in,
                                             int64_t rows, int64_t cols) const {
   TACO_ASSERT(int(in.size()) == nranks_, "{} inputs for {} ranks", in.size(), nranks_);
   if (nranks_ == 1) {
@@ -111,14 +99,12 @@ CollectiveResult SimulatedCommunicator::run(Algorithm a, const std::vector<const
     r.bytes_sent = {0};
     return r;
   }
-  switch (a) {
-    case Algorithm::OneShot: return one_shot(in, rows, cols);
-    case Algorithm::TwoShot: return two_shot(in, rows, cols);
-    case Algorithm::Ring: return ring(in, rows, cols);
-    case Algorithm::AllGather: return all_gather(in, rows, cols);
-    case Algorithm::ReduceScatter: return reduce_scatter(in, rows, cols);
-  }
-  throw_error("SimulatedCommunicator::run: unknown algorithm {}", int(a));
+  if (a == kOneShot) return one_shot(in, rows, cols);
+  if (a == kTwoShot) return two_shot(in, rows, cols);
+  if (a == kRing) return ring(in, rows, cols);
+  if (a == kAllGather) return all_gather(in, rows, cols);
+  if (a == kReduceScatter) return reduce_scatter(in, rows, cols);
+  throw_error("SimulatedCommunicator::run: {} is not simulated", collective_name(a));
 }
 
 CollectiveResult SimulatedCommunicator::one_shot(const std::vector<const float*>& in, int64_t rows,
@@ -145,7 +131,7 @@ CollectiveResult SimulatedCommunicator::one_shot(const std::vector<const float*>
     }
   });
   CollectiveResult res;
-  res.quantizations = quantizations(Algorithm::OneShot, N);
+  res.quantizations = quantizations(kOneShot, N);
   res.outputs.assign(size_t(N), sum);
   for (int r = 0; r < N; ++r) {
     int64_t bytes = 0;
@@ -164,7 +150,7 @@ CollectiveResult SimulatedCommunicator::reduce_scatter(const std::vector<const f
     wire[size_t(i)] = encode_chunk(codec_, in[size_t(i / N)], chunks[size_t(i % N)]);
   });
   CollectiveResult res;
-  res.quantizations = quantizations(Algorithm::ReduceScatter, N);
+  res.quantizations = quantizations(kReduceScatter, N);
   res.outputs.resize(size_t(N));
   res.bytes_sent.assign(size_t(N), 0);
   parallel_for(N, threads_, [&](int64_t j) {
@@ -204,7 +190,7 @@ CollectiveResult SimulatedCommunicator::two_shot(const std::vector<const float*>
     decode_chunk(codec_, shard_wire[size_t(j)], ch, full.data() + ch.offset);
   });
   CollectiveResult res;
-  res.quantizations = quantizations(Algorithm::TwoShot, N);
+  res.quantizations = quantizations(kTwoShot, N);
   res.outputs.assign(size_t(N), full);
   res.bytes_sent = rs.bytes_sent;
   for (int r = 0; r < N; ++r) res.bytes_sent[size_t(r)] += int64_t(shard_wire[size_t(r)].size()) * (N - 1);
@@ -242,7 +228,7 @@ CollectiveResult SimulatedCommunicator::ring(const std::vector<const float*>& in
     decode_chunk(codec_, w, local, full.data() + ch.offset);
   });
   CollectiveResult res;
-  res.quantizations = quantizations(Algorithm::Ring, N);
+  res.quantizations = quantizations(kRing, N);
   res.outputs.assign(size_t(N), full);
   res.bytes_sent.assign(size_t(N), 0);
   for (int j = 0; j < N; ++j)
@@ -262,26 +248,26 @@ CollectiveResult SimulatedCommunicator::all_gather(const std::vector<const float
     decode_chunk(codec_, wire[size_t(r)], whole, out.data() + size_t(r) * size_t(n));
   });
   CollectiveResult res;
-  res.quantizations = quantizations(Algorithm::AllGather, N);
+  res.quantizations = quantizations(kAllGather, N);
   res.outputs.assign(size_t(N), out);
   for (int r = 0; r < N; ++r) res.bytes_sent.push_back(int64_t(wire[size_t(r)].size()) * (N - 1));
   return res;
 }
 
-uint64_t memory_estimate(Algorithm a, int nranks, int64_t numel) {
+uint64_t memory_estimate(Collective a, int nranks, int64_t numel) {
   const uint64_t n = uint64_t(numel), N = uint64_t(nranks);
   uint64_t outputs = N * n;                                         // all-reduce: every rank the sum
-  if (a == Algorithm::AllGather) outputs = N * N * n;                // every rank all the buffers
-  if (a == Algorithm::ReduceScatter) outputs = n;                    // every rank one chunk
+  if (a == kAllGather) outputs = N * N * n;                // every rank all the buffers
+  if (a == kReduceScatter) outputs = n;                    // every rank one chunk
   // inputs + outputs + reference (as big as the outputs) in floats; wire buffers about 1 B/elem.
   return (N * n + 2 * outputs) * sizeof(float) + N * n;
 }
 
-std::vector<std::vector<float>> reference_outputs(Algorithm a, const std::vector<const float*>& in,
+std::vector<std::vector<float>> reference_outputs(Collective a, const std::vector<const float*>& in,
                                                   int64_t rows, int64_t cols) {
   const int N = int(in.size());
   const int64_t n = rows * cols;
-  if (a == Algorithm::AllGather) {
+  if (a == kAllGather) {
     std::vector<float> cat;
     cat.reserve(size_t(n) * size_t(N));
     for (const float* p : in) cat.insert(cat.end(), p, p + n);
@@ -293,7 +279,7 @@ std::vector<std::vector<float>> reference_outputs(Algorithm a, const std::vector
     for (const float* p : in) s += double(p[e]);
     sum[size_t(e)] = float(s);
   }
-  if (a == Algorithm::ReduceScatter) {
+  if (a == kReduceScatter) {
     std::vector<std::vector<float>> out;
     for (const Chunk& c : chunk_layout(rows, cols, N))
       out.emplace_back(sum.begin() + c.offset, sum.begin() + c.offset + c.numel());

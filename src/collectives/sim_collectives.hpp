@@ -32,6 +32,7 @@
 //                  sums the N copies of chunk j. Output of rank j: chunk j of the sum.
 // With N = 1 nothing crosses the network: outputs equal inputs and quantizations is 0.
 #include "codecs/codec.hpp"
+#include "collectives/collective_kind.hpp"
 
 #include <cstdint>
 #include <string>
@@ -40,19 +41,27 @@
 
 namespace taco::sim {
 
-enum class Algorithm { OneShot, TwoShot, Ring, AllGather, ReduceScatter };
+// The collectives the simulation runs, named as in collectives.csv and --collectives.
+inline constexpr Collective kOneShot{Coll::AllReduce, Algo::OneShot};
+inline constexpr Collective kTwoShot{Coll::AllReduce, Algo::TwoShot};
+inline constexpr Collective kRing{Coll::AllReduce, Algo::Ring};
+inline constexpr Collective kAllGather{Coll::AllGather, Algo::Direct};
+inline constexpr Collective kReduceScatter{Coll::ReduceScatter, Algo::Direct};
+inline constexpr Collective kSimulated[] = {kOneShot, kTwoShot, kRing, kAllGather, kReduceScatter};
+// Whether the simulation runs c.
+bool simulated(Collective c);
 
 // TP degrees beyond this are not simulated (--tp): no deployment uses them, and memory grows
 // with the degree (all_gather: with its square).
 inline constexpr int kMaxTpDegree = 256;
 // Bytes a simulation of `a` over nranks ranks of rows x cols needs at its peak: the derived
 // inputs, every rank's output, the exact reference and the wire buffers.
-uint64_t memory_estimate(Algorithm a, int nranks, int64_t numel);
+uint64_t memory_estimate(Collective a, int nranks, int64_t numel);
 
-std::string_view algorithm_name(Algorithm a);   // "one_shot", "two_shot", "ring", ...
-Algorithm parse_algorithm(std::string_view s);   // InputError naming the token
+// One of kSimulated by collective_name(); InputError naming the token.
+Collective parse_collective(std::string_view s);
 // Times each output element was quantized on its way (results-schema.md collectives.csv).
-int quantizations(Algorithm a, int nranks);
+int quantizations(Collective a, int nranks);
 
 // One chunk of a buffer: elements [offset, offset + rows * cols), shown to the codec as
 // [rows, cols].
@@ -78,7 +87,7 @@ class SimulatedCommunicator {
   //  all-reduce algorithms: every output is rows*cols.
   //  all_gather: every output is nranks*rows*cols (rank-major).
   //  reduce_scatter: output r is chunk r of chunk_layout(rows, cols, nranks).
-  CollectiveResult run(Algorithm a, const std::vector<const float*>& inputs, int64_t rows,
+  CollectiveResult run(Collective a, const std::vector<const float*>& inputs, int64_t rows,
                        int64_t cols) const;
 
  private:
@@ -96,7 +105,7 @@ class SimulatedCommunicator {
 
 // What an uncompressed collective with exact arithmetic returns: sums are taken in double and
 // rounded once to fp32. Same shapes as SimulatedCommunicator::run.
-std::vector<std::vector<float>> reference_outputs(Algorithm a,
+std::vector<std::vector<float>> reference_outputs(Collective a,
                                                   const std::vector<const float*>& inputs,
                                                   int64_t rows, int64_t cols);
 

@@ -7,30 +7,6 @@
 
 namespace taco::model {
 
-const char* algo_name(Algo a) {
-  switch (a) {
-    case Algo::Nccl: return "nccl";
-    case Algo::OneShot: return "one_shot";
-    case Algo::TwoShot: return "two_shot";
-    case Algo::Ring: return "ring";
-    case Algo::Direct: return "direct";
-  }
-  throw Error("algo_name: unknown algorithm");
-}
-
-Algo parse_algo(const std::string& s, const std::string& where) {
-  for (Algo a : {Algo::Nccl, Algo::OneShot, Algo::TwoShot, Algo::Ring, Algo::Direct})
-    if (s == algo_name(a)) return a;
-  throw_input_error("{}: unknown algorithm \"{}\" (nccl, one_shot, two_shot, ring, direct)", where, s);
-}
-
-Algo auto_allreduce_algo(double bytes, int nranks) {
-  if (nranks == 2) return Algo::OneShot;
-  if (bytes < double(1 << 20)) return Algo::OneShot;
-  if (bytes < double(32 << 20)) return Algo::TwoShot;
-  return Algo::Ring;
-}
-
 double CodecModel::op_us(CodecOp op, double bytes) const {
   if (table == nullptr) return 0;  // a free codec: bounds what compression could give
   return time_scale * table->time_us(table_variant, op, bytes);
@@ -53,7 +29,7 @@ double two_stream_makespan(const std::vector<std::vector<Step>>& pieces) {
   std::vector<std::vector<double>> done(size_t(P), std::vector<double>(size_t(K), 0));
   double free_at[2] = {0, 0};  // [0] compute stream, [1] network stream
   double end = 0;
-  // taco comm (cuda/comm_exec.cpp) issues wavefront w from the newest piece to the oldest.
+  // taco comm (cuda/collectives/comm_exec.cpp) issues wavefront w from the newest piece to the oldest.
   for (int w = 0; w <= P + K - 2; ++w) {
     for (int p = std::min(w, P - 1); p >= 0 && w - p < K; --p) {
       const int s = w - p;
@@ -71,7 +47,7 @@ double two_stream_makespan(const std::vector<std::vector<Step>>& pieces) {
 
 int pipeline_depth(const ExecutorParams& ex, Coll c, int nranks, double bytes, bool pipelined) {
   if (!pipelined) return 1;
-  // taco comm (cuda/comm_bench.cpp): a rank's chunk is the whole buffer for all-gather and
+  // taco comm (cuda/bench/comm_bench.cpp): a rank's chunk is the whole buffer for all-gather and
   // send/recv, 1/N of it otherwise; pieces never smaller than pipeline_min_bytes.
   const double chunk = (c == Coll::AllGather || c == Coll::SendRecv) ? bytes : bytes / nranks;
   if (ex.pipeline_min_bytes <= 0) return ex.pipeline;

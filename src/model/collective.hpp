@@ -20,13 +20,7 @@
 
 namespace taco::model {
 
-enum class Algo { Nccl, OneShot, TwoShot, Ring, Direct };
-const char* algo_name(Algo a);
-Algo parse_algo(const std::string& s, const std::string& where);  // InputError on unknown names
-
-// COCCL's size rule for the compressed all-reduce (methods.md 1.6), as taco comm applies it:
-// one-shot at N = 2; otherwise < 1 MiB one-shot, < 32 MiB two-shot, else ring.
-Algo auto_allreduce_algo(double bytes, int nranks);
+using taco::Algo;  // collectives/collective_kind.hpp
 
 // The codec of a compressed collective: wire bytes per element and kernel times.
 struct CodecModel {

@@ -9,24 +9,6 @@
 
 namespace taco::model {
 
-const char* coll_name(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return "all_reduce";
-    case Coll::AllGather: return "all_gather";
-    case Coll::ReduceScatter: return "reduce_scatter";
-    case Coll::AllToAll: return "alltoall";
-    case Coll::SendRecv: return "sendrecv";
-  }
-  throw Error("coll_name: unknown collective");
-}
-
-Coll parse_coll(const std::string& s, const std::string& where) {
-  for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll, Coll::SendRecv})
-    if (s == coll_name(c)) return c;
-  throw_input_error("{}: unknown collective \"{}\" (all_reduce, all_gather, reduce_scatter, alltoall, sendrecv)",
-                    where, s);
-}
-
 CollShape coll_shape(Coll c, int nranks) {
   TACO_ASSERT(nranks >= 1, "nranks {}", nranks);
   const double n = nranks;

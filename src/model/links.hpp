@@ -19,6 +19,8 @@
 // tuner picks the cheapest of its algorithm/protocol choices, so the measured time curve is the
 // lower envelope of such lines. Other collectives use lines of their own where plain records of
 // them span at least two sizes, else one factor on what the all-reduce lines predict for them.
+#include "collectives/collective_kind.hpp"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -27,10 +29,7 @@
 
 namespace taco::model {
 
-enum class Coll { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
-
-const char* coll_name(Coll c);
-Coll parse_coll(const std::string& s, const std::string& where);  // InputError on unknown names
+using taco::Coll;  // collectives/collective_kind.hpp
 
 // steps and volume of the table above.
 struct CollShape {

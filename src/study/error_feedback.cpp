@@ -1,7 +1,7 @@
 #include "study/error_feedback.hpp"
 
 #include "core/error.hpp"
-#include "study/csv.hpp"
+#include "core/csv.hpp"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
 #include "study/histogram.hpp"
 
 #include "core/error.hpp"
-#include "study/simd.hpp"
+#include "core/simd.hpp"
 
 #include <omp.h>
 

@@ -1,6 +1,6 @@
 #include "study/metrics.hpp"
 
-#include "study/simd.hpp"
+#include "core/simd.hpp"
 
 #include <omp.h>
 

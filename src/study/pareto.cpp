@@ -1,6 +1,6 @@
 #include "study/pareto.hpp"
 
-#include "study/csv.hpp"
+#include "core/csv.hpp"
 
 #include <fmt/format.h>
 

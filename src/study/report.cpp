@@ -2,16 +2,14 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "core/version.hpp"
-#include "study/csv.hpp"
+#include "core/csv.hpp"
 #include "study/selection.hpp"
-#include "study/sha256.hpp"
+#include "core/provenance.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <limits>
 #include <filesystem>
 #include <set>
@@ -111,59 +109,6 @@ std::vector<Cell> result_cells(const StudyResult& r, const TensorRow& row) {
 
 }  // namespace
 
-std::string utc_now_iso8601() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string shell_join(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const std::string& a : argv) {
-    if (!out.empty()) out += ' ';
-    const bool plain = !a.empty() && a.find_first_not_of(
-                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                         "0123456789_-./=:,+@%") == std::string::npos;
-    if (plain) {
-      out += a;
-    } else {
-      out += '\'';
-      for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      out += '\'';
-    }
-  }
-  return out;
-}
-
-Provenance make_provenance(const std::vector<std::string>& input_paths,
-                           const std::vector<std::string>& argv, uint64_t seed, int threads) {
-  Provenance p;
-  p.taco_version = kVersion;
-  p.git_commit = kGitCommit;
-  p.command = shell_join(argv);
-  p.date = utc_now_iso8601();
-  p.seed = seed;
-  p.threads = threads;
-  for (const std::string& path : input_paths) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
-    if (ec) throw_input_error("{}: cannot read ({})", path, ec.message());
-    p.inputs.push_back(InputFile{path, sha256_file(path), int64_t(size)});
-  }
-  return p;
-}
-
-nlohmann::json provenance_json(const Provenance& p) {
-  nlohmann::json inputs = nlohmann::json::array();
-  for (const InputFile& f : p.inputs)
-    inputs.push_back({{"path", f.path}, {"sha256", f.sha256}, {"bytes", f.bytes}});
-  return {{"taco_version", p.taco_version}, {"git_commit", p.git_commit}, {"command", p.command},
-          {"inputs", inputs},  {"seed", p.seed},  {"threads", p.threads}, {"date", p.date}};
-}
-
 std::string results_csv(const StudyResult& r) {
   std::string out = csv_line(kResultColumns);
   for (const TensorRow& row : r.rows) {
@@ -200,7 +145,7 @@ std::string collectives_csv(const StudyResult& r) {
   for (const CollectiveRow& c : r.collective_rows) {
     const ErrorMetrics& m = c.metrics;
     out += csv_line({known(c.meta.layer), c.meta.site, c.meta.direction, known(c.meta.step),
-                     r.variants[c.variant_index].name, std::string(sim::algorithm_name(c.algorithm)),
+                     r.variants[c.variant_index].name, std::string(collective_name(c.algorithm)),
                      std::to_string(c.tp_size), std::to_string(c.quantizations),
                      std::to_string(c.numel), num(m.rel_l2), num(m.mse), num(m.snr_db),
                      num(m.max_abs_err), num(m.cosine), r.files[c.file_index], c.tensor,
@@ -307,13 +252,13 @@ std::string format_summary(const StudyResult& r) {
   if (!r.collective_rows.empty()) {
     // Median rel_l2 per (variant, algorithm, tp) over the simulated groups: the statistic of
     // the per-tensor summary above and of the figures.
-    std::map<std::tuple<size_t, int, int>, std::vector<double>> acc;
-    std::map<std::tuple<size_t, int, int>, int> quant;
+    std::map<std::tuple<size_t, Collective, int>, std::vector<double>> acc;
+    std::map<std::tuple<size_t, Collective, int>, int> quant;
     for (const CollectiveRow& c : r.collective_rows) {
       if (!c.metrics.rel_l2) continue;
-      acc[{c.variant_index, int(c.algorithm), c.tp_size}].push_back(
+      acc[{c.variant_index, c.algorithm, c.tp_size}].push_back(
           std::isnan(*c.metrics.rel_l2) ? std::numeric_limits<double>::infinity() : *c.metrics.rel_l2);
-      quant[{c.variant_index, int(c.algorithm), c.tp_size}] = c.quantizations;
+      quant[{c.variant_index, c.algorithm, c.tp_size}] = c.quantizations;
     }
     os << fmt::format("\nsimulated collectives (median rel_l2 vs the exact fp32 result)\n");
     os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>13} {:>7}\n", "variant", "algorithm", "tp",
@@ -321,7 +266,7 @@ std::string format_summary(const StudyResult& r) {
     for (const auto& [key, v] : acc) {
       const auto& [vi, alg, tp] = key;
       os << fmt::format("  {:<28} {:<15} {:>3} {:>6} {:>13.4e} {:>7}\n", r.variants[vi].name,
-                        sim::algorithm_name(sim::Algorithm(alg)), tp, quant[key], percentile(v, 0.5), v.size());
+                        collective_name(alg), tp, quant[key], percentile(v, 0.5), v.size());
     }
   }
   if (!r.skipped.empty()) {

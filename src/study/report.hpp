@@ -1,5 +1,6 @@
 #pragma once
 // The files `taco study` writes (docs/results-schema.md) and its printed summary.
+#include "core/provenance.hpp"
 #include "study/study.hpp"
 
 #include <nlohmann/json.hpp>
@@ -9,27 +10,6 @@
 #include <vector>
 
 namespace taco::study {
-
-struct InputFile {
-  std::string path, sha256;
-  int64_t bytes = 0;
-};
-
-struct Provenance {
-  std::string taco_version, git_commit, command, date;
-  std::vector<InputFile> inputs;
-  uint64_t seed = 0;
-  int threads = 1;
-};
-
-// Hashes the inputs (sha256) and records the build, the command line (shell-quoted), seed,
-// threads and the UTC date (ISO 8601).
-Provenance make_provenance(const std::vector<std::string>& input_paths,
-                           const std::vector<std::string>& argv, uint64_t seed, int threads);
-std::string shell_join(const std::vector<std::string>& argv);
-// The current time in UTC, ISO 8601 to the second ("2026-11-30T21:46:50Z").
-std::string utc_now_iso8601();
-nlohmann::json provenance_json(const Provenance& p);
 
 // File contents, byte-for-byte deterministic given the result (no timestamps).
 std::string results_csv(const StudyResult& r);

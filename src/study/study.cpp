@@ -1,7 +1,7 @@
 #include "study/study.hpp"
 
 #include "core/error.hpp"
-#include "study/scratch.hpp"
+#include "core/scratch.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -96,16 +96,10 @@ std::vector<Unit> make_units(const std::vector<TensorRef>& refs, bool group_rank
 // The inputs of an all-reduce and of a reduce-scatter are the same thing, per-rank partial
 // sums (sequence parallelism turns the one into the other), so every reducing algorithm takes
 // both; an all-gather's inputs are shards, and only all_gather takes them.
-bool algorithm_fits(sim::Algorithm a, const std::string& collective) {
+bool algorithm_fits(Collective a, const std::string& collective) {
   if (collective.empty()) return true;
-  switch (a) {
-    case sim::Algorithm::OneShot:
-    case sim::Algorithm::TwoShot:
-    case sim::Algorithm::Ring:
-    case sim::Algorithm::ReduceScatter: return collective == "all_reduce" || collective == "reduce_scatter";
-    case sim::Algorithm::AllGather: return collective == "all_gather";
-  }
-  throw_error("algorithm_fits: unknown algorithm {}", int(a));
+  if (a.coll == Coll::AllGather) return collective == "all_gather";
+  return collective == "all_reduce" || collective == "reduce_scatter";
 }
 
 std::string human_bytes(uint64_t b) {
@@ -118,7 +112,7 @@ std::string human_bytes(uint64_t b) {
 // a floor of 4 GiB).
 void check_simulations(const std::vector<Unit>& units, const StudyOptions& opts) {
   std::set<std::string> seen;
-  for (sim::Algorithm a : opts.collectives) {
+  for (Collective a : opts.collectives) {
     bool fits = false;
     for (const Unit& u : units) fits = fits || algorithm_fits(a, u.members.front().info.meta.collective);
     if (fits) continue;
@@ -126,8 +120,8 @@ void check_simulations(const std::vector<Unit>& units, const StudyOptions& opts)
     std::string kinds;
     for (const std::string& k : seen) kinds += (kinds.empty() ? "" : ", ") + k;
     throw_input_error("--collectives {}: no input tensor is what it takes ({} takes {}; the inputs are {} tensors)",
-                      sim::algorithm_name(a), sim::algorithm_name(a),
-                      a == sim::Algorithm::AllGather ? "all_gather shards" : "all_reduce or reduce_scatter partial sums",
+                      collective_name(a), collective_name(a),
+                      a == sim::kAllGather ? "all_gather shards" : "all_reduce or reduce_scatter partial sums",
                       kinds);
   }
   // Simulations multiply their inputs by design (derived ranks, every rank's output), so their
@@ -143,13 +137,13 @@ void check_simulations(const std::vector<Unit>& units, const StudyOptions& opts)
     std::vector<int> degrees = opts.tp;
     if (degrees.empty()) degrees.push_back(int(u.members.size()));
     for (int n : degrees)
-      for (sim::Algorithm a : opts.collectives) {
+      for (Collective a : opts.collectives) {
         if (!algorithm_fits(a, first.meta.collective)) continue;
         const uint64_t need = sim::memory_estimate(a, n, numel);
         TACO_REQUIRE_INPUT(need <= limit,
                            "--tp {}: simulating {} over {} ranks of '{}' {} needs about {}, over the limit of {} "
                            "({}; TACO_MEMORY_LIMIT sets another)",
-                           n, sim::algorithm_name(a), n, first.name, shape_string(first.shape), human_bytes(need),
+                           n, collective_name(a), n, first.name, shape_string(first.shape), human_bytes(need),
                            human_bytes(limit),
                            env > 0 ? "TACO_MEMORY_LIMIT" : fmt::format("{}x the group's input, at least 4 GiB", kMaxExpansion));
       }
@@ -478,16 +472,13 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
         std::vector<InputScan> scans;  // per rank
         bool same_for_all_ranks = false;
       };
-      std::map<int, Reference> references;
-      auto reference = [&](sim::Algorithm a) -> const Reference& {
-        const bool all_reduce = a == sim::Algorithm::OneShot || a == sim::Algorithm::TwoShot ||
-                                a == sim::Algorithm::Ring;
-        const int kind = all_reduce ? -1 : int(a);
-        auto [it, fresh] = references.try_emplace(kind);
+      std::map<Coll, Reference> references;  // every all-reduce algorithm has the same exact result
+      auto reference = [&](Collective a) -> const Reference& {
+        auto [it, fresh] = references.try_emplace(a.coll);
         Reference& ref = it->second;
         if (fresh) {
           ref.out = sim::reference_outputs(a, inputs, rows, cols);
-          ref.same_for_all_ranks = a != sim::Algorithm::ReduceScatter;
+          ref.same_for_all_ranks = a != sim::kReduceScatter;
           for (size_t r = 0; r < ref.out.size(); ++r)
             ref.scans.push_back(r > 0 && ref.same_for_all_ranks
                                     ? ref.scans[0]
@@ -495,7 +486,7 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
         }
         return ref;
       };
-      for (sim::Algorithm a : opts.collectives) {
+      for (Collective a : opts.collectives) {
         if (!algorithm_fits(a, first.meta.collective)) continue;
         const Reference& ref = reference(a);
         for (size_t v : variants_for(first.meta)) {
@@ -533,7 +524,7 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
             row.bytes_sent_per_rank = bytes / double(N);
           } catch (const InputError& e) {
             res.skipped.push_back({res.files[first_ref.file], first.name, names[v],
-                                   fmt::format("collectives {} tp={}: {}", sim::algorithm_name(a), N, e.what())});
+                                   fmt::format("collectives {} tp={}: {}", collective_name(a), N, e.what())});
             continue;
           }
           res.collective_rows.push_back(std::move(row));

@@ -69,7 +69,7 @@ struct StudyOptions {
   // the algorithms that take its inputs: partial sums (all_reduce, reduce_scatter) ->
   // one_shot/two_shot/ring/reduce_scatter, shards (all_gather) -> all_gather; without that
   // metadata, every algorithm asked for. An algorithm no group can take is an InputError.
-  std::vector<sim::Algorithm> collectives;
+  std::vector<Collective> collectives;
   std::vector<int> tp;                               // TP degrees; empty: the ranks in the trace
   // Per source: the input argument it came from (a directory given on the command line, or the
   // file itself); the `source` column. Empty: each file's own path.
@@ -101,7 +101,7 @@ struct CollectiveRow {
   size_t file_index = 0, tensor_index = 0, variant_index = 0;  // first tensor of the group
   std::string tensor;
   TensorMeta meta;
-  sim::Algorithm algorithm = sim::Algorithm::OneShot;
+  Collective algorithm = sim::kOneShot;
   int tp_size = 0, trace_ranks = 0, quantizations = 0;
   int64_t numel = 0;  // per rank input
   double bytes_sent_per_rank = 0;

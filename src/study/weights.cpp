@@ -5,7 +5,7 @@
 #include "codecs/structured/tt.hpp"
 #include "codecs/structured/wire.hpp"
 #include "core/error.hpp"
-#include "study/csv.hpp"
+#include "core/csv.hpp"
 
 #include <fmt/format.h>
 

@@ -74,12 +74,9 @@ TEST_CASE("comm plans reproduce sim_collectives bit for bit", "[comm]") {
       for (auto& x : in) ptrs.push_back(x.data());
       const sim::SimulatedCommunicator simc(N, *codec);
       const auto chunks = sim::chunk_layout(cs.rows, cs.cols, N);
-      for (auto [coll, algo] : {std::pair{Coll::AllReduce, Algo::OneShot}, std::pair{Coll::AllReduce, Algo::TwoShot},
-                                std::pair{Coll::AllReduce, Algo::Ring}, std::pair{Coll::AllGather, Algo::Direct},
-                                std::pair{Coll::ReduceScatter, Algo::Direct}}) {
-        sim::Algorithm sa{};
-        REQUIRE(sim_algorithm(coll, algo, sa));
-        const sim::CollectiveResult ref = simc.run(sa, ptrs, cs.rows, cs.cols);
+      for (const Collective sc : sim::kSimulated) {
+        const auto [coll, algo] = sc;
+        const sim::CollectiveResult ref = simc.run(sc, ptrs, cs.rows, cs.cols);
         for (int depth : {1, 3}) {
           {  // context only: a section per case would re-run the whole test body for each
             INFO(v << " N=" << N << " [" << cs.rows << "x" << cs.cols << "] " << coll_name(coll) << " "

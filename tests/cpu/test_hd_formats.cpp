@@ -216,7 +216,7 @@ TEST_CASE("hd INT4 words equal the CPU's symmetric quantizer", "[formats][hd]") 
 
 namespace {
 
-// Host model of the GPU kernels' encode of one untransformed 4-bit group (cuda/codec_group.cuh,
+// Host model of the GPU kernels' encode of one untransformed 4-bit group (cuda/codecs/codec_group.cuh,
 // encode_group's 4-bit path), on either of its paths: `fast` (taken when the group's
 // NaN-propagating amax is finite): an E8M0 scale multiplies by its exact reciprocal, others
 // divide through the reciprocal (div_by_scale) when in range; the general path zeroes NaN/Inf

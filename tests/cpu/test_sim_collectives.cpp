@@ -56,8 +56,8 @@ double rel_l2(const CollectiveResult& r, const std::vector<std::vector<float>>& 
   return *taco::study::finish_metrics(s).rel_l2;
 }
 
-const Algorithm kAll[] = {Algorithm::OneShot, Algorithm::TwoShot, Algorithm::Ring,
-                          Algorithm::AllGather, Algorithm::ReduceScatter};
+const Collective kAll[] = {kOneShot, kTwoShot, kRing,
+                          kAllGather, kReduceScatter};
 
 }  // namespace
 
@@ -90,14 +90,14 @@ TEST_CASE("a lossless codec gives the exact result for every algorithm", "[sim]"
       const int64_t cols = 24;
       const auto in = integer_inputs(N, rows * cols, uint32_t(N * 100 + rows));
       const SimulatedCommunicator comm(N, id, 2);
-      for (Algorithm a : kAll) {
-        CAPTURE(N, rows, algorithm_name(a));
+      for (Collective a : kAll) {
+        CAPTURE(N, rows, collective_name(a));
         const CollectiveResult r = comm.run(a, ptrs(in), rows, cols);
         const auto ref = reference_outputs(a, ptrs(in), rows, cols);
         REQUIRE(r.outputs.size() == size_t(N));
         REQUIRE(r.quantizations == quantizations(a, N));
         for (int k = 0; k < N; ++k) REQUIRE(r.outputs[size_t(k)] == ref[size_t(k)]);
-        if (a != Algorithm::ReduceScatter)
+        if (a != kReduceScatter)
           for (int k = 1; k < N; ++k) REQUIRE(r.outputs[size_t(k)] == r.outputs[0]);
       }
     }
@@ -107,7 +107,7 @@ TEST_CASE("a lossless codec gives the exact result for every algorithm", "[sim]"
 TEST_CASE("the reference sums in double and rounds once", "[sim]") {
   // 1 + 2^-24 + 2^-24 in fp32 left to right is 1; the exact sum rounds to 1 + 2^-23.
   const std::vector<std::vector<float>> in = {{1.0f}, {std::ldexp(1.0f, -24)}, {std::ldexp(1.0f, -24)}};
-  const auto ref = reference_outputs(Algorithm::OneShot, ptrs(in), 1, 1);
+  const auto ref = reference_outputs(kOneShot, ptrs(in), 1, 1);
   REQUIRE(ref[0][0] == 1.0f + std::ldexp(1.0f, -23));
 }
 
@@ -118,26 +118,26 @@ TEST_CASE("each algorithm sends every value through the codec the documented num
   for (int N : {2, 3, 5}) {
     const int64_t rows = 10, cols = 8;
     const auto in = integer_inputs(N, rows * cols, 11u + uint32_t(N));
-    const auto sum = reference_outputs(Algorithm::OneShot, ptrs(in), rows, cols)[0];
+    const auto sum = reference_outputs(kOneShot, ptrs(in), rows, cols)[0];
     const SimulatedCommunicator comm(N, plus1, 1);
-    auto expect_offset = [&](Algorithm a, float offset) {
-      CAPTURE(N, algorithm_name(a));
+    auto expect_offset = [&](Collective a, float offset) {
+      CAPTURE(N, collective_name(a));
       const CollectiveResult r = comm.run(a, ptrs(in), rows, cols);
       for (int k = 0; k < N; ++k)
         for (size_t e = 0; e < sum.size(); ++e) REQUIRE(r.outputs[size_t(k)][e] == sum[e] + offset);
     };
-    expect_offset(Algorithm::OneShot, float(N));        // N contributions, one trip each
-    expect_offset(Algorithm::TwoShot, float(N + 1));    // N trips to the owner, one back
-    expect_offset(Algorithm::Ring, float(N));           // N-1 hops, then the all-gather
-    const CollectiveResult ag = comm.run(Algorithm::AllGather, ptrs(in), rows, cols);
+    expect_offset(kOneShot, float(N));        // N contributions, one trip each
+    expect_offset(kTwoShot, float(N + 1));    // N trips to the owner, one back
+    expect_offset(kRing, float(N));           // N-1 hops, then the all-gather
+    const CollectiveResult ag = comm.run(kAllGather, ptrs(in), rows, cols);
     for (int r = 0; r < N; ++r)
       for (int64_t e = 0; e < rows * cols; ++e)
         REQUIRE(ag.outputs[0][size_t(r * rows * cols + e)] == in[size_t(r)][size_t(e)] + 1);
   }
-  REQUIRE(quantizations(Algorithm::OneShot, 8) == 1);
-  REQUIRE(quantizations(Algorithm::TwoShot, 8) == 2);
-  REQUIRE(quantizations(Algorithm::Ring, 8) == 8);
-  REQUIRE(quantizations(Algorithm::Ring, 1) == 0);
+  REQUIRE(quantizations(kOneShot, 8) == 1);
+  REQUIRE(quantizations(kTwoShot, 8) == 2);
+  REQUIRE(quantizations(kRing, 8) == 8);
+  REQUIRE(quantizations(kRing, 1) == 0);
 }
 
 TEST_CASE("bytes sent per rank follow each algorithm's traffic", "[sim]") {
@@ -146,19 +146,19 @@ TEST_CASE("bytes sent per rank follow each algorithm's traffic", "[sim]") {
   const int64_t rows = 8, cols = 16, n = rows * cols;
   const auto in = integer_inputs(N, n, 5);
   const SimulatedCommunicator comm(N, id, 1);
-  auto sent = [&](Algorithm a) { return comm.run(a, ptrs(in), rows, cols).bytes_sent; };
-  for (int64_t b : sent(Algorithm::OneShot)) REQUIRE(b == (N - 1) * n * 4);
-  for (int64_t b : sent(Algorithm::TwoShot)) REQUIRE(b == 2 * (N - 1) * (n / N) * 4);
-  for (int64_t b : sent(Algorithm::Ring)) REQUIRE(b == 2 * (N - 1) * (n / N) * 4);
-  for (int64_t b : sent(Algorithm::AllGather)) REQUIRE(b == (N - 1) * n * 4);
-  for (int64_t b : sent(Algorithm::ReduceScatter)) REQUIRE(b == (N - 1) * (n / N) * 4);
+  auto sent = [&](Collective a) { return comm.run(a, ptrs(in), rows, cols).bytes_sent; };
+  for (int64_t b : sent(kOneShot)) REQUIRE(b == (N - 1) * n * 4);
+  for (int64_t b : sent(kTwoShot)) REQUIRE(b == 2 * (N - 1) * (n / N) * 4);
+  for (int64_t b : sent(kRing)) REQUIRE(b == 2 * (N - 1) * (n / N) * 4);
+  for (int64_t b : sent(kAllGather)) REQUIRE(b == (N - 1) * n * 4);
+  for (int64_t b : sent(kReduceScatter)) REQUIRE(b == (N - 1) * (n / N) * 4);
 }
 
 TEST_CASE("one rank: nothing is quantized", "[sim]") {
   const GroupInt8Codec q(32, false);
   const auto in = gaussian_inputs(1, 64, 1);
   const SimulatedCommunicator comm(1, q, 1);
-  const CollectiveResult r = comm.run(Algorithm::Ring, ptrs(in), 2, 32);
+  const CollectiveResult r = comm.run(kRing, ptrs(in), 2, 32);
   REQUIRE(r.quantizations == 0);
   REQUIRE(r.outputs[0] == in[0]);
 }
@@ -167,10 +167,10 @@ TEST_CASE("simulated collectives do not depend on the thread count", "[sim]") {
   const GroupInt8Codec q(32, true);
   const int N = 4;
   const auto in = gaussian_inputs(N, 64 * 32, 9);
-  for (Algorithm a : kAll) {
+  for (Collective a : kAll) {
     const CollectiveResult r1 = SimulatedCommunicator(N, q, 1).run(a, ptrs(in), 64, 32);
     const CollectiveResult r3 = SimulatedCommunicator(N, q, 3).run(a, ptrs(in), 64, 32);
-    CAPTURE(algorithm_name(a));
+    CAPTURE(collective_name(a));
     REQUIRE(r1.outputs == r3.outputs);
     REQUIRE(r1.bytes_sent == r3.bytes_sent);
   }
@@ -185,10 +185,10 @@ TEST_CASE("ring error grows with the TP degree for a lossy codec", "[sim]") {
   for (int N : {2, 4, 8}) {
     const auto in = gaussian_inputs(N, rows * cols, 21);
     const SimulatedCommunicator comm(N, q, 2);
-    const auto ref = reference_outputs(Algorithm::Ring, ptrs(in), rows, cols);
-    const double ring = rel_l2(comm.run(Algorithm::Ring, ptrs(in), rows, cols), ref);
-    const double one = rel_l2(comm.run(Algorithm::OneShot, ptrs(in), rows, cols), ref);
-    const double two = rel_l2(comm.run(Algorithm::TwoShot, ptrs(in), rows, cols), ref);
+    const auto ref = reference_outputs(kRing, ptrs(in), rows, cols);
+    const double ring = rel_l2(comm.run(kRing, ptrs(in), rows, cols), ref);
+    const double one = rel_l2(comm.run(kOneShot, ptrs(in), rows, cols), ref);
+    const double two = rel_l2(comm.run(kTwoShot, ptrs(in), rows, cols), ref);
     CAPTURE(N, ring, one, two);
     REQUIRE(one > 0);
     REQUIRE(ring > prev_ring * 1.2);
@@ -225,6 +225,6 @@ TEST_CASE("derived ranks keep magnitudes and are deterministic", "[sim]") {
 }
 
 TEST_CASE("unknown algorithm names are input errors", "[sim]") {
-  REQUIRE(parse_algorithm("two_shot") == Algorithm::TwoShot);
-  REQUIRE_THROWS_AS(parse_algorithm("tree"), InputError);
+  REQUIRE(parse_collective("two_shot") == kTwoShot);
+  REQUIRE_THROWS_AS(parse_collective("tree"), InputError);
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+using namespace taco;
 using namespace taco::model;
 using nlohmann::json;
 

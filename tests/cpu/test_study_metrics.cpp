@@ -3,7 +3,7 @@
 #include "catch.hpp"
 #include "study/histogram.hpp"
 #include "study/metrics.hpp"
-#include "study/sha256.hpp"
+#include "core/sha256.hpp"
 #include "study/study.hpp"
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+using namespace taco;
 using namespace taco::study;
 
 TEST_CASE("metrics match hand-computed values", "[study][metrics]") {

@@ -113,7 +113,7 @@ TEST_CASE("study outputs are byte-identical for any thread count", "[study]") {
   for (int threads : {1, 2, 3}) {
     MemorySource src = make_trace();
     StudyOptions o = base_options({"bf16", "int8-g32", "int8-g32-h"}, threads);
-    o.collectives = {sim::Algorithm::OneShot, sim::Algorithm::Ring};
+    o.collectives = {sim::kOneShot, sim::kRing};
     o.tp = {2, 4};
     const StudyResult r = run_study({&src}, o);
     REQUIRE(!r.collective_rows.empty());
@@ -133,14 +133,14 @@ TEST_CASE("study outputs are byte-identical for any thread count", "[study]") {
 TEST_CASE("collectives are simulated per (step, layer, site, direction) over TP ranks", "[study]") {
   MemorySource src = make_trace();
   StudyOptions o = base_options({"identity", "int8-g128"});
-  o.collectives = {sim::Algorithm::OneShot, sim::Algorithm::TwoShot, sim::Algorithm::Ring};
+  o.collectives = {sim::kOneShot, sim::kTwoShot, sim::kRing};
   o.tp = {2, 4};
   const StudyResult r = run_study({&src}, o);
   // 4 groups x 2 variants x 3 algorithms x 2 degrees.
   REQUIRE(r.collective_rows.size() == 4 * 2 * 3 * 2);
   REQUIRE(src.reads == 8);  // still one read per tensor
   for (const CollectiveRow& c : r.collective_rows) {
-    CAPTURE(c.tensor, c.tp_size, sim::algorithm_name(c.algorithm));
+    CAPTURE(c.tensor, c.tp_size, collective_name(c.algorithm));
     REQUIRE(c.trace_ranks == 2);
     REQUIRE(c.quantizations == sim::quantizations(c.algorithm, c.tp_size));
     REQUIRE(c.numel == 64 * 128);
@@ -168,14 +168,14 @@ TEST_CASE("a group gets only the algorithms of the collective that carried it", 
     src.add(rs);
   }
   StudyOptions o = base_options({"int8-g128"});
-  o.collectives = {sim::Algorithm::OneShot, sim::Algorithm::Ring, sim::Algorithm::AllGather,
-                   sim::Algorithm::ReduceScatter};
+  o.collectives = {sim::kOneShot, sim::kRing, sim::kAllGather,
+                   sim::kReduceScatter};
   const StudyResult r = run_study({&src}, o);
   // Partial sums (reduce_scatter, like all_reduce) take every reducing algorithm; shards only
   // all_gather.
   REQUIRE(r.collective_rows.size() == 4);
   for (const CollectiveRow& c : r.collective_rows)
-    REQUIRE((c.algorithm == sim::Algorithm::AllGather) == (c.meta.collective == "all_gather"));
+    REQUIRE((c.algorithm == sim::kAllGather) == (c.meta.collective == "all_gather"));
 }
 
 TEST_CASE("reduce_scatter on all-reduce inputs works; an algorithm no input takes says why", "[study]") {
@@ -186,12 +186,12 @@ TEST_CASE("reduce_scatter on all-reduce inputs works; an algorithm no input take
     src.add(t);
   }
   StudyOptions o = base_options({"int8-g128"});
-  o.collectives = {sim::Algorithm::ReduceScatter};
+  o.collectives = {sim::kReduceScatter};
   const StudyResult r = run_study({&src}, o);
   REQUIRE(r.collective_rows.size() == 1);
-  REQUIRE(r.collective_rows[0].algorithm == sim::Algorithm::ReduceScatter);
+  REQUIRE(r.collective_rows[0].algorithm == sim::kReduceScatter);
   REQUIRE(r.collective_rows[0].quantizations == 1);
-  o.collectives = {sim::Algorithm::AllGather};
+  o.collectives = {sim::kAllGather};
   REQUIRE_THROWS_WITH(run_study({&src}, o), Catch::Matchers::Contains("--collectives all_gather: no input tensor") &&
                                                 Catch::Matchers::Contains("all_reduce"));
 }
@@ -200,18 +200,18 @@ TEST_CASE("a simulation that would need far more memory than its inputs is refus
   MemorySource src("big.mem");
   for (int rank = 0; rank < 2; ++rank) src.add(make_tensor(fmt::format("x.r{}", rank), 512, 512, 40u + rank, "attn_out", "fwd", rank, 2));
   StudyOptions o = base_options({"int8-g128"});
-  o.collectives = {sim::Algorithm::AllGather};
+  o.collectives = {sim::kAllGather};
   o.tp = {128};  // 2 x 128^2 x 1 MiB of outputs and references for 2 MiB of input
   REQUIRE_THROWS_WITH(run_study({&src}, o), Catch::Matchers::Contains("--tp 128: simulating all_gather") &&
                                                 Catch::Matchers::Contains("over the limit"));
-  REQUIRE(sim::memory_estimate(sim::Algorithm::OneShot, 4, 1000) == (4 * 1000 + 2 * 4 * 1000) * 4 + 4 * 1000);
+  REQUIRE(sim::memory_estimate(sim::kOneShot, 4, 1000) == (4 * 1000 + 2 * 4 * 1000) * 4 + 4 * 1000);
 }
 
 TEST_CASE("single-rank inputs need --tp for collectives", "[study]") {
   MemorySource src("one.mem");
   src.add(make_tensor("x", 32, 64, 3, "attn_out", "fwd"));
   StudyOptions o = base_options({"int8-g32"});
-  o.collectives = {sim::Algorithm::Ring};
+  o.collectives = {sim::kRing};
   StudyResult r = run_study({&src}, o);
   REQUIRE(r.collective_rows.empty());
   REQUIRE(r.skipped.size() == 1);
@@ -389,7 +389,7 @@ TEST_CASE("selection.json round-trips into --config", "[study][select]") {
 TEST_CASE("study files follow docs/results-schema.md", "[study]") {
   MemorySource src = make_trace();
   StudyOptions o = base_options({"identity", "int8-g128-h"});
-  o.collectives = {sim::Algorithm::TwoShot};
+  o.collectives = {sim::kTwoShot};
   const StudyResult r = run_study({&src}, o);
   Provenance p;
   p.taco_version = "0.1.0";

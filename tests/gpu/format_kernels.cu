@@ -1,9 +1,9 @@
-// Test kernels that expose the device number-format functions of cuda/codec_formats.cuh, so the
+// Test kernels that expose the device number-format functions of cuda/codecs/codec_formats.cuh, so the
 // tests can compare them with the CPU reference over whole ranges of float bit patterns.
 #include "gpu/format_kernels.hpp"
 
-#include "cuda/codec_formats.cuh"
-#include "cuda/cuda_check.hpp"
+#include "cuda/codecs/codec_formats.cuh"
+#include "cuda/runtime/cuda_check.hpp"
 
 namespace taco::gpu::test {
 

@@ -19,13 +19,13 @@
 #include "codecs/codec.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "cuda/comm_exec.hpp"
-#include "cuda/comm_fabric.hpp"
+#include "cuda/collectives/comm_exec.hpp"
+#include "cuda/collectives/comm_fabric.hpp"
 #include "collectives/comm_hostsim.hpp"
-#include "cuda/comm_kernels.hpp"
+#include "cuda/collectives/comm_kernels.hpp"
 #include "collectives/comm_plans.hpp"
-#include "cuda/cuda_check.hpp"
-#include "cuda/device.hpp"
+#include "cuda/runtime/cuda_check.hpp"
+#include "cuda/runtime/device.hpp"
 
 using namespace taco;
 using namespace taco::gpu;
@@ -141,7 +141,7 @@ TEST_CASE("comm: compressed collectives on the GPU equal the host executor bit f
           for (auto shape : {std::pair<int64_t, int64_t>{4 * N, 256}, std::pair<int64_t, int64_t>{3 * N + 1, 128},
                              std::pair<int64_t, int64_t>{1, 128 * 2 * N + 37}})
             for (int depth : {1, 3}) {
-              CAPTURE(N, v, dtype_name(t), comm::coll_name(coll), comm::algo_name(algo), shape.first, shape.second,
+              CAPTURE(N, v, dtype_name(t), taco::coll_name(coll), taco::algo_name(algo), shape.first, shape.second,
                       depth);
               REQUIRE(compare_with_host(ctx, v, coll, algo, shape.first, shape.second, depth, t) == "");
             }
@@ -217,8 +217,8 @@ TEST_CASE("comm: structured inputs, exact plain sums and the output check (loopb
         }
         REQUIRE(distinct.size() > size_t(g.k));  // the integers and exponents actually vary
       }
-      for (Coll c : comm::kAllColls) {
-        CAPTURE(N, dtype_name(t), comm::coll_name(c));
+      for (Coll c : taco::kAllColls) {
+        CAPTURE(N, dtype_name(t), taco::coll_name(c));
         const CheckKind kinds[] = {CheckKind::AllReduce, CheckKind::ReduceScatter, CheckKind::AllGather,
                                    CheckKind::AllToAll, CheckKind::SendRecv};
         const int64_t out = c == Coll::AllGather ? count * N : c == Coll::ReduceScatter ? count / N : count;
@@ -293,7 +293,7 @@ TEST_CASE("comm: compressed results pass the tolerance check; a wrong shard does
       TACO_CUDA_CHECK(cudaStreamSynchronize(r.net->get()));
       TACO_CUDA_CHECK(cudaMemcpy(&h, r.stats.get(), sizeof h, cudaMemcpyDeviceToHost));
       const double rel = std::sqrt(h.err_sq / h.ref_sq);
-      CAPTURE(comm::algo_name(a), shift, rel, h.nwrong);
+      CAPTURE(taco::algo_name(a), shift, rel, h.nwrong);
       if (!shift) {
         REQUIRE(h.nwrong == 0);
         REQUIRE(rel > 1e-4);  // lossy
@@ -393,8 +393,8 @@ TEST_CASE("comm: NCCL on every visible GPU equals the host executor", "[comm][nc
   for (DType t : {DType::BF16, DType::F32}) {
     const DataGen g{9, data_k(t, ndev)};
     for (int l = 0; l < ndev; ++l) fill_structured(ctx.local(l).in.get(), t, count, l, g, ctx.local(l).net->get());
-    for (Coll c : comm::kAllColls) {
-      CAPTURE(dtype_name(t), comm::coll_name(c));
+    for (Coll c : taco::kAllColls) {
+      CAPTURE(dtype_name(t), taco::coll_name(c));
       ctx.enqueue_plain(c, t, count);
       ctx.wait("plain nccl");
       const CheckKind kinds[] = {CheckKind::AllReduce, CheckKind::ReduceScatter, CheckKind::AllGather,
@@ -424,7 +424,7 @@ TEST_CASE("comm: NCCL on every visible GPU equals the host executor", "[comm][nc
   // compressed: bit for bit with the host executor
   for (const auto& [coll, algo] : kAlgos)
     for (int depth : {1, 2}) {
-      CAPTURE(comm::coll_name(coll), comm::algo_name(algo), depth);
+      CAPTURE(taco::coll_name(coll), taco::algo_name(algo), depth);
       REQUIRE(compare_with_host(ctx, "taco", coll, algo, 8 * ndev, 1024, depth, DType::BF16) == "");
       REQUIRE(compare_with_host(ctx, "fp8-row", coll, algo, 3 * ndev + 1, 256, depth, DType::F32) == "");
     }
@@ -438,7 +438,7 @@ TEST_CASE("comm: NCCL with copy-engine messages (--nccl-ce) equals the host exec
   CommContext ctx(make_nccl_fabric(st), 60.0);
   for (const auto& [coll, algo] : kAlgos)
     for (int depth : {1, 3}) {
-      CAPTURE(comm::coll_name(coll), comm::algo_name(algo), depth);
+      CAPTURE(taco::coll_name(coll), taco::algo_name(algo), depth);
       REQUIRE(compare_with_host(ctx, "taco", coll, algo, 8 * ndev, 1024, depth, DType::BF16) == "");
       REQUIRE(compare_with_host(ctx, "fp8-g128", coll, algo, 16 * ndev, 4096, depth, DType::F32) == "");
     }
