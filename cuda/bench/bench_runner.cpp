@@ -72,7 +72,8 @@ BenchReport run_bench(const BenchOptions& o) {
                        op);
   for (const auto& im : o.impls)
     TACO_REQUIRE_INPUT(im == "fused" || im == "unfused", "--impl: unknown implementation '{}' (fused, unfused)", im);
-  for (const auto& v : o.variants) (void)GpuQuant::require_supported(v);  // fail before any timing
+  std::vector<VariantSpec> specs;  // the one parse of each variant; fails before any timing
+  for (const auto& v : o.variants) specs.push_back(GpuQuant::require_supported(v));
   const int ndev = device_count_noexcept();
   if (ndev == 0) throw taco::Error("taco bench: no CUDA device is available");
   TACO_REQUIRE_INPUT(o.device >= 0 && o.device < ndev, "--device {}: only {} CUDA device(s)", o.device, ndev);
@@ -131,12 +132,14 @@ BenchReport run_bench(const BenchOptions& o) {
       }
     }
 
-    for (const std::string& variant : o.variants) {
-      const GpuQuant q(variant);
+    for (size_t vi = 0; vi < specs.size(); ++vi) {
+      const std::string& variant = o.variants[vi];
+      const VariantSpec& spec = specs[vi];
+      const GpuQuant q(spec);
       const std::string config = kernel_shape(q);
       std::unique_ptr<UnfusedTaco> unfused;
       const bool want_unfused = std::find(o.impls.begin(), o.impls.end(), "unfused") != o.impls.end();
-      if (want_unfused && UnfusedTaco::supports(variant)) unfused = std::make_unique<UnfusedTaco>(variant);
+      if (want_unfused && UnfusedTaco::supports(spec)) unfused = std::make_unique<UnfusedTaco>(spec);
       const bool want_fused = std::find(o.impls.begin(), o.impls.end(), "fused") != o.impls.end();
 
       const int64_t crow = rows / o.chunks;
@@ -180,7 +183,7 @@ BenchReport run_bench(const BenchOptions& o) {
       // ---- verification (outside any timing) ----
       if (o.verify && size <= o.verify_max_bytes) {
         const auto gpu_wire = download(wire.at(0), size_t(wire_bytes), s);
-        const auto cpu = make_codec(variant);
+        const auto cpu = make_codec(spec);
         const auto raw = download(in.at(0), in_bytes, s);
         std::vector<float> x(static_cast<size_t>(numel));
         for (int64_t i = 0; i < numel; ++i) {

@@ -162,7 +162,8 @@ class Harness {
   CommReport rep_;
   int N_ = 1;
   std::unique_ptr<CommContext> ctx_;
-  std::map<std::string, comm::WireModel> wire_models_;
+  std::map<std::string, comm::WireModel> wire_models_;  // by --codec name
+  std::map<std::string, VariantSpec> codec_specs_;      // by --codec name: the one parse
   std::vector<Run> runs_;
   std::map<std::tuple<int, int, int64_t>, double> plain_time_;  // (coll, dtype, count) -> us
 };
@@ -178,8 +179,9 @@ void Harness::setup() {
   TACO_REQUIRE_INPUT(o_.plain || !o_.codecs.empty(), "nothing to run: --no-plain and no --codec");
   TACO_REQUIRE_INPUT(!(o_.copy_engine && o_.loopback > 0), "--nccl-ce needs NCCL ranks, not --loopback");
   for (const auto& c : o_.codecs) {
-    (void)GpuQuant::require_supported(c);  // InputError naming what the GPU supports
-    wire_models_.emplace(c, comm::wire_model(c));
+    const VariantSpec spec = GpuQuant::require_supported(c);  // InputError naming what the GPU supports
+    codec_specs_.emplace(c, spec);
+    wire_models_.emplace(c, comm::wire_model(spec));
   }
   const int ndev = device_count_noexcept();
   if (ndev == 0) throw Error(fmt::format("{}: no CUDA device is visible", mpi_.who()));
@@ -548,7 +550,8 @@ CommReport Harness::run() {
       filled_type = int(r.dtype);
     }
     if (r.compressed) {
-      if (ctx_->codec() != r.codec) ctx_->set_codec(r.codec);
+      const VariantSpec& spec = codec_specs_.at(r.codec);
+      if (!(ctx_->codec() == spec)) ctx_->set_codec(spec);
     }
     measure(r);
   }

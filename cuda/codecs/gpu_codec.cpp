@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "codecs/quant_codec.hpp"
 #include "codecs/structured/structured.hpp"
 #include "core/error.hpp"
 #include "cuda/runtime/cuda_check.hpp"
@@ -15,7 +16,7 @@ namespace {
 
 class GpuCodec final : public taco::Codec {
  public:
-  explicit GpuCodec(const std::string& variant) : q_(variant), cpu_(taco::make_codec(variant)) {}
+  explicit GpuCodec(const VariantSpec& spec) : q_(spec), cpu_(taco::make_codec(spec)) {}
 
   const std::string& name() const override { return q_.name(); }
 
@@ -64,9 +65,86 @@ class GpuCodec final : public taco::Codec {
     stream_.synchronize();
   }
 
+  void decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols, float* out) const override {
+    if (wires.empty() || wires.size() > size_t(kMaxSources)) return Codec::decode_reduce(wires, rows, cols, out);
+    const cudaStream_t s = stream_.get();
+    const std::vector<const uint8_t*> src = upload_wires(wires, rows, cols);
+    const size_t out_bytes = size_t(rows * cols) * sizeof(float);
+    ensure(out_, out_bytes, "cudaMalloc(GPU codec output)");
+    q_.decode_reduce(src, 1, rows, cols, out_.get(), DataType::F32, s);
+    TACO_CUDA_CHECK(cudaMemcpyAsync(out, out_.get(), out_bytes, cudaMemcpyDeviceToHost, s));
+    stream_.synchronize();
+  }
+
+  void decode_reduce_encode(const std::vector<WireView>& wires, int64_t rows, int64_t cols, bool round_bf16,
+                            std::vector<uint8_t>& wire_out, EncodeStats* stats) const override {
+    if (wires.empty() || wires.size() > size_t(kMaxSources))
+      return Codec::decode_reduce_encode(wires, rows, cols, round_bf16, wire_out, stats);
+    const cudaStream_t s = stream_.get();
+    const std::vector<const uint8_t*> src = upload_wires(wires, rows, cols);
+    const int64_t bytes = q_.chunk_bytes(rows, cols);
+    ensure(out_, size_t(bytes), "cudaMalloc(GPU codec wire output)");
+    zero_counters(stats, s);
+    q_.decode_reduce_encode(src, 1, rows, cols, out_.as<uint8_t>(), round_bf16, s, counters(stats));
+    download_wire(bytes, wire_out, stats, s);
+  }
+
+  void decode_add_encode(WireView wire_in, const float* own, int64_t rows, int64_t cols,
+                         std::vector<uint8_t>& wire_out, EncodeStats* stats) const override {
+    // The fused kernel has no counters; and only flat-group codecs have it.
+    if (!q_.fused() || stats) return Codec::decode_add_encode(wire_in, own, rows, cols, wire_out, stats);
+    const cudaStream_t s = stream_.get();
+    const std::vector<const uint8_t*> src = upload_wires({wire_in}, rows, cols);
+    const int64_t bytes = q_.chunk_bytes(rows, cols);
+    const size_t in_bytes = size_t(rows * cols) * sizeof(float);
+    ensure(in_, in_bytes, "cudaMalloc(GPU codec input)");
+    ensure(out_, size_t(bytes), "cudaMalloc(GPU codec wire output)");
+    TACO_CUDA_CHECK(cudaMemcpyAsync(in_.get(), own, in_bytes, cudaMemcpyHostToDevice, s));
+    q_.decode_add_encode(src[0], in_.get(), DataType::F32, rows, cols, out_.as<uint8_t>(), s);
+    download_wire(bytes, wire_out, nullptr, s);
+  }
+
  private:
   static void ensure(DeviceBuffer& b, size_t bytes, const char* what) {
     if (b.bytes() < bytes) b = DeviceBuffer(bytes, what);
+  }
+
+  // Copies the wires, one after the other, into the device wire buffer; their device addresses.
+  std::vector<const uint8_t*> upload_wires(const std::vector<WireView>& wires, int64_t rows, int64_t cols) const {
+    const int64_t bytes = q_.chunk_bytes(rows, cols);  // InputError for bad shapes
+    for (const WireView& w : wires)
+      TACO_REQUIRE_INPUT(int64_t(w.size) == bytes, "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}",
+                         name(), w.size, rows, cols, bytes);
+    ensure(wire_, size_t(bytes) * wires.size(), "cudaMalloc(GPU codec wire buffer)");
+    std::vector<const uint8_t*> src;
+    for (size_t i = 0; i < wires.size(); ++i) {
+      uint8_t* d = wire_.as<uint8_t>() + i * size_t(bytes);
+      TACO_CUDA_CHECK(cudaMemcpyAsync(d, wires[i].data, size_t(bytes), cudaMemcpyHostToDevice, stream_.get()));
+      src.push_back(d);
+    }
+    return src;
+  }
+
+  void zero_counters(const EncodeStats* stats, cudaStream_t s) const {
+    if (!stats) return;
+    ensure(stats_, 2 * sizeof(unsigned long long), "cudaMalloc(GPU codec counters)");
+    TACO_CUDA_CHECK(cudaMemsetAsync(stats_.get(), 0, 2 * sizeof(unsigned long long), s));
+  }
+  unsigned long long* counters(const EncodeStats* stats) const {
+    return stats ? stats_.as<unsigned long long>() : nullptr;
+  }
+
+  // out_ (the encoded bytes) to wire_out and the counters to stats; waits for the stream.
+  void download_wire(int64_t bytes, std::vector<uint8_t>& wire_out, EncodeStats* stats, cudaStream_t s) const {
+    wire_out.resize(size_t(bytes));
+    unsigned long long c[2] = {0, 0};
+    TACO_CUDA_CHECK(cudaMemcpyAsync(wire_out.data(), out_.get(), size_t(bytes), cudaMemcpyDeviceToHost, s));
+    if (stats) TACO_CUDA_CHECK(cudaMemcpyAsync(c, stats_.get(), sizeof c, cudaMemcpyDeviceToHost, s));
+    stream_.synchronize();
+    if (stats) {
+      stats->saturated += int64_t(c[0]);
+      stats->nonfinite += int64_t(c[1]);
+    }
   }
 
   GpuQuant q_;
@@ -78,6 +156,15 @@ class GpuCodec final : public taco::Codec {
 
 }  // namespace
 
+std::unique_ptr<taco::Codec> make_gpu_codec(const VariantSpec& spec) {
+  const std::string why = GpuQuant::unsupported_reason(spec);
+  if (!why.empty())  // InputError first, with or without a GPU
+    throw_input_error("variant '{}' has no GPU implementation ({})", canonical_variant(spec), why);
+  if (device_count_noexcept() == 0)
+    throw taco::Error("GPU codec '" + canonical_variant(spec) + "': no CUDA device is available");
+  return std::make_unique<GpuCodec>(spec);
+}
+
 std::unique_ptr<taco::Codec> make_gpu_codec(const std::string& variant) {
   // ef:<variant> / aqsgd:<variant>: the study keeps their state (study/error_feedback.hpp) and
   // runs the inner codec, here the GPU one.
@@ -87,13 +174,16 @@ std::unique_ptr<taco::Codec> make_gpu_codec(const std::string& variant) {
     if (!fb)
       throw_input_error("variant '{}' has no GPU implementation (structured codecs run on the CPU)", variant);
     const std::string definition = fmt::format("{}:{}", structured::feedback_kind_name(fb->kind()), fb->inner().name());
-    return std::make_unique<structured::FeedbackCodec>(fb->kind(), make_gpu_codec(fb->inner().name()), fb->name(),
-                                                       definition);
+    // The inner codec as parsed with its wrapper (only quantization codecs have GPU kernels).
+    const auto* inner = dynamic_cast<const QuantCodec*>(&fb->inner());
+    if (!inner)
+      throw_input_error("variant '{}' has no GPU implementation (only block-scaled quantization codecs run on "
+                        "the GPU)", variant);
+    VariantSpec spec;
+    spec.quant = inner->spec();
+    return std::make_unique<structured::FeedbackCodec>(fb->kind(), make_gpu_codec(spec), fb->name(), definition);
   }
-  (void)GpuQuant::require_supported(variant);  // InputError first, with or without a GPU
-  if (device_count_noexcept() == 0)
-    throw taco::Error("GPU codec '" + variant + "': no CUDA device is available");
-  return std::make_unique<GpuCodec>(variant);
+  return make_gpu_codec(GpuQuant::require_supported(variant));  // the one parse
 }
 
 bool gpu_available() { return device_count_noexcept() > 0; }

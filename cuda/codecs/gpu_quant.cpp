@@ -144,8 +144,6 @@ VariantSpec GpuQuant::require_supported(const std::string& variant) {
   return v;
 }
 
-GpuQuant::GpuQuant(const std::string& variant) : GpuQuant(require_supported(variant)) {}
-
 GpuQuant::GpuQuant(const VariantSpec& v) {
   const std::string why = unsupported_reason(v);
   if (!why.empty())
@@ -238,17 +236,13 @@ int GpuQuant::decode_launches() const { return 1; }
 
 ChunkGeometry GpuQuant::geometry(int64_t rows, int64_t cols) const {
   if (geo_valid_ && geo_.rows == rows && geo_.cols == cols) return geo_;
-  const QuantCodec cpu(spec_, name_);
-  const QuantLayout L = cpu.layout(rows, cols);  // InputError for unusable shapes
+  const QuantLayout L = quant_layout(spec_, rows, cols, name_);  // InputError for unusable shapes
   ChunkGeometry g{};
   g.rows = rows;
   g.cols = cols;
   g.numel = L.numel;
   g.nblocks = L.blocks;
-  g.block_len = spec_.gran == Granularity::Group  ? spec_.block
-                : spec_.gran == Granularity::Row  ? cols
-                : spec_.gran == Granularity::Col  ? rows
-                                                  : L.numel;
+  g.block_len = L.block_len;
   g.code_bytes = L.code_bytes;
   g.scale_off = L.scale_off;
   g.aux_off = L.aux_off;

@@ -30,10 +30,8 @@ namespace taco::gpu {
 
 class GpuQuant {
  public:
-  // Parses the variant (presets or grammar, codecs/variant.hpp). Throws InputError naming the
-  // variant and what the GPU backend supports when it is not implemented here.
-  explicit GpuQuant(const std::string& variant);
-  // The same from a spec parsed once by the caller (the CLI, the Python binding): never re-parsed.
+  // From a spec parsed once by the caller (require_supported() for a variant string). Throws
+  // InputError naming the variant and the reason when the GPU has no kernels for it.
   explicit GpuQuant(const VariantSpec& spec);
 
   const std::string& name() const { return name_; }
@@ -110,8 +108,8 @@ class GpuQuant {
 
   // Names of the presets this backend implements (for help texts and error messages).
   static std::vector<std::string> supported_presets();
-  // Parses the variant; InputError (naming the variant and the supported list) if the GPU has
-  // no kernels for it.
+  // The one parse of a GPU variant string: InputError naming a bad token, or naming the variant
+  // and the supported list when the GPU has no kernels for it.
   static VariantSpec require_supported(const std::string& variant);
   // Empty if the spec is implemented, else the reason.
   static std::string unsupported_reason(const VariantSpec& spec);

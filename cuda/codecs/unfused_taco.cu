@@ -208,16 +208,15 @@ unsigned grid_for(int64_t threads_needed, int sm_count) {
 
 }  // namespace
 
-bool UnfusedTaco::supports(const std::string& variant) {
-  const VariantSpec v = parse_variant(variant);
+bool UnfusedTaco::supports(const VariantSpec& v) {
   return v.family == VariantSpec::Family::Quant && v.quant.taco && v.quant.dual &&
          v.quant.transform != Transform::RandHadamard && v.quant.gran == Granularity::Group &&
          v.quant.block >= 16 && v.quant.block <= kMaxGroupSize;
 }
 
-UnfusedTaco::UnfusedTaco(const std::string& variant) : q_(variant) {
-  TACO_REQUIRE_INPUT(supports(variant), "the unfused pipeline implements TACO dual-scale variants (taco, "
-                                        "taco-noh, taco-e5m2, taco-g<G>), not '{}'", variant);
+UnfusedTaco::UnfusedTaco(const VariantSpec& spec) : q_(spec) {
+  TACO_REQUIRE_INPUT(supports(spec), "the unfused pipeline implements TACO dual-scale variants (taco, "
+                                     "taco-noh, taco-e5m2, taco-g<G>), not '{}'", q_.name());
   int dev = 0;
   TACO_CUDA_CHECK(cudaGetDevice(&dev));
   TACO_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, dev));

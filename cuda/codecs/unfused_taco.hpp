@@ -22,8 +22,8 @@ class UnfusedTaco {
  public:
   // Variants with TACO dual-scale rules (taco, taco-noh, taco-e5m2, taco-g<G>); InputError
   // otherwise.
-  explicit UnfusedTaco(const std::string& variant);
-  static bool supports(const std::string& variant);
+  explicit UnfusedTaco(const VariantSpec& spec);
+  static bool supports(const VariantSpec& spec);
   const std::string& name() const { return q_.name(); }
 
   void encode(const void* in, DataType in_type, int64_t chunks, int64_t rows, int64_t cols,

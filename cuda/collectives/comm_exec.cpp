@@ -85,9 +85,10 @@ void CommContext::allocate(const BufferSizes& s) {
   sizes_ = s;
 }
 
-void CommContext::set_codec(const std::string& variant) {
-  (void)GpuQuant::require_supported(variant);
-  codec_ = variant;
+void CommContext::set_codec(const VariantSpec& spec) {
+  const std::string why = GpuQuant::unsupported_reason(spec);
+  TACO_REQUIRE_INPUT(why.empty(), "variant '{}' has no GPU implementation ({})", canonical_variant(spec), why);
+  codec_ = spec;
   for (auto& r : ranks_) {
     (void)cudaSetDevice(r.tag.device);
     r.codecs.clear();

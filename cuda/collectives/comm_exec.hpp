@@ -64,8 +64,8 @@ class CommContext {
   void allocate(const BufferSizes& sizes);
   const BufferSizes& sizes() const { return sizes_; }
   // Selects the codec of the following plan runs (GPU variants only; InputError otherwise).
-  void set_codec(const std::string& variant);
-  const std::string& codec() const { return codec_; }
+  void set_codec(const VariantSpec& spec);
+  const VariantSpec& codec() const { return codec_; }
   // Codec launches of the following plan runs use at most this many SMs (0: all;
   // GpuQuant::set_max_sms).
   void set_codec_sms(int n) { codec_sms_ = n; }
@@ -91,7 +91,7 @@ class CommContext {
   double timeout_s_;
   std::vector<LocalRank> ranks_;
   BufferSizes sizes_;
-  std::string codec_;
+  VariantSpec codec_;
   int codec_sms_ = 0;
 };
 

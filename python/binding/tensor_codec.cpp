@@ -346,14 +346,11 @@ void TensorCodec::decode_reduce(const std::vector<Buf>& wires, const Shape& s, c
   const int dev = sources_device(wires, s, out);
   const int64_t per = s.rows * s.cols, cb = chunk_bytes(s.rows, s.cols);
   if (dev < 0) {
-    std::vector<float> acc(static_cast<size_t>(s.numel())), tmp(static_cast<size_t>(per));
+    std::vector<float> acc(static_cast<size_t>(s.numel()));
+    std::vector<WireView> chunk(wires.size());
     for (int64_t c = 0; c < s.chunks; ++c) {
-      float* a = acc.data() + c * per;
-      for (size_t i = 0; i < wires.size(); ++i) {
-        cpu_->decode(bytes(wires[i]) + c * cb, size_t(cb), s.rows, s.cols, i == 0 ? a : tmp.data());
-        if (i > 0)
-          for (int64_t k = 0; k < per; ++k) a[k] = a[k] + tmp[size_t(k)];
-      }
+      for (size_t i = 0; i < wires.size(); ++i) chunk[i] = {bytes(wires[i]) + c * cb, size_t(cb)};
+      cpu_->decode_reduce(chunk, s.rows, s.cols, acc.data() + c * per);
     }
     store_host(acc.data(), out, 0, s.numel());
     return;
@@ -416,10 +413,11 @@ void TensorCodec::decode_add_encode(const Buf& wire_in, const Buf& own, int64_t 
   const int dev = common_device({&wire_in, &own, &wire_out});
   const int64_t n = rows * cols;
   if (dev < 0) {
-    std::vector<float> acc(static_cast<size_t>(n));
-    cpu_->decode(bytes(wire_in), size_t(wire_in.numel), rows, cols, acc.data());
-    for (int64_t i = 0; i < n; ++i) acc[size_t(i)] = acc[size_t(i)] + host_value(own, i);
-    encode(Buf{acc.data(), DType::F32, n, -1}, s, wire_out, 0);
+    std::vector<float> own_f32(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) own_f32[size_t(i)] = host_value(own, i);
+    std::vector<uint8_t> w;
+    cpu_->decode_add_encode({bytes(wire_in), size_t(wire_in.numel)}, own_f32.data(), rows, cols, w);
+    std::memcpy(bytes(wire_out), w.data(), w.size());
     return;
   }
 #ifdef TACO_HAVE_CUDA

@@ -32,6 +32,12 @@ struct EncodeStats {
   int64_t nonfinite = 0;   // NaN/Inf inputs (codecs map them to 0, the TACO policy)
 };
 
+// Bytes another call wrote: one encoded [rows, cols] block.
+struct WireView {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
 class Codec {
  public:
   virtual ~Codec() = default;
@@ -56,6 +62,22 @@ class Codec {
   // Throws InputError if nbytes is not what this codec writes for that shape.
   virtual void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
                       float* out) const = 0;
+
+  // The operations of a compressed collective on one [rows, cols] block (collectives/), defined
+  // by encode() and decode(): the implementations here do exactly what the comments say, and a
+  // backend with fused kernels (the GPU codec) overrides them with the same bytes.
+  //
+  // out = decode(wires[0]) + decode(wires[1]) + ..., added left to right in fp32 (the order
+  // every rank uses, so ranks that reduce the same wires get the same bits).
+  virtual void decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols, float* out) const;
+  // wire_out = encode(s), s the sum decode_reduce() computes; round_bf16: s is first rounded to
+  // bf16 (nearest even), as the owner of a bf16 all-reduce's shard holds it.
+  virtual void decode_reduce_encode(const std::vector<WireView>& wires, int64_t rows, int64_t cols,
+                                    bool round_bf16, std::vector<uint8_t>& wire_out,
+                                    EncodeStats* stats = nullptr) const;
+  // wire_out = encode(decode(wire_in) + own), the sum in fp32: one hop of a ring all-reduce.
+  virtual void decode_add_encode(WireView wire_in, const float* own, int64_t rows, int64_t cols,
+                                 std::vector<uint8_t>& wire_out, EncodeStats* stats = nullptr) const;
 };
 
 // Builds a codec from a preset name ("taco", "fp8-g128", ...) or the variant grammar

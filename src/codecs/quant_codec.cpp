@@ -226,36 +226,45 @@ nlohmann::json QuantCodec::params() const {
   return j;
 }
 
-QuantLayout QuantCodec::layout(int64_t rows, int64_t cols) const {
-  TACO_REQUIRE_INPUT(rows > 0 && cols > 0, "codec {}: empty shape [{}, {}]", name_, rows, cols);
-  TACO_REQUIRE_INPUT(rows <= (int64_t(1) << 40) / cols, "codec {}: shape [{}, {}] is too large", name_, rows, cols);
+QuantLayout quant_layout(const QuantSpec& spec, int64_t rows, int64_t cols, const std::string& name) {
+  TACO_REQUIRE_INPUT(rows > 0 && cols > 0, "codec {}: empty shape [{}, {}]", name, rows, cols);
+  TACO_REQUIRE_INPUT(rows <= (int64_t(1) << 40) / cols, "codec {}: shape [{}, {}] is too large", name, rows, cols);
   QuantLayout L;
   L.numel = rows * cols;
-  const int64_t B = s_.block;
-  switch (s_.gran) {
+  const int64_t B = spec.block;
+  switch (spec.gran) {
     case Granularity::Tensor: L.blocks = 1; break;
     case Granularity::Row: L.blocks = rows; break;
     case Granularity::Col: L.blocks = cols; break;
     case Granularity::Group: L.blocks = (L.numel + B - 1) / B; break;
     case Granularity::Tile:
       TACO_REQUIRE_INPUT(rows % B == 0 && cols % B == 0,
-                         "codec {}: shape [{}, {}] is not a multiple of the {}x{} tile", name_, rows, cols, B, B);
+                         "codec {}: shape [{}, {}] is not a multiple of the {}x{} tile", name, rows, cols, B, B);
       L.blocks = (rows / B) * (cols / B);
       break;
-    default: throw_error("unknown granularity {}", int(s_.gran));
+    default: throw_error("unknown granularity {}", int(spec.gran));
   }
-  const bool padded = s_.gran == Granularity::Group && s_.transform != Transform::None;
+  switch (spec.gran) {
+    case Granularity::Group: L.block_len = B; break;
+    case Granularity::Tile: L.block_len = B * B; break;
+    case Granularity::Row: L.block_len = cols; break;
+    case Granularity::Col: L.block_len = rows; break;
+    default: L.block_len = L.numel; break;
+  }
+  const bool padded = spec.gran == Granularity::Group && spec.transform != Transform::None;
   L.ncodes = padded ? L.blocks * B : L.numel;
-  L.code_bytes = bits_ == 8 ? L.ncodes : (L.ncodes + 1) / 2;
+  L.code_bytes = elem_bits(spec.elem) == 8 ? L.ncodes : (L.ncodes + 1) / 2;
   L.scale_off = L.code_bytes;
-  L.scale_bytes = L.blocks * sbytes_;
+  L.scale_bytes = L.blocks * scale_format_bytes(spec.scale);
   L.aux_off = L.scale_off + L.scale_bytes;
-  L.aux_bytes = s_.asym ? L.blocks : (s_.dual ? 4 * L.blocks : 0);
+  L.aux_bytes = spec.asym ? L.blocks : (spec.dual ? 4 * L.blocks : 0);
   L.tensor_off = L.aux_off + L.aux_bytes;
-  L.tensor_bytes = two_level_ ? 4 : 0;
+  L.tensor_bytes = spec.scale == ScaleFormat::UE4M3 ? 4 : 0;
   L.total = L.tensor_off + L.tensor_bytes;
   return L;
 }
+
+QuantLayout QuantCodec::layout(int64_t rows, int64_t cols) const { return quant_layout(s_, rows, cols, name_); }
 
 // ---- scales ---------------------------------------------------------------------------------
 

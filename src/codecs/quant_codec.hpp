@@ -81,12 +81,17 @@ namespace taco {
 // Byte offsets and sizes of one chunk's wire buffer.
 struct QuantLayout {
   int64_t numel = 0, blocks = 0;
+  int64_t block_len = 0;  // elements per block: G, T x T, cols (row), rows (col), numel (tensor)
   int64_t ncodes = 0, code_bytes = 0;
   int64_t scale_off = 0, scale_bytes = 0;
   int64_t aux_off = 0, aux_bytes = 0;
   int64_t tensor_off = 0, tensor_bytes = 0;
   int64_t total = 0;
 };
+
+// The layout of a [rows, cols] chunk, for the CPU codec and the GPU kernels alike; InputError
+// (naming the codec `name`) when the shape does not suit the spec.
+QuantLayout quant_layout(const QuantSpec& spec, int64_t rows, int64_t cols, const std::string& name);
 
 class QuantCodec final : public Codec {
  public:

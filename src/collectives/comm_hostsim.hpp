@@ -17,7 +17,7 @@
 #include "codecs/codec.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "comm_plan.hpp"
+#include "collectives/comm_plan.hpp"
 
 namespace taco::comm {
 
@@ -47,19 +47,19 @@ inline float* elems_at(HostRank& h, const Ref& r, int64_t n) {
 inline void host_compute(const Op& o, HostRank& h, const Codec& codec, const WireModel& wm, bool out_bf16) {
   const int64_t n = o.numel();
   const int64_t wb = o.kind == Op::Kind::Copy ? 0 : wm.bytes(o.rows, o.cols);
-  std::vector<float> acc(static_cast<size_t>(n)), tmp(static_cast<size_t>(n));
+  std::vector<float> acc(static_cast<size_t>(n));
+  std::vector<uint8_t> wire;
   auto round_out = [&](float* p, int64_t k) {
     if (out_bf16)
       for (int64_t i = 0; i < k; ++i) p[i] = bf16_to_float(float_to_bf16(p[i]));
   };
-  auto decode_sum = [&](const std::vector<Ref>& srcs, int64_t b) {
-    for (size_t s = 0; s < srcs.size(); ++s) {
-      Ref src = srcs[s];
+  auto sources = [&](const std::vector<Ref>& srcs, int64_t b) {
+    std::vector<WireView> from;
+    for (Ref src : srcs) {
       src.off += b * o.src_stride;
-      codec.decode(wire_at(h, src, wb), size_t(wb), o.rows, o.cols, s == 0 ? acc.data() : tmp.data());
-      if (s > 0)
-        for (int64_t i = 0; i < n; ++i) acc[size_t(i)] = acc[size_t(i)] + tmp[size_t(i)];
+      from.push_back({wire_at(h, src, wb), size_t(wb)});
     }
+    return from;
   };
   auto store_wire = [&](const std::vector<uint8_t>& w, Ref dst) {
     TACO_ASSERT(int64_t(w.size()) == wb, "codec {} wrote {} bytes for [{}, {}], the plan expects {}", wm.name,
@@ -77,22 +77,20 @@ inline void host_compute(const Op& o, HostRank& h, const Codec& codec, const Wir
         break;
       }
       case Op::Kind::Decode: {
-        decode_sum(o.srcs, b);
+        codec.decode_reduce(sources(o.srcs, b), o.rows, o.cols, acc.data());
         float* out = elems_at(h, dst, n);
         std::memcpy(out, acc.data(), size_t(n) * 4);
         round_out(out, n);
         break;
       }
       case Op::Kind::DecodeReduceEncode:
-        decode_sum(o.srcs, b);
-        store_wire(codec.encode(acc.data(), o.rows, o.cols), dst);
+        codec.decode_reduce_encode(sources(o.srcs, b), o.rows, o.cols, false, wire);
+        store_wire(wire, dst);
         break;
       case Op::Kind::DecodeAddEncode: {
         TACO_ASSERT(o.count == 1 && o.srcs.size() == 2, "decode-add-encode takes one block and two sources");
-        decode_sum({o.srcs[0]}, 0);
-        const float* own = elems_at(h, o.srcs[1], n);
-        for (int64_t i = 0; i < n; ++i) acc[size_t(i)] = acc[size_t(i)] + own[i];
-        store_wire(codec.encode(acc.data(), o.rows, o.cols), dst);
+        codec.decode_add_encode(sources({o.srcs[0]}, 0)[0], elems_at(h, o.srcs[1], n), o.rows, o.cols, wire);
+        store_wire(wire, dst);
         break;
       }
       case Op::Kind::Copy: {

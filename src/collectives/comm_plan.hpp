@@ -100,14 +100,12 @@ struct WireModel {
   std::string name;  // canonical variant
 };
 
-inline WireModel wire_model(const std::string& variant) {
-  const VariantSpec v = parse_variant(variant);
+inline WireModel wire_model(const VariantSpec& v) {
   WireModel m;
   m.name = canonical_variant(v);
   switch (v.family) {
     case VariantSpec::Family::Quant: {
-      auto q = std::make_shared<QuantCodec>(v.quant, m.name);
-      m.bytes = [q](int64_t r, int64_t c) { return q->layout(r, c).total; };
+      m.bytes = [q = v.quant, name = m.name](int64_t r, int64_t c) { return quant_layout(q, r, c, name).total; };
       switch (v.quant.gran) {
         case Granularity::Group:
           // A UE4M3 block scale (NVFP4) is relative to the fp32 scale of the whole encode: a piece
@@ -129,7 +127,7 @@ inline WireModel wire_model(const std::string& variant) {
       m.unit = 1;
       return m;
     case VariantSpec::Family::TahQuant: {
-      std::shared_ptr<Codec> c = make_codec(variant);
+      std::shared_ptr<Codec> c = make_codec(v);
       m.bytes = [c](int64_t r, int64_t cc) {
         const std::vector<float> zeros(size_t(r * cc), 0.0f);
         return int64_t(c->encode(zeros.data(), r, cc).size());
@@ -140,6 +138,7 @@ inline WireModel wire_model(const std::string& variant) {
   }
   throw_error("wire_model: unknown codec family {}", int(v.family));
 }
+inline WireModel wire_model(const std::string& variant) { return wire_model(parse_variant(variant)); }
 
 // ---- plans ------------------------------------------------------------------------------------
 // Per-rank buffers: In and Out hold elements of the input dtype; W0..W3 hold wire bytes.

@@ -30,6 +30,18 @@ void decode_chunk(const Codec& c, const Wire& w, const Chunk& ch, float* out) {
   c.decode(w.data(), w.size(), ch.rows, ch.cols, out);
 }
 
+// out = the sum of every rank's wire of chunk j (wire[r * N + j]), in rank order.
+void decode_reduce_chunk(const Codec& c, const std::vector<Wire>& wire, int64_t j, int N, const Chunk& ch,
+                         float* out) {
+  if (ch.numel() == 0) return;
+  std::vector<WireView> from(static_cast<size_t>(N));
+  for (int r = 0; r < N; ++r) {
+    const Wire& w = wire[size_t(r) * size_t(N) + size_t(j)];
+    from[size_t(r)] = {w.data(), w.size()};
+  }
+  c.decode_reduce(from, ch.rows, ch.cols, out);
+}
+
 // splitmix64: a small, well-mixed, seedable generator (no global state).
 struct SplitMix64 {
   uint64_t s;
@@ -122,13 +134,7 @@ CollectiveResult SimulatedCommunicator::one_shot(const std::vector<const float*>
   std::vector<float> sum(static_cast<size_t>(n), 0.0f);
   parallel_for(N, threads_, [&](int64_t j) {
     const Chunk& ch = chunks[size_t(j)];
-    std::vector<float> tmp(static_cast<size_t>(ch.numel()));
-    float* acc = sum.data() + ch.offset;
-    for (int r = 0; r < N; ++r) {
-      decode_chunk(codec_, wire[size_t(r) * N + size_t(j)], ch, r == 0 ? acc : tmp.data());
-      if (r > 0)
-        for (int64_t k = 0; k < ch.numel(); ++k) acc[k] = acc[k] + tmp[size_t(k)];
-    }
+    decode_reduce_chunk(codec_, wire, j, N, ch, sum.data() + ch.offset);
   });
   CollectiveResult res;
   res.quantizations = quantizations(kOneShot, N);
@@ -157,12 +163,7 @@ CollectiveResult SimulatedCommunicator::reduce_scatter(const std::vector<const f
     const Chunk& ch = chunks[size_t(j)];
     std::vector<float>& acc = res.outputs[size_t(j)];
     acc.assign(size_t(ch.numel()), 0.0f);
-    std::vector<float> tmp(static_cast<size_t>(ch.numel()));
-    for (int r = 0; r < N; ++r) {
-      decode_chunk(codec_, wire[size_t(r) * N + size_t(j)], ch, r == 0 ? acc.data() : tmp.data());
-      if (r > 0)
-        for (size_t k = 0; k < acc.size(); ++k) acc[k] = acc[k] + tmp[k];
-    }
+    decode_reduce_chunk(codec_, wire, j, N, ch, acc.data());
   });
   for (int r = 0; r < N; ++r)
     for (int j = 0; j < N; ++j)
@@ -207,23 +208,20 @@ CollectiveResult SimulatedCommunicator::ring(const std::vector<const float*>& in
   // Chunks travel the ring independently, so they can be simulated in parallel.
   parallel_for(N, threads_, [&](int64_t j) {
     const Chunk& ch = chunks[size_t(j)];
-    const Chunk local{0, ch.rows, ch.cols};
+    if (ch.numel() == 0) return;
     int64_t* sent_j = sent.data() + size_t(j) * size_t(N);
-    int k = int((j + 1) % N);  // the rank that starts chunk j
-    std::vector<float> acc(in[size_t(k)] + ch.offset, in[size_t(k)] + ch.offset + ch.numel());
-    std::vector<float> got(static_cast<size_t>(ch.numel()));
+    int k = int((j + 1) % N);  // the rank that starts chunk j with its own raw chunk
+    Wire w = encode_chunk(codec_, in[size_t(k)], ch), next;
     for (int hop = 1; hop < N; ++hop) {
-      const Wire w = encode_chunk(codec_, acc.data(), local);
       sent_j[k] += int64_t(w.size());
       k = (k + 1) % N;
-      decode_chunk(codec_, w, local, got.data());
-      const float* own = in[size_t(k)] + ch.offset;
-      for (int64_t e = 0; e < ch.numel(); ++e) acc[size_t(e)] = got[size_t(e)] + own[e];
+      codec_.decode_add_encode({w.data(), w.size()}, in[size_t(k)] + ch.offset, ch.rows, ch.cols, next);
+      w.swap(next);
     }
     TACO_ASSERT(k == j, "ring ended at rank {} for chunk {}", k, j);
-    // All-gather: the owner encodes the finished shard once; it is forwarded N-1 times as is
-    // (by ranks j, j+1, ..., j+N-2) and every rank decodes the same bytes.
-    const Wire w = encode_chunk(codec_, acc.data(), local);
+    // All-gather: w is the owner's encoding of the finished shard; it is forwarded N-1 times as
+    // is (by ranks j, j+1, ..., j+N-2) and every rank decodes the same bytes.
+    const Chunk local{0, ch.rows, ch.cols};
     for (int h = 0; h < N - 1; ++h) sent_j[(j + h) % N] += int64_t(w.size());
     decode_chunk(codec_, w, local, full.data() + ch.offset);
   });

@@ -493,3 +493,52 @@ TEST_CASE("col, tile and tensor blocks take their scales from the right elements
     for (int c = 64; c < 96; ++c) amax = std::max(amax, std::fabs(x[size_t(r * cols + c)]));
   REQUIRE(le_f32(w, size_t(rows * cols + 4 * (1 * 8 + 2))) == amax / 448.0f);
 }
+
+TEST_CASE("the collective operations of the Codec contract are decode, fp32 sums in order, encode", "[codecs]") {
+  // The oracle: separate decode() calls, fp32 sums written out left to right,
+  // bf16 rounding by bit manipulation (round to nearest even), then encode().
+  auto to_bf16 = [](float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, 4);
+    b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+    float r;
+    std::memcpy(&r, &b, 4);
+    return r;
+  };
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  const int64_t rows = 6, cols = 256, n = rows * cols;
+  for (const char* variant : {"taco", "fp8-row", "fp8-col", "nvfp4", "int4-g32", "bf16", "tahquant", "mxfp8"}) {
+    CAPTURE(variant);
+    const auto codec = make_codec(variant);
+    std::vector<std::vector<uint8_t>> wires;
+    std::vector<WireView> views;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = nd(rng);
+      wires.push_back(codec->encode(x.data(), rows, cols));
+    }
+    for (const auto& w : wires) views.push_back({w.data(), w.size()});
+    std::vector<std::vector<float>> d(3, std::vector<float>(static_cast<size_t>(n)));
+    for (int i = 0; i < 3; ++i) codec->decode(wires[size_t(i)].data(), wires[size_t(i)].size(), rows, cols, d[size_t(i)].data());
+    std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+    for (size_t k = 0; k < size_t(n); ++k) want[k] = (d[0][k] + d[1][k]) + d[2][k];
+    codec->decode_reduce(views, rows, cols, got.data());
+    REQUIRE(std::memcmp(got.data(), want.data(), size_t(n) * 4) == 0);
+
+    std::vector<float> rounded(want);
+    for (float& v : rounded) v = to_bf16(v);
+    REQUIRE(rounded != want);  // the rounding is exercised
+    for (bool round_bf16 : {false, true}) {
+      std::vector<uint8_t> w;
+      codec->decode_reduce_encode(views, rows, cols, round_bf16, w);
+      REQUIRE(w == codec->encode((round_bf16 ? rounded : want).data(), rows, cols));
+    }
+    std::vector<float> own(static_cast<size_t>(n)), hop(static_cast<size_t>(n));
+    for (float& v : own) v = nd(rng);
+    for (size_t k = 0; k < size_t(n); ++k) hop[k] = d[1][k] + own[k];
+    std::vector<uint8_t> w;
+    codec->decode_add_encode(views[1], own.data(), rows, cols, w);
+    REQUIRE(w == codec->encode(hop.data(), rows, cols));
+  }
+}

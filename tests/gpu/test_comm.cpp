@@ -99,7 +99,7 @@ std::string compare_with_host(CommContext& ctx, const std::string& variant, Coll
   const comm::PlanRequest rq{coll, algo, N, rows, cols, &wm, depth};
   const auto plans = comm::build_plans(rq);
   ctx.allocate(sizes_for(plans, t));
-  ctx.set_codec(variant);
+  ctx.set_codec(parse_variant(variant));
   std::vector<comm::HostRank> host(static_cast<size_t>(N));
   for (int r = 0; r < N; ++r) {
     host[size_t(r)].in = random_values(rows * cols, uint32_t(17 * r + rows + cols + depth), t == DType::BF16);
@@ -155,7 +155,7 @@ TEST_CASE("comm: the fused ring hop equals the CPU's decode + add + encode byte 
                                  "fp8-row", "fp8-tensor", "fp8-col", "nvfp4", "mxfp4", "int4-g32", "int4-g32-had",
                                  "e2m1:g16:sue4m3:had"}) {
     {
-      const GpuQuant q(var);
+      const GpuQuant q(parse_variant(var));
       const auto cpu = make_codec(var);
       for (auto [rows, cols] : {std::pair<int64_t, int64_t>{8, 1024}, std::pair<int64_t, int64_t>{1, 3 * 1024 + 77}}) {
         for (DType t : {DType::F32, DType::BF16}) {
@@ -268,7 +268,7 @@ TEST_CASE("comm: compressed results pass the tolerance check; a wrong shard does
     const auto [rows, cols] = comm::buffer_shape(count, 1024);
     const auto plans = comm::build_plans({Coll::AllReduce, a, N, rows, cols, &wm, 2});
     ctx.allocate(sizes_for(plans, DType::BF16));
-    ctx.set_codec("taco");
+    ctx.set_codec(parse_variant("taco"));
     const DataGen g{3, data_k(DType::BF16, N)};
     for (int l = 0; l < N; ++l) fill_structured(ctx.local(l).in.get(), DType::BF16, count, l, g, ctx.local(l).net->get());
     ctx.wait("fill");

@@ -311,7 +311,7 @@ TEST_CASE("GPU codecs reproduce the CPU wire bytes and decodes (host float API)"
         REQUIRE(got.size() == want.size());
         const int64_t bad = first_diff(got.data(), want.data(), want.size());
         if (bad >= 0) {
-          const gpu::GpuQuant q(variant);
+          const gpu::GpuQuant q(parse_variant(variant));
           const std::string where = describe_offset(q.geometry(s.rows, s.cols), bad);
           CAPTURE(bad, where, int(got[size_t(bad)]), int(want[size_t(bad)]));
           FAIL("GPU wire differs from the CPU wire");
@@ -339,16 +339,62 @@ TEST_CASE("GPU codecs reproduce the CPU wire bytes and decodes (host float API)"
   CHECK(compared > 500);
 }
 
+TEST_CASE("GPU codecs implement the collective operations of the Codec contract with the CPU's bytes",
+          "[gpu][codec][contract]") {
+  uint64_t seed = 777;
+  int compared = 0;
+  for (const std::string& variant : test_variants()) {
+    const auto cpu = make_codec(variant);
+    const auto gpu_codec = gpu::make_gpu_codec(variant);
+    for (const Shape& s : {Shape{4, 1024}, Shape{3, 1000}, Shape{5, 2048}}) {
+      for (int nsrc : {1, 3, 17}) {  // 17: more sources than one fused launch takes
+        CAPTURE(variant, s.rows, s.cols, nsrc);
+        std::vector<std::vector<uint8_t>> wires;
+        std::vector<WireView> views;
+        for (int i = 0; i < nsrc; ++i) {
+          const auto x = make_input(kDists[size_t(i) % std::size(kDists)], s.rows, s.cols, ++seed, false);
+          wires.push_back(cpu->encode(x.data(), s.rows, s.cols));
+        }
+        for (const auto& w : wires) views.push_back({w.data(), w.size()});
+        const size_t n = size_t(s.rows * s.cols);
+        std::vector<float> sum_cpu(n), sum_gpu(n);
+        cpu->decode_reduce(views, s.rows, s.cols, sum_cpu.data());
+        gpu_codec->decode_reduce(views, s.rows, s.cols, sum_gpu.data());
+        REQUIRE(first_float_diff(sum_gpu.data(), sum_cpu.data(), n) < 0);
+        for (bool round_bf16 : {false, true}) {
+          CAPTURE(round_bf16);
+          std::vector<uint8_t> w_cpu, w_gpu;
+          EncodeStats cs, gs;
+          cpu->decode_reduce_encode(views, s.rows, s.cols, round_bf16, w_cpu, &cs);
+          gpu_codec->decode_reduce_encode(views, s.rows, s.cols, round_bf16, w_gpu, &gs);
+          REQUIRE(w_gpu.size() == w_cpu.size());
+          REQUIRE(first_diff(w_gpu.data(), w_cpu.data(), w_cpu.size()) < 0);
+          CHECK(gs.saturated == cs.saturated);
+          CHECK(gs.nonfinite == cs.nonfinite);
+        }
+        const auto own = make_input(Dist::Laplace, s.rows, s.cols, ++seed, false);
+        std::vector<uint8_t> h_cpu, h_gpu;
+        cpu->decode_add_encode(views[0], own.data(), s.rows, s.cols, h_cpu);
+        gpu_codec->decode_add_encode(views[0], own.data(), s.rows, s.cols, h_gpu);
+        REQUIRE(h_gpu.size() == h_cpu.size());
+        REQUIRE(first_diff(h_gpu.data(), h_cpu.data(), h_cpu.size()) < 0);
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 50);
+}
+
 TEST_CASE("the reference-rules encode kernel is taken exactly for TACO's reference rules without counters",
           "[gpu][codec]") {
   unsigned long long* counters = reinterpret_cast<unsigned long long*>(uintptr_t(256));  // never dereferenced
-  CHECK(gpu::GpuQuant("taco").reference_encode(nullptr));
-  CHECK(gpu::GpuQuant("e4m3:g128:had:dual").reference_encode(nullptr));
-  CHECK_FALSE(gpu::GpuQuant("taco").reference_encode(counters));
+  CHECK(gpu::GpuQuant(parse_variant("taco")).reference_encode(nullptr));
+  CHECK(gpu::GpuQuant(parse_variant("e4m3:g128:had:dual")).reference_encode(nullptr));
+  CHECK_FALSE(gpu::GpuQuant(parse_variant("taco")).reference_encode(counters));
   for (const char* v : {"taco-nosa", "taco-rht", "taco-e5m2", "e4m3:g128:had:nosat:dual", "e4m3:g128:had:dual:T=1e-20",
                         "fp8-g128", "e4m3:g64:had:dual"}) {
     CAPTURE(v);
-    CHECK_FALSE(gpu::GpuQuant(v).reference_encode(nullptr));
+    CHECK_FALSE(gpu::GpuQuant(parse_variant(v)).reference_encode(nullptr));
   }
 }
 
@@ -357,7 +403,7 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
   gpu::CudaStream stream;
   for (const std::string& variant : test_variants()) {
     const auto cpu = make_codec(variant);
-    gpu::GpuQuant q(variant);
+    gpu::GpuQuant q(parse_variant(variant));
     for (const Shape& s : {Shape{5, 256}, Shape{3, 1000}, Shape{1, 4224}, Shape{2, 130}}) {
       const int64_t chunks = 3, nsrc = 3;
       const int64_t n = s.rows * s.cols;
@@ -476,7 +522,7 @@ TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU"
   for (const char* variant : {"taco", "fp8-g128", "mxfp8", "int8-g128-had", "mxfp4", "nvfp4", "int4-g32-had", "fp8-row",
                               "fp8-col", "fp8-tensor"}) {
     const auto cpu = make_codec(variant);
-    gpu::GpuQuant q(variant);
+    gpu::GpuQuant q(parse_variant(variant));
     CAPTURE(variant);
     std::vector<std::vector<uint8_t>> wires;
     std::vector<DeviceBuffer> d_wires;
@@ -528,7 +574,7 @@ TEST_CASE("GPU codecs: the streaming decode equals the CPU", "[gpu][codec][large
   uint64_t seed = 5150;
   for (const char* variant : {"taco", "taco-nosa", "taco-rht", "taco-e5m2", "taco-g32"}) {
     const auto cpu = make_codec(variant);
-    gpu::GpuQuant q(variant);
+    gpu::GpuQuant q(parse_variant(variant));
     const int64_t G = std::string(variant) == "taco-g32" ? 32 : 128;
     q.set_small_decode_elems(0);
     q.set_stream_decode_elems(0);
@@ -595,7 +641,7 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
   };
   for (const char* variant : {"taco", "fp8-g128", "int8-g128-had", "e4m3:g32:dual", "nvfp4", "int4-g32"}) {
     const auto cpu = make_codec(variant);
-    gpu::GpuQuant q(variant);
+    gpu::GpuQuant q(parse_variant(variant));
     const int64_t G = q.spec().block;
     for (const Case& k : {Case{3, 1024, 4100, false}, Case{5, 7, 1000, false}, Case{5, 7, 1000, true}}) {
       const int64_t n = k.rows * k.cols;
@@ -685,7 +731,7 @@ TEST_CASE("GPU decodes of arbitrary wires (NaN and infinite codes, odd scales) e
   for (const char* variant : {"taco", "taco-noh", "taco-nosa", "taco-e5m2", "taco-rht", "taco-g32", "e4m3:g128:had:nosat:dual"}) {
     const auto cpu = make_codec(variant);
     const auto gpu_codec = gpu::make_gpu_codec(variant);
-    const gpu::GpuQuant q(variant);
+    const gpu::GpuQuant q(parse_variant(variant));
     for (const Shape& sh : {Shape{64, 1024}, Shape{3, 1000}}) {
       const gpu::ChunkGeometry g = q.geometry(sh.rows, sh.cols);
       const int64_t G = q.spec().block;
@@ -739,7 +785,7 @@ TEST_CASE("GPU codecs: unaligned device pointers take the scalar paths and stay 
   gpu::CudaStream stream;
   for (const char* variant : {"taco", "fp8-g128", "mxfp8", "fp8-row", "nvfp4", "mxfp4", "int4-g32", "fp8-col",
                               "fp8-tensor"}) {
-    const gpu::GpuQuant q(variant);
+    const gpu::GpuQuant q(parse_variant(variant));
     const auto cpu = make_codec(variant);
     const int64_t rows = 4, cols = 512, n = rows * cols;
     const auto x = make_input(Dist::Normal, rows, cols, 99, true);
@@ -767,8 +813,8 @@ TEST_CASE("the unfused TACO pipeline reproduces the CPU bytes too", "[gpu][codec
   uint64_t seed = 4242;
   for (const char* variant : {"taco", "taco-noh", "taco-e5m2", "taco-g32", "taco-g512", "e4m3:g1024:had:dual"}) {
     const auto cpu = make_codec(variant);
-    const gpu::UnfusedTaco u(variant);
-    const gpu::GpuQuant q(variant);
+    const gpu::UnfusedTaco u(parse_variant(variant));
+    const gpu::GpuQuant q(parse_variant(variant));
     for (const Shape& s : {Shape{5, 256}, Shape{3, 1000}}) {
       const int64_t chunks = 2, n = s.rows * s.cols;
       const gpu::ChunkGeometry g = q.geometry(s.rows, s.cols);
@@ -875,7 +921,7 @@ TEST_CASE("GPU decodes of arbitrary 4-bit and two-level wires equal the CPU", "[
                               "int4:g64:sf16:sround=rne"}) {
     const auto cpu = make_codec(variant);
     const auto gpu_codec = gpu::make_gpu_codec(variant);
-    const gpu::GpuQuant q(variant);
+    const gpu::GpuQuant q(parse_variant(variant));
     for (const Shape& sh : {Shape{64, 1024}, Shape{3, 1000}, Shape{1, 37}}) {
       const gpu::ChunkGeometry g = q.geometry(sh.rows, sh.cols);
       for (const float st : st_cases) {
@@ -945,7 +991,7 @@ TEST_CASE("GPU two-level (NVFP4) scales: edge cases, chunks, re-encodes equal th
   for (const char* variant : {"nvfp4", "e2m1:g16:sue4m3:sround=up", "int4:g16:sue4m3", "e2m1:g16:sue4m3:had",
                               "e2m1:g64:sue4m3"}) {
     const auto cpu = make_codec(variant);
-    gpu::GpuQuant q(variant);
+    gpu::GpuQuant q(parse_variant(variant));
     for (const Shape& s : {Shape{4, 64}, Shape{3, 1000}}) {
       const int64_t chunks = 8, n = s.rows * s.cols;
       const gpu::ChunkGeometry g = q.geometry(s.rows, s.cols);
@@ -1057,7 +1103,7 @@ TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit", "[gp
   DeviceBuffer d_stats(16, "test counters");
   for (const std::string& variant : variants) {
     const auto cpu = make_codec(variant);
-    const gpu::GpuQuant q(variant);
+    const gpu::GpuQuant q(parse_variant(variant));
     for (const Shape& s : {Shape{3, 1000}, Shape{4, 1024}, Shape{1, 37}, Shape{600, 16}}) {
       for (const int64_t chunks : {int64_t(1), int64_t(3)}) {
         for (const bool bf16 : {false, true}) {
@@ -1120,7 +1166,7 @@ TEST_CASE("GPU error feedback keeps the study's residual (ef:<variant>)", "[gpu]
     const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(wrapped.get());
     REQUIRE(fb != nullptr);
     study::FeedbackState state(*fb);
-    const gpu::GpuQuant q(inner);
+    const gpu::GpuQuant q(parse_variant(inner));
     const int64_t rows = 8, cols = 512, n = rows * cols;
     DeviceBuffer d_x(size_t(n) * 4, "test"), d_e(size_t(n) * 4, "test"), d_wire(size_t(q.chunk_bytes(rows, cols)), "test");
     TACO_CUDA_CHECK(cudaMemset(d_e.get(), 0, size_t(n) * 4));
