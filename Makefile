@@ -6,6 +6,8 @@ CMAKE_ARGS ?=
 PYTHON     ?= python3
 VENV       ?= $(BUILD)/venv
 FUZZ_SECONDS ?= 20
+# WERROR=ON (CI) makes every warning of the C++ and the CUDA host code an error.
+WERROR     ?= OFF
 
 .PHONY: all setup build demo test test-cpu test-package test-python test-asan fuzz report format clean
 
@@ -15,7 +17,7 @@ setup:
 	@bash scripts/setup.sh
 
 build: setup
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTACO_WERROR=$(WERROR) $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The demo needs the taco binary only (plus analysis/'s Python packages, from setup).
@@ -27,16 +29,18 @@ demo: setup
 test: build
 	$(MAKE) --no-print-directory test-cpu test-package test-python test-asan fuzz
 
-# Includes go down the pipeline only (scripts/check_layers.py has the stage order).
+# Includes go down the pipeline only (scripts/check_layers.py has the stage order); sources are
+# as clang-format writes them (scripts/check_format.sh).
 test-cpu:
 	$(PYTHON) scripts/check_layers.py
+	bash scripts/check_format.sh
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # The Python package: pip install . into $(VENV) (made from Debian's python3 with python3-torch),
 # then its tests (codecs against the CLI, collectives against the study's simulation and real
 # gloo groups, TP gradients, the trainer).
 test-package:
-	bash scripts/install_python.sh $(VENV)
+	SKBUILD_CMAKE_DEFINE="TACO_WERROR=$(WERROR)" bash scripts/install_python.sh $(VENV)
 	cd tests/package && TACO_BIN=$(abspath $(BUILD))/bin/taco $(abspath $(VENV))/bin/python -m pytest -q .
 
 test-python:
@@ -48,7 +52,7 @@ test-python:
 # sanitizer setting, and half the compile time of -O2 -g; assertions stay on.
 test-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTACO_CUDA=OFF -DTACO_SANITIZE=ON -DTACO_FUZZ=ON
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTACO_CUDA=OFF -DTACO_SANITIZE=ON -DTACO_FUZZ=ON -DTACO_WERROR=$(WERROR)
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target taco_tests fuzzers
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  LSAN_OPTIONS=suppressions=$(abspath scripts/lsan.supp) \
@@ -62,7 +66,7 @@ report:
 	$(BUILD)/bin/taco report $(or $(RESULTS),demo-out/study)
 
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh')
+	bash scripts/check_format.sh --fix
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -98,7 +98,8 @@ inline std::string unknown_option(CLI::App& app, int argc, char** argv) {
   for (int i = first_arg; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.') continue;
+    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.')
+      continue;
     arg = arg.substr(0, arg.find('='));
     if (arg.size() == 2 || arg.rfind("--", 0) == 0) {
       if (std::find(longs.begin(), longs.end(), arg) != longs.end()) continue;
@@ -106,8 +107,8 @@ inline std::string unknown_option(CLI::App& app, int argc, char** argv) {
       continue;  // -n5, -qv: short options with their value or grouped
     }
     const std::string near = nearest(arg, longs);
-    return near.empty() ? fmt::format("unknown option {} ('{}{} --help' lists the options)", arg, app.get_name(),
-                                      command)
+    return near.empty() ? fmt::format("unknown option {} ('{}{} --help' lists the options)", arg,
+                                      app.get_name(), command)
                         : fmt::format("unknown option {}; did you mean {}?", arg, near);
   }
   return "";
@@ -121,7 +122,8 @@ inline void require_no_empty_values(const CLI::App& app) {
       const std::string name = !o->get_lnames().empty()   ? "--" + o->get_lnames().front()
                                : !o->get_snames().empty() ? "-" + o->get_snames().front()
                                                           : o->get_name();
-      for (const std::string& v : o->results()) TACO_REQUIRE_INPUT(!v.empty(), "{}: empty value", name);
+      for (const std::string& v : o->results())
+        TACO_REQUIRE_INPUT(!v.empty(), "{}: empty value", name);
     }
     require_no_empty_values(*sub);
   }
@@ -144,7 +146,8 @@ int run_main(CLI::App& app, const char* prog, int argc, char** argv, Body&& body
     } catch (const CLI::ParseError&) {
       // A mistyped option is the cause whatever CLI11 noticed first ("--variant is required"
       // after "--varient"): name it, and what was meant.
-      if (const std::string msg = unknown_option(app, argc, argv); !msg.empty()) throw InputError(msg);
+      if (const std::string msg = unknown_option(app, argc, argv); !msg.empty())
+        throw InputError(msg);
       throw;
     }
     body();

@@ -17,7 +17,9 @@ namespace taco::cli {
 // For unsigned options: CLI11 would take "-1" as 2^64 - 1.
 inline CLI::Validator non_negative() {
   return CLI::Validator(
-      [](std::string& s) { return s.rfind('-', 0) == 0 ? "must be a non-negative integer, got " + s : std::string(); },
+      [](std::string& s) {
+        return s.rfind('-', 0) == 0 ? "must be a non-negative integer, got " + s : std::string();
+      },
       "UINT", "non_negative");
 }
 
@@ -48,14 +50,20 @@ inline int64_t parse_bytes(const std::string& s, const char* flag) {
   TACO_REQUIRE_INPUT(!s.empty(), "{}: empty size", flag);
   size_t i = 0;
   while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-  TACO_REQUIRE_INPUT(i > 0 && i < 16, "{} '{}': expected a size like 4096, 512K, 32M or 1G", flag, s);
+  TACO_REQUIRE_INPUT(i > 0 && i < 16, "{} '{}': expected a size like 4096, 512K, 32M or 1G", flag,
+                     s);
   int64_t v = std::stoll(s.substr(0, i));
   std::string suf = s.substr(i);
   for (auto& c : suf) c = char(std::toupper(static_cast<unsigned char>(c)));
-  if (suf == "K" || suf == "KB" || suf == "KIB") v <<= 10;
-  else if (suf == "M" || suf == "MB" || suf == "MIB") v <<= 20;
-  else if (suf == "G" || suf == "GB" || suf == "GIB") v <<= 30;
-  else TACO_REQUIRE_INPUT(suf.empty() || suf == "B", "{} '{}': unknown unit '{}' (K, M, G)", flag, s, suf);
+  if (suf == "K" || suf == "KB" || suf == "KIB")
+    v <<= 10;
+  else if (suf == "M" || suf == "MB" || suf == "MIB")
+    v <<= 20;
+  else if (suf == "G" || suf == "GB" || suf == "GIB")
+    v <<= 30;
+  else
+    TACO_REQUIRE_INPUT(suf.empty() || suf == "B", "{} '{}': unknown unit '{}' (K, M, G)", flag, s,
+                       suf);
   TACO_REQUIRE_INPUT(v > 0, "{} '{}': must be positive", flag, s);
   return v;
 }

@@ -1,10 +1,10 @@
 // taco codec: list the codec variants, encode/decode a tensor to/from wire bytes, element-wise
 // casts to the number formats (used by the Python oracle tests), and a CPU throughput benchmark.
+#include "cli_parse.hpp"
 #include "codecs/codec.hpp"
 #include "codecs/hadamard.hpp"
 #include "codecs/structured/structured.hpp"
 #include "codecs/variant.hpp"
-#include "cli_parse.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -33,7 +33,8 @@ Tensor read_input(const std::string& path, const std::string& name) {
   auto src = taco::open_tensor_file(path);
   TACO_REQUIRE_INPUT(src->size() > 0, "{}: no tensors", path);
   if (name.empty()) {
-    TACO_REQUIRE_INPUT(src->size() == 1, "{}: holds {} tensors; pick one with --tensor NAME", path, src->size());
+    TACO_REQUIRE_INPUT(src->size() == 1, "{}: holds {} tensors; pick one with --tensor NAME", path,
+                       src->size());
     return src->read(0);
   }
   for (size_t i = 0; i < src->size(); ++i)
@@ -75,7 +76,8 @@ void run_list() {
       "  blocks    tensor | row | col | g<G> | tile<T>      (G, T powers of two, {}..{})\n"
       "  scale     sf32 | sbf16 | sf16 | se8m0 | sue4m3     [sround=up|rne|ocp]\n"
       "  transform had | rht [seed=N]\n"
-      "  TACO      taco (TACO scale rules, one fp32 scale) | dual (+ adaptive scale s_a) [lambda=X]\n"
+      "  TACO      taco (TACO scale rules, one fp32 scale) | dual (+ adaptive scale s_a) "
+      "[lambda=X]\n"
       "  other     T=X (target range) | nosat\n"
       "  families  bf16 | tahquant[:tile=64][:hi=4][:lo=3][:pct=80]\n"
       "Examples: e4m3:g64:had:dual   int8:row:asym   e5m2:tile32:se8m0   e2m1:g16:sue4m3:had\n",
@@ -84,7 +86,8 @@ void run_list() {
   for (const auto& p : taco::structured::structured_presets())
     fmt::print("  {:<16} {:<28} {}\n", p.name, p.definition, p.description);
   fmt::print(
-      "  families  subspace:k=K|frac=F   lowrank:rank=R|energy=E|bpe=B[:rsvd]   tt:order=D[:rank=R|eps=E]\n"
+      "  families  subspace:k=K|frac=F   lowrank:rank=R|energy=E|bpe=B[:rsvd]   "
+      "tt:order=D[:rank=R|eps=E]\n"
       "            topk:frac=F   randk:frac=F[:unbiased]   ef:<variant>   aqsgd:<variant>\n");
 }
 
@@ -102,10 +105,11 @@ void run_encode(const EncodeArgs& a) {
   taco::AtomicFile f(a.out, true);
   f.stream().write(reinterpret_cast<const char*>(wire.data()), std::streamsize(wire.size()));
   f.commit();
-  fmt::print("{}: [{}, {}] -> {} bytes ({:.6g} B/elem), saturated {}, non-finite {}; decode with "
-             "--variant {} --shape {},{}\n",
-             codec->name(), t.rows(), t.cols(), wire.size(), double(wire.size()) / double(t.numel()),
-             st.saturated, st.nonfinite, codec->name(), t.rows(), t.cols());
+  fmt::print(
+      "{}: [{}, {}] -> {} bytes ({:.6g} B/elem), saturated {}, non-finite {}; decode with "
+      "--variant {} --shape {},{}\n",
+      codec->name(), t.rows(), t.cols(), wire.size(), double(wire.size()) / double(t.numel()),
+      st.saturated, st.nonfinite, codec->name(), t.rows(), t.cols());
 }
 
 struct DecodeArgs {
@@ -132,7 +136,8 @@ void run_cast(const CastArgs& a) {
   const taco::CastFormat f = taco::parse_cast_format(a.format);
   const Tensor t = read_input(a.in, a.tensor);
   const std::vector<int64_t> shape = t.shape.empty() ? std::vector<int64_t>{1} : t.shape;
-  const std::vector<uint16_t> codes = taco::cast_encode(f, t.values.data(), t.values.size(), !a.nosat);
+  const std::vector<uint16_t> codes =
+      taco::cast_encode(f, t.values.data(), t.values.size(), !a.nosat);
   if (a.decode) {
     taco::write_npy(a.out, taco::cast_decode(f, codes.data(), codes.size()), shape);
   } else if (taco::cast_code_bits(f) == 16) {
@@ -181,7 +186,8 @@ void run_bench(const BenchArgs& a) {
   std::vector<uint8_t> wire;
   for (int r = 0; r < a.reps + 1; ++r) {  // the first round warms up
     const auto t0 = clock::now();
-    codec->encode_into(x.data(), rows, a.cols, wire);  // buffer reused: no page faults after round 0
+    codec->encode_into(x.data(), rows, a.cols,
+                       wire);  // buffer reused: no page faults after round 0
     const auto t1 = clock::now();
     codec->decode(wire.data(), wire.size(), rows, a.cols, y.data());
     const auto t2 = clock::now();
@@ -198,14 +204,17 @@ void run_bench(const BenchArgs& a) {
     den += double(x[i]) * double(x[i]);
   }
   const double n = double(a.numel) / 1e6;
-  fmt::print("{}: [{}, {}] ({} elements), {} threads, median of {}: encode {:.1f} ms ({:.1f} M elem/s), "
-             "decode {:.1f} ms ({:.1f} M elem/s), encode+decode {:.1f} M elem/s; {:.6g} B/elem, rel_l2 {:.4g}\n",
-             codec->name(), rows, a.cols, a.numel, omp_get_max_threads(), a.reps, e * 1e3, n / e, d * 1e3,
-             n / d, n / (e + d), double(wire.size()) / double(a.numel), std::sqrt(num / den));
+  fmt::print(
+      "{}: [{}, {}] ({} elements), {} threads, median of {}: encode {:.1f} ms ({:.1f} M elem/s), "
+      "decode {:.1f} ms ({:.1f} M elem/s), encode+decode {:.1f} M elem/s; {:.6g} B/elem, rel_l2 "
+      "{:.4g}\n",
+      codec->name(), rows, a.cols, a.numel, omp_get_max_threads(), a.reps, e * 1e3, n / e, d * 1e3,
+      n / d, n / (e + d), double(wire.size()) / double(a.numel), std::sqrt(num / den));
 }
 
 void add_codec(CLI::App& root) {
-  CLI::App* cmd = root.add_subcommand("codec", "Codec variants: list, encode, decode, element casts, bench");
+  CLI::App* cmd =
+      root.add_subcommand("codec", "Codec variants: list, encode, decode, element casts, bench");
   cmd->require_subcommand(1);
   cmd->footer(
       "Examples:\n"
@@ -220,8 +229,10 @@ void add_codec(CLI::App& root) {
   auto ea = std::make_shared<EncodeArgs>();
   CLI::App* enc = cmd->add_subcommand("encode", "Encode a tensor into the codec's wire bytes");
   enc->add_option("--variant,-v", ea->variant, "Preset or grammar (taco codec list)")->required();
-  enc->add_option("IN", ea->in, "Tensor file (npy, npz, safetensors, taco trace); seen as [rows, cols], "
-                                "cols = last dimension")->required();
+  enc->add_option("IN", ea->in,
+                  "Tensor file (npy, npz, safetensors, taco trace); seen as [rows, cols], "
+                  "cols = last dimension")
+      ->required();
   enc->add_option("OUT", ea->out, "Wire bytes (written whole or not at all)")->required();
   enc->add_option("--tensor", ea->tensor, "Tensor name, when IN holds several");
   enc->footer("Example:\n  taco codec encode --variant e4m3:g64:had:dual x.npy x.bin");
@@ -237,17 +248,23 @@ void add_codec(CLI::App& root) {
   dec->callback([da] { run_decode(*da); });
 
   auto ca = std::make_shared<CastArgs>();
-  CLI::App* cast = cmd->add_subcommand("cast", "Element-wise cast to a number format (codes or decoded values)");
-  cast->add_option("--format,-f", ca->format, "e4m3, e5m2, e2m1, e8m0, ue4m3, int8, int4, uint8, uint4, bf16")
+  CLI::App* cast =
+      cmd->add_subcommand("cast", "Element-wise cast to a number format (codes or decoded values)");
+  cast->add_option("--format,-f", ca->format,
+                   "e4m3, e5m2, e2m1, e8m0, ue4m3, int8, int4, uint8, uint4, bf16")
       ->required();
-  cast->add_flag("--nosat", ca->nosat, "Non-saturating: overflow -> NaN (e4m3, e8m0, ue4m3) or Inf (e5m2, bf16)");
+  cast->add_flag("--nosat", ca->nosat,
+                 "Non-saturating: overflow -> NaN (e4m3, e8m0, ue4m3) or Inf (e5m2, bf16)");
   cast->add_flag("--decode", ca->decode, "Write the decoded float32 values instead of the codes");
   cast->add_option("IN", ca->in, "Tensor file")->required();
-  cast->add_option("OUT", ca->out, "Output .npy: codes as uint8 (uint16 for bf16; 4-bit codes in the low "
-                                   "nibble; ints two's complement), or float32 with --decode")->required();
+  cast->add_option("OUT", ca->out,
+                   "Output .npy: codes as uint8 (uint16 for bf16; 4-bit codes in the low "
+                   "nibble; ints two's complement), or float32 with --decode")
+      ->required();
   cast->add_option("--tensor", ca->tensor, "Tensor name, when IN holds several");
-  cast->footer("Values are cast as they are: no scaling. Rounding is to nearest even (e8m0: ties up).\n"
-               "Example:\n  taco codec cast --format e5m2 --nosat --decode x.npy x_e5m2.npy");
+  cast->footer(
+      "Values are cast as they are: no scaling. Rounding is to nearest even (e8m0: ties up).\n"
+      "Example:\n  taco codec cast --format e5m2 --nosat --decode x.npy x_e5m2.npy");
   cast->callback([ca] { run_cast(*ca); });
 
   auto ba = std::make_shared<BenchArgs>();
@@ -257,9 +274,12 @@ void add_codec(CLI::App& root) {
   bench->add_option("--cols", ba->cols, "Row length")->capture_default_str();
   bench->add_option("--reps", ba->reps, "Timed repetitions (median reported) after one warm-up")
       ->capture_default_str();
-  bench->add_option("--seed", ba->seed, "Data seed")->check(taco::cli::non_negative())->capture_default_str();
-  bench->footer("Threads: OMP_NUM_THREADS (default: all cores). Results are identical for any thread count.\n"
-                "Example:\n  OMP_NUM_THREADS=2 taco codec bench --variant taco --numel 67108864");
+  bench->add_option("--seed", ba->seed, "Data seed")
+      ->check(taco::cli::non_negative())
+      ->capture_default_str();
+  bench->footer(
+      "Threads: OMP_NUM_THREADS (default: all cores). Results are identical for any thread count.\n"
+      "Example:\n  OMP_NUM_THREADS=2 taco codec bench --variant taco --numel 67108864");
   bench->callback([ba] { run_bench(*ba); });
 }
 

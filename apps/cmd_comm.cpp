@@ -2,13 +2,14 @@
 // all-reduce; all-gather, reduce-scatter, all-to-all, send/recv), in the shape of nccl-tests:
 // the same flags (-b -e -f -i -n -w -c -d -o -g), one table row per size with size, count, type,
 // redop, time, algbw, busbw, #wrong, then taco's columns. --json FILE per docs/results-schema.md.
-// Harness: cuda/bench/comm_bench.hpp; plans: collectives/comm_plans.hpp; docs/comm.md has the details.
+// Harness: cuda/bench/comm_bench.hpp; plans: collectives/comm_plans.hpp; docs/comm.md has the
+// details.
 #include "cli_parse.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "core/version.hpp"
 #include "core/provenance.hpp"
+#include "core/version.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -72,8 +73,8 @@ taco::gpu::CommOptions to_options(const CommArgs& a) {
     o.colls.push_back(taco::parse_coll(c));
   }
   const int64_t step = a.stepbytes.empty() ? 0 : parse_bytes(a.stepbytes, "-i/--stepbytes");
-  o.sizes = comm::sweep_sizes(parse_bytes(a.minbytes, "-b/--minbytes"), parse_bytes(a.maxbytes, "-e/--maxbytes"),
-                              a.stepfactor, step);
+  o.sizes = comm::sweep_sizes(parse_bytes(a.minbytes, "-b/--minbytes"),
+                              parse_bytes(a.maxbytes, "-e/--maxbytes"), a.stepfactor, step);
   o.dtypes.clear();
   for (const auto& d : split_list(a.dtypes, "-d/--datatype")) {
     if (d == "all") {
@@ -82,18 +83,22 @@ taco::gpu::CommOptions to_options(const CommArgs& a) {
     }
     o.dtypes.push_back(gpu::parse_comm_dtype(d));
   }
-  TACO_REQUIRE_INPUT(a.op == "sum", "-o/--op '{}': compressed collectives reduce by sum, so taco comm runs -o sum "
-                     "(nccl-tests' default)", a.op);
+  TACO_REQUIRE_INPUT(a.op == "sum",
+                     "-o/--op '{}': compressed collectives reduce by sum, so taco comm runs -o sum "
+                     "(nccl-tests' default)",
+                     a.op);
   o.codecs.clear();
   for (const auto& c : split_list(a.codecs, "--codec"))
     if (c != "none") o.codecs.push_back(c);
   o.plain = !a.no_plain;
   o.algos.clear();
   if (a.algos != "auto")
-    for (const auto& s : split_list(a.algos, "--algo")) o.algos.push_back(taco::parse_allreduce_algo(s));
+    for (const auto& s : split_list(a.algos, "--algo"))
+      o.algos.push_back(taco::parse_allreduce_algo(s));
   o.pipeline = a.pipeline;
   o.pipeline_min_bytes = a.pipeline_min == "0" ? 0 : parse_bytes(a.pipeline_min, "--pipeline-min");
-  TACO_REQUIRE_INPUT(a.codec_sms >= 0, "--codec-sms must be >= 0 (0: all SMs), got {}", a.codec_sms);
+  TACO_REQUIRE_INPUT(a.codec_sms >= 0, "--codec-sms must be >= 0 (0: all SMs), got {}",
+                     a.codec_sms);
   o.codec_sms = a.codec_sms;
   o.copy_engine = a.nccl_ce;
   o.iters = a.iters;
@@ -114,43 +119,60 @@ taco::gpu::CommOptions to_options(const CommArgs& a) {
   return o;
 }
 
-std::string fmt_opt(double v, const char* f, bool present) { return present ? fmt::format(fmt::runtime(f), v) : "-"; }
+std::string fmt_opt(double v, const char* f, bool present) {
+  return present ? fmt::format(fmt::runtime(f), v) : "-";
+}
 
 void print_header(const CommReport& r, const CommArgs& a) {
   const auto& d = r.device;
-  fmt::print("# taco comm {} ({}): nccl-tests-shaped collective benchmark, plain and compressed\n", taco::kVersion,
-             taco::kGitCommit);
-  fmt::print("# nranks {}: {} process(es) x {} GPU(s) ({}) | transport {} | NCCL {} (headers {}) | CUDA runtime {}, "
-             "driver {} ({})\n",
-             r.nranks, r.nprocs, r.gpus_per_proc, r.launch, r.transport, r.nccl_runtime.empty() ? "-" : r.nccl_runtime,
-             r.nccl_header.empty() ? "-" : r.nccl_header, taco::gpu::cuda_version_string(d.runtime_version),
-             taco::gpu::cuda_version_string(d.driver_api_version), d.driver_version.empty() ? "?" : d.driver_version);
-  fmt::print("# iters {} warmup {} check {} pipeline {} cols {} seed {} timeout {} s | wire buffers {} | settings hash "
-             "{:016x}\n", a.iters, a.warmup, a.check, a.pipeline, a.cols, a.seed, a.timeout,
-             r.wire_memory.empty() ? "-" : r.wire_memory, r.settings_hash);
+  fmt::print("# taco comm {} ({}): nccl-tests-shaped collective benchmark, plain and compressed\n",
+             taco::kVersion, taco::kGitCommit);
+  fmt::print(
+      "# nranks {}: {} process(es) x {} GPU(s) ({}) | transport {} | NCCL {} (headers {}) | CUDA "
+      "runtime {}, "
+      "driver {} ({})\n",
+      r.nranks, r.nprocs, r.gpus_per_proc, r.launch, r.transport,
+      r.nccl_runtime.empty() ? "-" : r.nccl_runtime, r.nccl_header.empty() ? "-" : r.nccl_header,
+      taco::gpu::cuda_version_string(d.runtime_version),
+      taco::gpu::cuda_version_string(d.driver_api_version),
+      d.driver_version.empty() ? "?" : d.driver_version);
+  fmt::print(
+      "# iters {} warmup {} check {} pipeline {} cols {} seed {} timeout {} s | wire buffers {} | "
+      "settings hash "
+      "{:016x}\n",
+      a.iters, a.warmup, a.check, a.pipeline, a.cols, a.seed, a.timeout,
+      r.wire_memory.empty() ? "-" : r.wire_memory, r.settings_hash);
   for (const auto& k : r.ranks)
-    fmt::print("#  Rank {:2} Pid {:6} on {:>10} device {:2} [{}] {}\n", k.rank, k.pid, k.host, k.device, k.pci, k.name);
+    fmt::print("#  Rank {:2} Pid {:6} on {:>10} device {:2} [{}] {}\n", k.rank, k.pid, k.host,
+               k.device, k.pci, k.name);
   for (const auto& e : r.env) fmt::print("#  env {}={}\n", e.first, e.second);
   fmt::print("#\n");
-  fmt::print("# {:>10} {:>12} {:>8} {:>5} {:>10} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>11} {:>8} {:>7} {:>9} {:>9} "
-             "{:>7}\n",
-             "size", "count", "type", "redop", "codec", "algo", "pipe", "time", "algbw", "busbw", "#wrong", "wire",
-             "eff_bw", "speedup", "rel_l2", "max_abs", "hidden");
-  fmt::print("# {:>10} {:>12} {:>8} {:>5} {:>10} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>11} {:>8} {:>7} {:>9} {:>9} "
-             "{:>7}\n",
-             "(B)", "(elements)", "", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(B)", "(GB/s)", "(x)", "", "",
-             "(%)");
+  fmt::print(
+      "# {:>10} {:>12} {:>8} {:>5} {:>10} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>11} {:>8} {:>7} "
+      "{:>9} {:>9} "
+      "{:>7}\n",
+      "size", "count", "type", "redop", "codec", "algo", "pipe", "time", "algbw", "busbw", "#wrong",
+      "wire", "eff_bw", "speedup", "rel_l2", "max_abs", "hidden");
+  fmt::print(
+      "# {:>10} {:>12} {:>8} {:>5} {:>10} {:>8} {:>4} {:>10} {:>8} {:>8} {:>7} {:>11} {:>8} {:>7} "
+      "{:>9} {:>9} "
+      "{:>7}\n",
+      "(B)", "(elements)", "", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(B)", "(GB/s)",
+      "(x)", "", "", "(%)");
   std::fflush(stdout);
 }
 
 void print_row(const CommRow& w) {
-  fmt::print("  {:>10} {:>12} {:>8} {:>5} {:>10} {:>8} {:>4} {:>10.2f} {:>8.2f} {:>8.2f} {:>7} {:>11} {:>8.2f} {:>7} "
-             "{:>9} {:>9} {:>7}\n",
-             w.size, w.count, w.type, w.redop, w.codec.size() > 10 ? w.codec.substr(0, 10) : w.codec, w.algorithm,
-             w.pipeline, w.time_us, w.algbw, w.busbw, w.nwrong < 0 ? std::string("N/A") : std::to_string(w.nwrong),
-             w.wire_bytes, w.eff_busbw, fmt_opt(w.speedup, "{:.2f}", w.speedup >= 0),
-             fmt_opt(w.rel_l2, "{:.2e}", w.rel_l2 >= 0), fmt_opt(w.max_abs, "{:.2e}", w.max_abs >= 0),
-             fmt_opt(w.hidden_codec_pct, "{:.0f}", w.hidden_codec_pct >= 0));
+  fmt::print(
+      "  {:>10} {:>12} {:>8} {:>5} {:>10} {:>8} {:>4} {:>10.2f} {:>8.2f} {:>8.2f} {:>7} {:>11} "
+      "{:>8.2f} {:>7} "
+      "{:>9} {:>9} {:>7}\n",
+      w.size, w.count, w.type, w.redop, w.codec.size() > 10 ? w.codec.substr(0, 10) : w.codec,
+      w.algorithm, w.pipeline, w.time_us, w.algbw, w.busbw,
+      w.nwrong < 0 ? std::string("N/A") : std::to_string(w.nwrong), w.wire_bytes, w.eff_busbw,
+      fmt_opt(w.speedup, "{:.2f}", w.speedup >= 0), fmt_opt(w.rel_l2, "{:.2e}", w.rel_l2 >= 0),
+      fmt_opt(w.max_abs, "{:.2e}", w.max_abs >= 0),
+      fmt_opt(w.hidden_codec_pct, "{:.0f}", w.hidden_codec_pct >= 0));
   std::fflush(stdout);
 }
 
@@ -181,15 +203,29 @@ nlohmann::json to_json(const CommReport& r, const CommArgs& a) {
   m["transport"] = r.transport;
   m["devices"] = json::array();
   for (const auto& k : r.ranks)
-    m["devices"].push_back({{"rank", k.rank}, {"pid", k.pid}, {"hostname", k.host}, {"device", k.device},
-                            {"pci_bus_id", k.pci}, {"name", k.name}});
+    m["devices"].push_back({{"rank", k.rank},
+                            {"pid", k.pid},
+                            {"hostname", k.host},
+                            {"device", k.device},
+                            {"pci_bus_id", k.pci},
+                            {"name", k.name}});
   m["env"] = r.env;
-  m["config"] = {{"iters", a.iters},         {"warmup_iters", a.warmup},     {"check", a.check},
-                 {"pipeline", a.pipeline},   {"pipeline_min", a.pipeline_min}, {"codec_sms", a.codec_sms}, {"nccl_ce", a.nccl_ce}, {"cols", a.cols}, {"seed", a.seed},
-                 {"timeout_s", a.timeout},   {"algo", a.algos},              {"overlap_stats", !a.no_overlap},
-                 {"time", "mean over processes of (wall time of -n back-to-back runs) / n, after a barrier"},
-                 {"busbw", "nccl-tests factors on the uncompressed size; GB = 1e9 B"},
-                 {"eff_busbw", "busbw with the data counted as bf16 (2 B/element)"}};
+  m["config"] = {
+      {"iters", a.iters},
+      {"warmup_iters", a.warmup},
+      {"check", a.check},
+      {"pipeline", a.pipeline},
+      {"pipeline_min", a.pipeline_min},
+      {"codec_sms", a.codec_sms},
+      {"nccl_ce", a.nccl_ce},
+      {"cols", a.cols},
+      {"seed", a.seed},
+      {"timeout_s", a.timeout},
+      {"algo", a.algos},
+      {"overlap_stats", !a.no_overlap},
+      {"time", "mean over processes of (wall time of -n back-to-back runs) / n, after a barrier"},
+      {"busbw", "nccl-tests factors on the uncompressed size; GB = 1e9 B"},
+      {"eff_busbw", "busbw with the data counted as bf16 (2 B/element)"}};
   m["wire_memory"] = r.wire_memory;
   m["settings"] = r.settings;
   m["settings_hash"] = fmt::format("{:016x}", r.settings_hash);
@@ -254,14 +290,16 @@ void run(CommArgs& a) {
         x.first += w.busbw;
         ++x.second;
       }
-      for (const auto& [k, v] : avg) fmt::print("# Avg bus bandwidth    : {:.3f}  {}\n", v.first / v.second, k);
+      for (const auto& [k, v] : avg)
+        fmt::print("# Avg bus bandwidth    : {:.3f}  {}\n", v.first / v.second, k);
       fmt::print("#\n");
     }
     if (!a.json.empty()) taco::write_file_atomically(a.json, to_json(r, a).dump(1) + "\n");
   }
   if (wrong > 0)
-    throw taco::Error(fmt::format("taco comm: {} wrong element(s) (#wrong column): a collective returned corrupted data",
-                                  wrong));
+    throw taco::Error(fmt::format(
+        "taco comm: {} wrong element(s) (#wrong column): a collective returned corrupted data",
+        wrong));
 }
 #endif
 
@@ -269,18 +307,24 @@ void add_comm(CLI::App& root) {
   auto args = std::make_shared<CommArgs>();
   CLI::App* c = root.add_subcommand(
       "comm", "Live NCCL collective benchmark, plain and compressed, in nccl-tests' shape");
-  c->add_option("--coll", args->colls,
-                "Collectives (comma list): all_reduce, reduce_scatter, all_gather, alltoall, sendrecv, all")
+  c->add_option(
+       "--coll", args->colls,
+       "Collectives (comma list): all_reduce, reduce_scatter, all_gather, alltoall, sendrecv, all")
       ->capture_default_str();
-  c->add_option("-b,--minbytes", args->minbytes, "Smallest per-rank buffer (K/M/G suffixes)")->capture_default_str();
+  c->add_option("-b,--minbytes", args->minbytes, "Smallest per-rank buffer (K/M/G suffixes)")
+      ->capture_default_str();
   c->add_option("-e,--maxbytes", args->maxbytes, "Largest per-rank buffer")->capture_default_str();
-  c->add_option("-f,--stepfactor", args->stepfactor, "Multiplicative size step")->capture_default_str();
+  c->add_option("-f,--stepfactor", args->stepfactor, "Multiplicative size step")
+      ->capture_default_str();
   c->add_option("-i,--stepbytes", args->stepbytes, "Additive size step (instead of -f)");
   c->add_option("-n,--iters", args->iters, "Timed iterations per size")->capture_default_str();
-  c->add_option("-w,--warmup_iters", args->warmup, "Untimed iterations before timing")->capture_default_str();
-  c->add_option("-c,--check", args->check, "Checked runs per size (0: no check, #wrong and errors N/A)")
+  c->add_option("-w,--warmup_iters", args->warmup, "Untimed iterations before timing")
       ->capture_default_str();
-  c->add_option("-d,--datatype", args->dtypes, "bf16|bfloat16, f16|half, f32|float, f8e4m3, f8e5m2, all (comma list)")
+  c->add_option("-c,--check", args->check,
+                "Checked runs per size (0: no check, #wrong and errors N/A)")
+      ->capture_default_str();
+  c->add_option("-d,--datatype", args->dtypes,
+                "bf16|bfloat16, f16|half, f32|float, f8e4m3, f8e5m2, all (comma list)")
       ->capture_default_str();
   c->add_option("-o,--op", args->op, "Reduction: sum")->capture_default_str();
   c->add_option("-g,--ngpus", args->ngpus,
@@ -289,32 +333,44 @@ void add_comm(CLI::App& root) {
                 "GPU codecs of the compressed rows (comma list; 'none': plain NCCL only)")
       ->capture_default_str();
   c->add_option("--algo", args->algos,
-                "Compressed all-reduce: auto (COCCL: <1 MiB one_shot, <32 MiB two_shot, else ring; one_shot at N = 2), or a comma list "
+                "Compressed all-reduce: auto (COCCL: <1 MiB one_shot, <32 MiB two_shot, else ring; "
+                "one_shot at N = 2), or a comma list "
                 "of one_shot, two_shot, ring")
       ->capture_default_str();
   c->add_option("--pipeline", args->pipeline,
-                "Pieces per chunk, pipelined so that the codec of one piece overlaps the transfer of another")
+                "Pieces per chunk, pipelined so that the codec of one piece overlaps the transfer "
+                "of another")
       ->capture_default_str();
   c->add_option("--pipeline-min", args->pipeline_min,
-                "Smallest pipeline piece of a rank's chunk: fewer pieces for smaller messages (0: always --pipeline)")
+                "Smallest pipeline piece of a rank's chunk: fewer pieces for smaller messages (0: "
+                "always --pipeline)")
       ->capture_default_str();
   c->add_option("--codec-sms", args->codec_sms,
-                "SMs the codec kernels may fill (0: all); the rest stay free for the NCCL kernels they overlap")
+                "SMs the codec kernels may fill (0: all); the rest stay free for the NCCL kernels "
+                "they overlap")
       ->capture_default_str();
-  c->add_flag("--nccl-ce", args->nccl_ce,
-              "Compressed messages on a communicator with NCCL_CTA_POLICY_ZERO and wire buffers registered as "
-              "symmetric NCCL windows, so NCCL (>= 2.28) moves all-gathers with copy engines over NVLink");
+  c->add_flag(
+      "--nccl-ce", args->nccl_ce,
+      "Compressed messages on a communicator with NCCL_CTA_POLICY_ZERO and wire buffers registered "
+      "as "
+      "symmetric NCCL windows, so NCCL (>= 2.28) moves all-gathers with copy engines over NVLink");
   c->add_option("--cols", args->cols, "Hidden size: the codec sees a buffer as [count/cols, cols]")
       ->capture_default_str();
-  c->add_option("--seed", args->seed, "Seed of the structured inputs")->check(taco::cli::non_negative())->capture_default_str();
-  c->add_option("-T,--timeout", args->timeout,
-                "Seconds any wait may take before every rank aborts (0: blocking NCCL, no deadline)")
+  c->add_option("--seed", args->seed, "Seed of the structured inputs")
+      ->check(taco::cli::non_negative())
+      ->capture_default_str();
+  c->add_option(
+       "-T,--timeout", args->timeout,
+       "Seconds any wait may take before every rank aborts (0: blocking NCCL, no deadline)")
       ->capture_default_str();
   c->add_option("--transport", args->transport,
-                "Transport label of the rows (default: p2p, shm or socket from NCCL_P2P_DISABLE/NCCL_SHM_DISABLE)");
-  c->add_option("--loopback", args->loopback,
-                "Run N virtual ranks on one GPU through device copies (checks code paths; not a network)");
-  c->add_option("--device", args->device, "First CUDA device of this process")->capture_default_str();
+                "Transport label of the rows (default: p2p, shm or socket from "
+                "NCCL_P2P_DISABLE/NCCL_SHM_DISABLE)");
+  c->add_option(
+      "--loopback", args->loopback,
+      "Run N virtual ranks on one GPU through device copies (checks code paths; not a network)");
+  c->add_option("--device", args->device, "First CUDA device of this process")
+      ->capture_default_str();
   c->add_flag("--no-plain", args->no_plain, "Skip the plain NCCL rows (no speedup column)");
   c->add_flag("--no-overlap", args->no_overlap,
               "Skip the communication-only and codec-only timings (no hidden_codec_pct)");
@@ -322,14 +378,18 @@ void add_comm(CLI::App& root) {
   c->add_flag("-q,--quiet", args->quiet, "No table on stdout");
   c->footer(
       "Examples:\n"
-      "  taco comm -b 1M -e 1G -f 2 -g 2 --json comm.json            # one process, 2 GPUs, bf16 AR\n"
+      "  taco comm -b 1M -e 1G -f 2 -g 2 --json comm.json            # one process, 2 GPUs, bf16 "
+      "AR\n"
       "  taco comm --coll all -d bf16 -b 64M -e 64M --codec taco,fp8-g128 --pipeline 4\n"
       "  mpirun -np 2 taco comm -b 1M -e 1G -g 1 --algo one_shot,two_shot,ring\n"
       "  NCCL_P2P_DISABLE=1 taco comm -b 1M -e 1G --transport shm --json shm.json\n"
       "  taco comm --loopback 4 --coll all -b 1M -e 16M              # code paths on one GPU\n"
-      "Rows: plain NCCL first (codec 'none'), then each codec at the same size; speedup = plain time /\n"
-      "compressed time; #wrong counts corrupted elements (plain: any difference from the exact sum;\n"
-      "compressed: NaN/Inf or an error above half the largest possible |result|); rel_l2 and max_abs are\n"
+      "Rows: plain NCCL first (codec 'none'), then each codec at the same size; speedup = plain "
+      "time /\n"
+      "compressed time; #wrong counts corrupted elements (plain: any difference from the exact "
+      "sum;\n"
+      "compressed: NaN/Inf or an error above half the largest possible |result|); rel_l2 and "
+      "max_abs are\n"
       "the compressed result's error against the exact fp32 result. docs/comm.md has the details.");
   c->callback([args]() {
     args->argv = taco::cli::self_argv();

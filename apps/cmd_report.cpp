@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 
 struct ReportArgs {
   std::string results_dir;
-  std::string out;   // default: RESULTS_DIR/report
+  std::string out;  // default: RESULTS_DIR/report
   bool quiet = false;
 };
 
@@ -111,8 +111,10 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& t
   const int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
-    taco::throw_error("cannot run the Python interpreter '{}': {} (set PYTHON to one with "
-                      "numpy and matplotlib)", argv[0], std::strerror(rc));
+    taco::throw_error(
+        "cannot run the Python interpreter '{}': {} (set PYTHON to one with "
+        "numpy and matplotlib)",
+        argv[0], std::strerror(rc));
   }
   out_w.reset();
   err_w.reset();
@@ -122,7 +124,8 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& t
   const std::string prefix = "report: error: ";
   auto flush_lines = [&](bool all) {
     size_t start = 0, nl;
-    while ((nl = err_buf.find('\n', start)) != std::string::npos || (all && start < err_buf.size())) {
+    while ((nl = err_buf.find('\n', start)) != std::string::npos ||
+           (all && start < err_buf.size())) {
       if (nl == std::string::npos) nl = err_buf.size();
       const std::string line = err_buf.substr(start, nl - start);
       if (line.rfind(prefix, 0) == 0) {

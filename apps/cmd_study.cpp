@@ -8,8 +8,8 @@
 #include "io/input_files.hpp"
 #include "io/name_rules.hpp"
 #include "io/tensor_source.hpp"
-#include "study/report.hpp"
 #include "study/pareto.hpp"
+#include "study/report.hpp"
 #include "study/selection.hpp"
 #include "study/study.hpp"
 #include "study/weights.hpp"
@@ -37,9 +37,10 @@
 namespace {
 
 // Everything a study (or `taco report` after it) puts in --out: the set that replaces it.
-const std::vector<std::string> kStudyFiles = {"results.csv",  "results.json",  "histograms.csv", "collectives.csv",
-                                              "selection.json", "pareto.csv",  "feedback.csv",   "structure.csv",
-                                              "spectra.csv",  "weights.csv",   "report"};
+const std::vector<std::string> kStudyFiles = {"results.csv",     "results.json",   "histograms.csv",
+                                              "collectives.csv", "selection.json", "pareto.csv",
+                                              "feedback.csv",    "structure.csv",  "spectra.csv",
+                                              "weights.csv",     "report"};
 
 struct StudyArgs {
   std::vector<std::string> inputs;
@@ -88,8 +89,8 @@ class ProgressPrinter {
     if (p.done != p.total && now - last_ < std::chrono::milliseconds(500)) return;
     last_ = now;
     const double rate = p.seconds > 0 ? double(p.elements) / p.seconds : 0.0;
-    std::string line = fmt::format("study: tensor {}/{} ({}), {:.1f} M elements/s", p.done,
-                                   p.total, p.tensor, rate / 1e6);
+    std::string line = fmt::format("study: tensor {}/{} ({}), {:.1f} M elements/s", p.done, p.total,
+                                   p.tensor, rate / 1e6);
     if (tty_) {
       std::fprintf(stderr, "\r%-100s%s", line.c_str(), p.done == p.total ? "\n" : "");
     } else {
@@ -134,23 +135,25 @@ OpenedInputs open_inputs(const StudyArgs& a) {
 void run_weights_command(const StudyArgs& a, int threads, taco::AtomicDirectory& out) {
   using namespace taco;
   using namespace taco::study;
-  TACO_REQUIRE_INPUT(a.variants.empty() && !a.select && !a.pareto && a.collectives.empty() && a.config.empty() &&
-                         !a.gpu,
-                     "--weights: takes no --variants, --select, --pareto, --collectives, --config or --gpu");
+  TACO_REQUIRE_INPUT(
+      a.variants.empty() && !a.select && !a.pareto && a.collectives.empty() && a.config.empty() &&
+          !a.gpu,
+      "--weights: takes no --variants, --select, --pareto, --collectives, --config or --gpu");
   WeightsOptions wo;
   wo.filter = parse_filter(a.filter);
   wo.max_tensors = a.max_tensors;
   const OpenedInputs in = open_inputs(a);
   wo.progress = progress_callback(a.quiet);
   const WeightsResult r = run_weights_study(in.sources, wo);
-  TACO_REQUIRE_INPUT(!r.spectra.empty(), "{}: no 2-D tensor to study (check --filter and the inputs)",
+  TACO_REQUIRE_INPUT(!r.spectra.empty(),
+                     "{}: no 2-D tensor to study (check --filter and the inputs)",
                      a.inputs.front());
   out.write("spectra.csv", spectra_csv(r));
   out.write("weights.csv", weights_csv(r, wo.tt_order));
   out.commit();
   std::fputs(format_weights(r).c_str(), stdout);
-  std::printf("\n%zu matrices (%zu other tensors skipped) in %.2f s with %d threads; wrote %s\n", r.spectra.size(),
-              r.skipped.size(), r.seconds, threads, a.out.c_str());
+  std::printf("\n%zu matrices (%zu other tensors skipped) in %.2f s with %d threads; wrote %s\n",
+              r.spectra.size(), r.skipped.size(), r.seconds, threads, a.out.c_str());
 }
 
 void run_study_command(const StudyArgs& a) {
@@ -159,7 +162,8 @@ void run_study_command(const StudyArgs& a) {
   StudyOptions opts;
   // Flags first: bad flags fail before any file is opened.
   TACO_REQUIRE_INPUT(a.threads >= 0 && a.threads <= taco::cli::kMaxThreads,
-                     "--threads: must be 0 (all cores) to {}, got {}", taco::cli::kMaxThreads, a.threads);
+                     "--threads: must be 0 (all cores) to {}, got {}", taco::cli::kMaxThreads,
+                     a.threads);
   TACO_REQUIRE_INPUT(a.max_tensors >= -1, "--max-tensors: must be >= 0, got {}", a.max_tensors);
   TACO_REQUIRE_INPUT(a.tau >= 0 && std::isfinite(a.tau), "--tau: must be >= 0, got {}", a.tau);
   TACO_REQUIRE_INPUT(!a.select || (a.budget > 0 && std::isfinite(a.budget)),
@@ -181,14 +185,16 @@ void run_study_command(const StudyArgs& a) {
   SelectOptions sel;
   if (a.select) {
     sel.budget = a.budget;
-    sel.candidates = a.candidates.empty() ? default_candidates() : split_list(a.candidates, "--candidates");
+    sel.candidates =
+        a.candidates.empty() ? default_candidates() : split_list(a.candidates, "--candidates");
     for (const std::string& c : sel.candidates)
       if (std::find(opts.variants.begin(), opts.variants.end(), c) == opts.variants.end())
         opts.variants.push_back(c);
   }
   if (a.pareto)  // every family on one error-against-bytes axis (docs/structured.md)
     for (const std::string& v : pareto_sweep_variants())
-      if (std::find(opts.variants.begin(), opts.variants.end(), v) == opts.variants.end()) opts.variants.push_back(v);
+      if (std::find(opts.variants.begin(), opts.variants.end(), v) == opts.variants.end())
+        opts.variants.push_back(v);
   if (opts.variants.empty() && opts.per_site.empty())
     opts.variants = {"fp8-tensor", "fp8-g128", "mxfp8", "taco-noh", "taco"};
   if (!a.collectives.empty())
@@ -211,18 +217,21 @@ void run_study_command(const StudyArgs& a) {
   if (a.gpu) {
 #if defined(TACO_STUDY_HAS_GPU)
     // Asking for the GPU where none is visible is a usage problem: say so before any work.
-    TACO_REQUIRE_INPUT(taco::gpu::gpu_available(), "--gpu: no CUDA device is available on this machine");
+    TACO_REQUIRE_INPUT(taco::gpu::gpu_available(),
+                       "--gpu: no CUDA device is available on this machine");
     opts.codec_factory = [](const std::string& v) { return taco::gpu::make_gpu_codec(v); };
 #else
-    throw_input_error("--gpu: this taco was built without the GPU backend (rebuild with CUDA: "
-                      "cmake -DTACO_CUDA=ON on a machine with nvcc)");
+    throw_input_error(
+        "--gpu: this taco was built without the GPU backend (rebuild with CUDA: "
+        "cmake -DTACO_CUDA=ON on a machine with nvcc)");
 #endif
   } else {
     opts.codec_factory = [](const std::string& v) { return make_codec(v); };
   }
   // Every variant is built before any work, so a typo fails fast (exit 2).
   std::vector<VariantInfo> infos;
-  for (const std::string& v : opts.variants) infos.push_back(describe_variant(v, *opts.codec_factory(v)));
+  for (const std::string& v : opts.variants)
+    infos.push_back(describe_variant(v, *opts.codec_factory(v)));
   // Subspace variants: energies in span(U) and in each tensor's top-k subspace (structure.csv).
   StructureCollector structure(infos);
   if (structure.active()) opts.on_tensor = [&structure](const Tensor& t) { structure.add(t); };
@@ -258,47 +267,61 @@ void run_study_command(const StudyArgs& a) {
   std::fputs(selection_text.c_str(), stdout);
   if (a.pareto) std::fputs(format_pareto(front).c_str(), stdout);
   const double codec_seconds = result.seconds - result.collective_seconds;
-  std::printf("\n%lld tensors, %lld elements x variants in %.2f s (%.1f M elements/s%s); wrote %s\n",
-              static_cast<long long>(result.tensors), static_cast<long long>(result.elements),
-              result.seconds, codec_seconds > 0 ? double(result.elements) / codec_seconds / 1e6 : 0.0,
-              result.collective_seconds > 0
-                  ? fmt::format(" without the {:.2f} s of simulated collectives", result.collective_seconds).c_str()
-                  : "",
-              a.out.c_str());
+  std::printf(
+      "\n%lld tensors, %lld elements x variants in %.2f s (%.1f M elements/s%s); wrote %s\n",
+      static_cast<long long>(result.tensors), static_cast<long long>(result.elements),
+      result.seconds, codec_seconds > 0 ? double(result.elements) / codec_seconds / 1e6 : 0.0,
+      result.collective_seconds > 0
+          ? fmt::format(" without the {:.2f} s of simulated collectives", result.collective_seconds)
+                .c_str()
+          : "",
+      a.out.c_str());
 }
 
 void add_study(CLI::App& root) {
   auto args = std::make_shared<StudyArgs>();
   CLI::App* sub = root.add_subcommand(
-      "study", "Measure codecs on tensors: error metrics, histograms, simulated collectives, selection");
-  sub->add_option("inputs", args->inputs,
-                  "Tensor files (HDF5, safetensors, .npy, .npz) or directories of them (docs/inputs.md)")
+      "study",
+      "Measure codecs on tensors: error metrics, histograms, simulated collectives, selection");
+  sub->add_option(
+         "inputs", args->inputs,
+         "Tensor files (HDF5, safetensors, .npy, .npz) or directories of them (docs/inputs.md)")
       ->required();
-  sub->add_option("--name-map", args->name_map,
-                  "Regex with named groups layer, site, direction, rank, step: metadata from tensor names, "
-                  "over the built-in rules (docs/inputs.md)");
-  sub->add_option("--datasets", args->datasets,
-                  "HDF5 files other than taco traces: only datasets whose path matches this shell pattern");
+  sub->add_option(
+      "--name-map", args->name_map,
+      "Regex with named groups layer, site, direction, rank, step: metadata from tensor names, "
+      "over the built-in rules (docs/inputs.md)");
+  sub->add_option(
+      "--datasets", args->datasets,
+      "HDF5 files other than taco traces: only datasets whose path matches this shell pattern");
   sub->add_option("--variants", args->variants,
                   "Comma-separated presets or variant strings (default: fp8-tensor,fp8-g128,mxfp8,"
                   "taco-noh,taco)");
-  sub->add_option("--out", args->out, "Output directory (results.csv, results.json, ...)")->required();
-  sub->add_flag("--select", args->select,
-                "Pick the lowest-error candidate per (site, direction) within --budget (medians within "
-                "0.1% tie: fewest bytes win); writes selection.json");
-  sub->add_option("--budget", args->budget, "Bytes per element allowed by --select (default 1.0625)");
-  sub->add_option("--candidates", args->candidates,
-                  "Variants --select chooses from (default: taco-g32..g512, their no-Hadamard twins "
-                  "taco-noh-g32..g512, fp8-g32, fp8-g128, fp8-g128-had, mxfp8)");
+  sub->add_option("--out", args->out, "Output directory (results.csv, results.json, ...)")
+      ->required();
+  sub->add_flag(
+      "--select", args->select,
+      "Pick the lowest-error candidate per (site, direction) within --budget (medians within "
+      "0.1% tie: fewest bytes win); writes selection.json");
+  sub->add_option("--budget", args->budget,
+                  "Bytes per element allowed by --select (default 1.0625)");
+  sub->add_option(
+      "--candidates", args->candidates,
+      "Variants --select chooses from (default: taco-g32..g512, their no-Hadamard twins "
+      "taco-noh-g32..g512, fp8-g32, fp8-g128, fp8-g128-had, mxfp8)");
   sub->add_option("--config", args->config,
                   "A selection.json from --select: adds each site's chosen variant");
-  sub->add_option("--collectives", args->collectives,
-                  "Simulate compressed collectives: one_shot,two_shot,ring,all_gather,reduce_scatter");
-  sub->add_option("--tp", args->tp,
-                  "TP degrees to simulate, e.g. 2,4,8 (default: the ranks in the trace; extra ranks "
-                  "are derived, see docs/study.md)");
-  sub->add_option("--threads", args->threads, "Threads (default 0 = all cores); results do not depend on it");
-  sub->add_option("--seed", args->seed, "Seed for derived TP ranks (default 0)")->check(taco::cli::non_negative());
+  sub->add_option(
+      "--collectives", args->collectives,
+      "Simulate compressed collectives: one_shot,two_shot,ring,all_gather,reduce_scatter");
+  sub->add_option(
+      "--tp", args->tp,
+      "TP degrees to simulate, e.g. 2,4,8 (default: the ranks in the trace; extra ranks "
+      "are derived, see docs/study.md)");
+  sub->add_option("--threads", args->threads,
+                  "Threads (default 0 = all cores); results do not depend on it");
+  sub->add_option("--seed", args->seed, "Seed for derived TP ranks (default 0)")
+      ->check(taco::cli::non_negative());
   sub->add_option("--filter", args->filter,
                   "Only tensors matching key=value[|value...] terms, comma-separated; keys: site, "
                   "direction, collective, layer, step, tp_rank, name, file");
@@ -306,26 +329,33 @@ void add_study(CLI::App& root) {
   sub->add_option("--tau", args->tau,
                   "max_rel_err counts elements with |x| > tau * absmax(tensor) (default 1e-3)");
   sub->add_flag("--no-histograms", args->no_histograms, "Do not write histograms.csv");
-  sub->add_flag("--pareto", args->pareto,
-                "Add a sweep over every codec family (quantizers, TACO, ef:, subspace, lowrank, tt, "
-                "topk, randk) and print the error-vs-bytes Pareto front per site (pareto.csv is always written)");
-  sub->add_flag("--weights", args->weights,
-                "Study 2-D weight matrices instead of codecs: singular values (spectra.csv), effective "
-                "rank, TT unfolding ranks, low-rank and TT error vs parameters (weights.csv)");
+  sub->add_flag(
+      "--pareto", args->pareto,
+      "Add a sweep over every codec family (quantizers, TACO, ef:, subspace, lowrank, tt, "
+      "topk, randk) and print the error-vs-bytes Pareto front per site (pareto.csv is always "
+      "written)");
+  sub->add_flag(
+      "--weights", args->weights,
+      "Study 2-D weight matrices instead of codecs: singular values (spectra.csv), effective "
+      "rank, TT unfolding ranks, low-rank and TT error vs parameters (weights.csv)");
   sub->add_flag("--gpu", args->gpu, "Run the codecs on the GPU (needs a CUDA build)");
   sub->add_flag("-q,--quiet", args->quiet, "No progress on stderr");
   sub->footer(
       "Examples:\n"
       "  taco study trace.h5 --variants taco,taco-noh,fp8-g128,mxfp8 --out results/\n"
-      "  taco study acts.safetensors grads.npz --variants bf16,fp8-g128 --filter site=attn_out --out r/\n"
+      "  taco study acts.safetensors grads.npz --variants bf16,fp8-g128 --filter site=attn_out "
+      "--out r/\n"
       "  taco study trace.h5 --select --budget 1.07 --out sel/    # writes sel/selection.json\n"
       "  taco study trace.h5 --config sel/selection.json --out applied/\n"
-      "  taco study trace.h5 --variants taco --collectives one_shot,two_shot,ring --tp 2,4,8 --out coll/\n"
+      "  taco study trace.h5 --variants taco --collectives one_shot,two_shot,ring --tp 2,4,8 --out "
+      "coll/\n"
       "  taco study trace.h5 --pareto --out front/     # every family; front/pareto.csv\n"
       "  taco study trace.h5 --variants ef:int4-g32,int4-g32,lowrank:bpe=0.5:rsvd --out ef/\n"
       "  taco study --weights model.safetensors --out w/   # spectra.csv, weights.csv\n"
-      "  taco study dumps/ --name-map '^act(?P<layer>\\d+)_(?P<site>\\w+)$' --out mine/   # your own dump\n"
-      "Inputs (directories, h5py files, how names become layer/site/direction/rank/step): docs/inputs.md.\n"
+      "  taco study dumps/ --name-map '^act(?P<layer>\\d+)_(?P<site>\\w+)$' --out mine/   # your "
+      "own dump\n"
+      "Inputs (directories, h5py files, how names become layer/site/direction/rank/step): "
+      "docs/inputs.md.\n"
       "Outputs are described in docs/results-schema.md; metrics and semantics in docs/study.md.");
   sub->callback([args] { run_study_command(*args); });
 }

@@ -15,8 +15,8 @@
 //   taco_stream_shapes [--sizes 256M,1G] [--samples 25] [--device 0]
 // Built on the project's pieces: `Timer::cold` (the L2 flush and CUDA-event samples of `taco
 // bench`), `DeviceBuffer`, checked CUDA calls, and the CLI's size lists.
-#include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -172,19 +172,23 @@ __global__ void expand_tma(const uint4* __restrict__ in, uint4* __restrict__ out
 }
 
 __global__ void fill_pattern(uint32_t* p, size_t n) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
     p[i] = uint32_t(i) * 2654435761u;
 }
 
 // 2 x n16 vectors of bf16 in, n16 vectors of their high bytes out.
 template <bool kStreaming>
 __global__ void shrink(const uint4* __restrict__ in, uint4* __restrict__ out, size_t n16) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16;
+       i += size_t(gridDim.x) * blockDim.x) {
     const uint4 a = __ldg(in + 2 * i), b = __ldg(in + 2 * i + 1);
     const uint4 o = make_uint4(__byte_perm(a.x, a.y, 0x7531), __byte_perm(a.z, a.w, 0x7531),
                                __byte_perm(b.x, b.y, 0x7531), __byte_perm(b.z, b.w, 0x7531));
-    if (kStreaming) __stcs(out + i, o);
-    else out[i] = o;
+    if (kStreaming)
+      __stcs(out + i, o);
+    else
+      out[i] = o;
   }
 }
 
@@ -212,11 +216,15 @@ void run(const std::vector<size_t>& sizes, int samples, int device) {
   opts.min_time_s = 0;
   opts.timeout_s = 1e9;
   taco::gpu::Timer timer(dev, opts, stream.get());
-  std::printf("# taco_stream_shapes: %s (%d SMs, L2 %d MiB), CUDA runtime %s, driver %s; cold (L2 flushed), "
-              "median of %d samples\n",
-              dev.name.c_str(), sms, dev.l2_bytes >> 20, taco::gpu::cuda_version_string(dev.runtime_version).c_str(),
-              dev.driver_version.empty() ? "?" : dev.driver_version.c_str(), samples);
-  std::printf("| bf16 size | shape | kernel | threads x blocks/SM | median us | GB/s | %% memcpy |\n");
+  std::printf(
+      "# taco_stream_shapes: %s (%d SMs, L2 %d MiB), CUDA runtime %s, driver %s; cold (L2 "
+      "flushed), "
+      "median of %d samples\n",
+      dev.name.c_str(), sms, dev.l2_bytes >> 20,
+      taco::gpu::cuda_version_string(dev.runtime_version).c_str(),
+      dev.driver_version.empty() ? "?" : dev.driver_version.c_str(), samples);
+  std::printf(
+      "| bf16 size | shape | kernel | threads x blocks/SM | median us | GB/s | %% memcpy |\n");
   std::printf("|---:|---|---|---|---:|---:|---:|\n");
 
   for (const size_t bytes : sizes) {
@@ -227,14 +235,18 @@ void run(const std::vector<size_t>& sizes, int samples, int device) {
     TACO_CUDA_CHECK_LAUNCH("fill_pattern", st);
     const auto* in = src.as<const uint4>();
     auto* out = dst.as<uint4>();
-    const double copy_us = timer.cold([&](int) {
-      TACO_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, st));
-    }).median_us;
+    const double copy_us = timer
+                               .cold([&](int) {
+                                 TACO_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes,
+                                                                 cudaMemcpyDeviceToDevice, st));
+                               })
+                               .median_us;
     const double copy_gbs = 2.0 * double(bytes) / copy_us / 1e3;
-    auto row = [&](const char* shape, const char* kernel, const std::string& grid, double logical, double us) {
+    auto row = [&](const char* shape, const char* kernel, const std::string& grid, double logical,
+                   double us) {
       const double gbs = logical / us / 1e3;
-      std::printf("| %zu MiB | %s | %s | %s | %.1f | %.0f | %.1f |\n", bytes >> 20, shape, kernel, grid.c_str(), us,
-                  gbs, 100.0 * gbs / copy_gbs);
+      std::printf("| %zu MiB | %s | %s | %s | %.1f | %.0f | %.1f |\n", bytes >> 20, shape, kernel,
+                  grid.c_str(), us, gbs, 100.0 * gbs / copy_gbs);
     };
     row("copy 2:2", "cudaMemcpy D2D", "-", 2.0 * double(bytes), copy_us);
     struct Shape {
@@ -242,13 +254,16 @@ void run(const std::vector<size_t>& sizes, int samples, int device) {
       std::string name() const { return std::to_string(threads) + " x " + std::to_string(bpsm); }
     };
     auto median_us = [&](const char* what, auto&& launch) {
-      return timer.cold([&](int) {
-        launch();
-        TACO_CUDA_CHECK_LAUNCH(what, st);
-      }).median_us;
+      return timer
+          .cold([&](int) {
+            launch();
+            TACO_CUDA_CHECK_LAUNCH(what, st);
+          })
+          .median_us;
     };
     const double logical = 3.0 * double(elems);
-    for (const Shape c : {Shape{128, 4}, Shape{128, 6}, Shape{128, 8}, Shape{256, 3}, Shape{256, 4}}) {
+    for (const Shape c :
+         {Shape{128, 4}, Shape{128, 6}, Shape{128, 8}, Shape{256, 3}, Shape{256, 4}}) {
       const unsigned grid = unsigned(sms * c.bpsm);
       row("expand 1:2", "16-B stores", c.name(), logical,
           median_us("expand", [&] { expand<false, 1><<<grid, c.threads, 0, st>>>(in, out, n16); }));
@@ -265,10 +280,12 @@ void run(const std::vector<size_t>& sizes, int samples, int device) {
       row("expand 1:2", "streaming stores, 4 loads ahead", c.name(), logical,
           median_us("expand", [&] { expand<true, 4><<<grid, c.threads, 0, st>>>(in, out, n16); }));
     }
-    auto bulk_rows = [&](auto kernel, int loads, const char* name, std::initializer_list<Shape> shapes) {
+    auto bulk_rows = [&](auto kernel, int loads, const char* name,
+                         std::initializer_list<Shape> shapes) {
       for (const Shape c : shapes) {
         const int smem = 2 * loads * c.threads * 32;
-        TACO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        TACO_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         row("expand 1:2", name, c.name(), logical, median_us("expand_bulk", [&] {
               kernel<<<unsigned(sms * c.bpsm), c.threads, smem, st>>>(in, out, n16);
             }));
@@ -276,19 +293,23 @@ void run(const std::vector<size_t>& sizes, int samples, int device) {
     };
     bulk_rows(expand_bulk<1>, 1, "bulk (TMA) stores",
               {Shape{256, 4}, Shape{256, 6}, Shape{256, 8}, Shape{512, 3}, Shape{512, 4}});
-    bulk_rows(expand_bulk<4>, 4, "bulk (TMA) stores, 4 loads ahead", {Shape{128, 4}, Shape{128, 6}});
+    bulk_rows(expand_bulk<4>, 4, "bulk (TMA) stores, 4 loads ahead",
+              {Shape{128, 4}, Shape{128, 6}});
     // Bulk (TMA) loads through per-warp rings, 16-byte or bulk stores.
     struct TmaShape {
       Shape shape;
       int stages, vec;
     };
-    auto tma_rows = [&](auto kernel, int warp_vectors, const char* name, std::initializer_list<TmaShape> shapes) {
+    auto tma_rows = [&](auto kernel, int warp_vectors, const char* name,
+                        std::initializer_list<TmaShape> shapes) {
       for (const TmaShape c : shapes) {
         const int smem = c.shape.threads / 32 * warp_vectors * 16;
-        TACO_ASSERT(c.shape.threads / 32 <= kMaxWarpsPerBlock, "expand_tma: too many warps per block");
-        TACO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        const std::string label = std::string(name) + ", " + std::to_string(c.stages) + " stages of " +
-                                  std::to_string(c.vec * 512) + " B";
+        TACO_ASSERT(c.shape.threads / 32 <= kMaxWarpsPerBlock,
+                    "expand_tma: too many warps per block");
+        TACO_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        const std::string label = std::string(name) + ", " + std::to_string(c.stages) +
+                                  " stages of " + std::to_string(c.vec * 512) + " B";
         row("expand 1:2", label.c_str(), c.shape.name(), logical, median_us("expand_tma", [&] {
               kernel<<<unsigned(sms * c.shape.bpsm), c.shape.threads, smem, st>>>(in, out, n16);
             }));
@@ -299,8 +320,9 @@ void run(const std::vector<size_t>& sizes, int samples, int device) {
     tma_rows(expand_tma<8, 2, false>, tma_warp_vectors<8, 2, false>(), "TMA loads, 16-B stores",
              {TmaShape{Shape{128, 4}, 8, 2}});
     tma_rows(expand_tma<4, 2, true>, tma_warp_vectors<4, 2, true>(), "TMA loads, bulk stores",
-             {TmaShape{Shape{128, 3}, 4, 2}, TmaShape{Shape{128, 4}, 4, 2}, TmaShape{Shape{128, 5}, 4, 2},
-              TmaShape{Shape{128, 6}, 4, 2}, TmaShape{Shape{256, 3}, 4, 2}});
+             {TmaShape{Shape{128, 3}, 4, 2}, TmaShape{Shape{128, 4}, 4, 2},
+              TmaShape{Shape{128, 5}, 4, 2}, TmaShape{Shape{128, 6}, 4, 2},
+              TmaShape{Shape{256, 3}, 4, 2}});
     tma_rows(expand_tma<8, 2, true>, tma_warp_vectors<8, 2, true>(), "TMA loads, bulk stores",
              {TmaShape{Shape{128, 3}, 8, 2}, TmaShape{Shape{128, 4}, 8, 2}});
     tma_rows(expand_tma<4, 4, true>, tma_warp_vectors<4, 4, true>(), "TMA loads, bulk stores",
@@ -316,35 +338,48 @@ void run(const std::vector<size_t>& sizes, int samples, int device) {
     };
     written(plain, [&] { expand<false, 1><<<unsigned(sms * 4), 128, 0, st>>>(in, out, n16); });
     written(other, [&] { expand<true, 4><<<unsigned(sms * 4), 128, 0, st>>>(in, out, n16); });
-    if (plain != other) throw taco::Error("the 4-loads expand wrote other bytes than the plain one");
-    written(other, [&] { expand_bulk<1><<<unsigned(sms * 4), 256, 2 * 256 * 32, st>>>(in, out, n16); });
+    if (plain != other)
+      throw taco::Error("the 4-loads expand wrote other bytes than the plain one");
+    written(other,
+            [&] { expand_bulk<1><<<unsigned(sms * 4), 256, 2 * 256 * 32, st>>>(in, out, n16); });
     if (plain != other) throw taco::Error("the bulk expand wrote other bytes than the plain one");
-    written(other, [&] { expand_bulk<4><<<unsigned(sms * 4), 128, 2 * 4 * 128 * 32, st>>>(in, out, n16); });
-    if (plain != other) throw taco::Error("the 4-loads bulk expand wrote other bytes than the plain one");
     written(other, [&] {
-      expand_tma<4, 2, false><<<unsigned(sms * 4), 128, 4 * tma_warp_vectors<4, 2, false>() * 16, st>>>(in, out, n16);
+      expand_bulk<4><<<unsigned(sms * 4), 128, 2 * 4 * 128 * 32, st>>>(in, out, n16);
     });
-    if (plain != other) throw taco::Error("the TMA-load expand wrote other bytes than the plain one");
+    if (plain != other)
+      throw taco::Error("the 4-loads bulk expand wrote other bytes than the plain one");
     written(other, [&] {
-      expand_tma<4, 2, true><<<unsigned(sms * 4), 128, 4 * tma_warp_vectors<4, 2, true>() * 16, st>>>(in, out, n16);
+      expand_tma<4, 2, false>
+          <<<unsigned(sms * 4), 128, 4 * tma_warp_vectors<4, 2, false>() * 16, st>>>(in, out, n16);
     });
-    if (plain != other) throw taco::Error("the TMA-load bulk-store expand wrote other bytes than the plain one");
+    if (plain != other)
+      throw taco::Error("the TMA-load expand wrote other bytes than the plain one");
+    written(other, [&] {
+      expand_tma<4, 2, true>
+          <<<unsigned(sms * 4), 128, 4 * tma_warp_vectors<4, 2, true>() * 16, st>>>(in, out, n16);
+    });
+    if (plain != other)
+      throw taco::Error("the TMA-load bulk-store expand wrote other bytes than the plain one");
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"taco_stream_shapes: streaming rates of the codecs' traffic shapes against cudaMemcpy",
-               "taco_stream_shapes"};
+  CLI::App app{
+      "taco_stream_shapes: streaming rates of the codecs' traffic shapes against cudaMemcpy",
+      "taco_stream_shapes"};
   std::string sizes = "256M,1G";
   int samples = 25, device = 0;
-  app.add_option("--sizes", sizes, "Comma-separated bf16 input sizes (K/M/G binary, multiples of 16K)")
+  app.add_option("--sizes", sizes,
+                 "Comma-separated bf16 input sizes (K/M/G binary, multiples of 16K)")
       ->capture_default_str();
   app.add_option("--samples", samples, "Cold samples per measurement, after 3 warm-ups")
       ->check(CLI::Range(5, 1000))
       ->capture_default_str();
-  app.add_option("--device", device, "CUDA device index")->check(CLI::Range(0, 63))->capture_default_str();
+  app.add_option("--device", device, "CUDA device index")
+      ->check(CLI::Range(0, 63))
+      ->capture_default_str();
   return taco::cli::run_main(app, "taco_stream_shapes", argc, argv,
-                              [&] { run(parse_sizes(sizes), samples, device); });
+                             [&] { run(parse_sizes(sizes), samples, device); });
 }

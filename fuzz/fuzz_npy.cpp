@@ -4,7 +4,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto bytes = taco::memory_source("fuzz.npy", {data, data + size});
-  taco::fuzz::expect_only_input_errors([&] { taco::fuzz::read_everything(*taco::open_npy(bytes, {})); });
+  taco::fuzz::expect_only_input_errors(
+      [&] { taco::fuzz::read_everything(*taco::open_npy(bytes, {})); });
   taco::fuzz::expect_only_input_errors([&] {
     taco::OpenOptions other;
     other.u16_as = taco::DType::F16;

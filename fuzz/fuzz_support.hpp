@@ -20,8 +20,10 @@ inline void read_everything(TensorSource& src) {
   for (size_t i = 0; i < src.size(); ++i) {
     const TensorInfo info = src.info(i);
     const Tensor t = src.read(i);
-    if (t.numel() <= 0 || t.values.size() != size_t(t.numel())) die("invariant", "values do not match the shape");
-    if (t.shape != info.shape || t.name != info.name || t.dtype != info.dtype) die("invariant", "read() != info()");
+    if (t.numel() <= 0 || t.values.size() != size_t(t.numel()))
+      die("invariant", "values do not match the shape");
+    if (t.shape != info.shape || t.name != info.name || t.dtype != info.dtype)
+      die("invariant", "read() != info()");
   }
 }
 

@@ -5,7 +5,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 
 debs=(cmake make g++ pkg-config libeigen3-dev libhdf5-dev libcli11-dev libfmt-dev
-      catch2 nlohmann-json3-dev zlib1g-dev clang libclang-rt-dev libomp-dev
+      catch2 nlohmann-json3-dev zlib1g-dev clang clang-format libclang-rt-dev libomp-dev
       libopenmpi-dev)  # MPI launch of `taco comm` (mpirun -np N), compiled only with the GPU backend
 missing=()
 for p in "${debs[@]}"; do

@@ -1,5 +1,6 @@
 #pragma once
-// One include for Catch2 2.x (Debian 12) and 3.x (Ubuntu 24.04), so test files stay version-neutral.
+// One include for Catch2 2.x (Debian 12) and 3.x (Ubuntu 24.04), so test files stay
+// version-neutral.
 #if __has_include(<catch2/catch_test_macros.hpp>)
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>

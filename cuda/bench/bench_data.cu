@@ -13,7 +13,8 @@ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
 }
 
 __global__ void fill_kernel(void* x, int bf16, int64_t n, int64_t cols, uint64_t seed) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const uint64_t h = mix64(seed * 0x9E3779B97F4A7C15ull + uint64_t(i));
     // Irwin-Hall of 4 uniforms: mean 2, variance 1/3, scaled to unit variance
     float s = 0.0f;
@@ -25,8 +26,10 @@ __global__ void fill_kernel(void* x, int bf16, int64_t n, int64_t cols, uint64_t
       v *= 0.5f + 1.5f * float(hc & 0xffffu) * (1.0f / 65536.0f);
       if ((hc >> 16) % 4096 == 0) v *= 100.0f;
     }
-    if (bf16) static_cast<uint16_t*>(x)[i] = uint16_t(detail::float_to_bf16_bits(v));
-    else static_cast<float*>(x)[i] = v;
+    if (bf16)
+      static_cast<uint16_t*>(x)[i] = uint16_t(detail::float_to_bf16_bits(v));
+    else
+      static_cast<float*>(x)[i] = v;
   }
 }
 

@@ -12,9 +12,9 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda/bench/bench_data.hpp"
-#include "cuda/runtime/cuda_check.hpp"
 #include "cuda/codecs/gpu_quant.hpp"
 #include "cuda/codecs/unfused_taco.hpp"
+#include "cuda/runtime/cuda_check.hpp"
 
 namespace taco::gpu {
 
@@ -29,8 +29,12 @@ std::string kernel_shape(const GpuQuant& q) {
 
 namespace {
 
-size_t dt_bytes(DataType t) { return t == DataType::BF16 ? 2 : 4; }
-const char* dt_name(DataType t) { return t == DataType::BF16 ? "bf16" : "f32"; }
+size_t dt_bytes(DType t) {
+  return t == DType::BF16 ? 2 : 4;
+}
+const char* dt_name(DType t) {
+  return t == DType::BF16 ? "bf16" : "f32";
+}
 
 // K rotating sets of one kind of buffer.
 struct Rotation {
@@ -46,7 +50,8 @@ struct Rotation {
 std::string compare_bytes(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   if (a.size() != b.size()) return fmt::format("sizes {} and {}", a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return fmt::format("first difference at byte {} ({} vs {})", i, int(a[i]), int(b[i]));
+    if (a[i] != b[i])
+      return fmt::format("first difference at byte {} ({} vs {})", i, int(a[i]), int(b[i]));
   return "";
 }
 
@@ -61,22 +66,26 @@ std::vector<uint8_t> download(const void* d, size_t n, cudaStream_t s) {
 
 BenchReport run_bench(const BenchOptions& o) {
   TACO_REQUIRE_INPUT(!o.sizes.empty(), "taco bench: no sizes");
-  TACO_REQUIRE_INPUT(o.sources >= 1 && o.sources <= kMaxSources, "--sources must be in 1..{}", kMaxSources);
+  TACO_REQUIRE_INPUT(o.sources >= 1 && o.sources <= kMaxSources, "--sources must be in 1..{}",
+                     kMaxSources);
   TACO_REQUIRE_INPUT(o.chunks >= 1, "--chunks must be >= 1");
   TACO_REQUIRE_INPUT(o.cols >= 1, "--cols must be >= 1");
   TACO_REQUIRE_INPUT(o.cold || o.batch, "taco bench: nothing to time (--no-cold and --no-batch)");
   for (const auto& op : o.ops)
-    TACO_REQUIRE_INPUT(op == "encode" || op == "encode_ef" || op == "decode" || op == "decode_reduce" ||
-                           op == "decode_reduce_encode",
-                       "--ops: unknown operation '{}' (encode, encode_ef, decode, decode_reduce, decode_reduce_encode)",
+    TACO_REQUIRE_INPUT(op == "encode" || op == "encode_ef" || op == "decode" ||
+                           op == "decode_reduce" || op == "decode_reduce_encode",
+                       "--ops: unknown operation '{}' (encode, encode_ef, decode, decode_reduce, "
+                       "decode_reduce_encode)",
                        op);
   for (const auto& im : o.impls)
-    TACO_REQUIRE_INPUT(im == "fused" || im == "unfused", "--impl: unknown implementation '{}' (fused, unfused)", im);
+    TACO_REQUIRE_INPUT(im == "fused" || im == "unfused",
+                       "--impl: unknown implementation '{}' (fused, unfused)", im);
   std::vector<VariantSpec> specs;  // the one parse of each variant; fails before any timing
   for (const auto& v : o.variants) specs.push_back(GpuQuant::require_supported(v));
   const int ndev = device_count_noexcept();
   if (ndev == 0) throw taco::Error("taco bench: no CUDA device is available");
-  TACO_REQUIRE_INPUT(o.device >= 0 && o.device < ndev, "--device {}: only {} CUDA device(s)", o.device, ndev);
+  TACO_REQUIRE_INPUT(o.device >= 0 && o.device < ndev, "--device {}: only {} CUDA device(s)",
+                     o.device, ndev);
   TACO_CUDA_CHECK(cudaSetDevice(o.device));
 
   BenchReport rep;
@@ -88,7 +97,8 @@ BenchReport run_bench(const BenchOptions& o) {
   // Batch rows rotate over enough input sets to exceed twice the L2 (plus some).
   const size_t rotate_bytes = size_t(2) * size_t(rep.device.l2_bytes) + (size_t(16) << 20);
   auto rotations = [&](size_t footprint) {
-    return int(std::min<size_t>(256, std::max<size_t>(1, (rotate_bytes + footprint - 1) / footprint)));
+    return int(
+        std::min<size_t>(256, std::max<size_t>(1, (rotate_bytes + footprint - 1) / footprint)));
   };
   auto note = [&](const std::string& line) {
     if (o.progress) o.progress(line);
@@ -98,9 +108,11 @@ BenchReport run_bench(const BenchOptions& o) {
     TACO_REQUIRE_INPUT(size >= 64 && size % 2 == 0, "size {} bytes is too small or odd", size);
     const int64_t numel = size / 2;
     const int64_t cols = std::min(o.cols, numel);
-    TACO_REQUIRE_INPUT(numel % cols == 0, "size {}: {} elements are not a multiple of --cols {}", size, numel, cols);
+    TACO_REQUIRE_INPUT(numel % cols == 0, "size {}: {} elements are not a multiple of --cols {}",
+                       size, numel, cols);
     const int64_t rows = numel / cols;
-    TACO_REQUIRE_INPUT(rows % o.chunks == 0, "size {}: {} rows do not split into --chunks {}", size, rows, o.chunks);
+    TACO_REQUIRE_INPUT(rows % o.chunks == 0, "size {}: {} rows do not split into --chunks {}", size,
+                       rows, o.chunks);
     const bool do_batch = o.batch && size <= o.batch_max_bytes;
 
     // ---- the copy this size is compared with ----
@@ -110,9 +122,11 @@ BenchReport run_bench(const BenchOptions& o) {
       Rotation src, dst;
       src.alloc(k, size_t(size), "cudaMalloc(bench copy source)");
       dst.alloc(k, size_t(size), "cudaMalloc(bench copy destination)");
-      for (int i = 0; i < k; ++i) fill_random(src.at(i), true, numel, cols, o.seed + uint64_t(i), s);
+      for (int i = 0; i < k; ++i)
+        fill_random(src.at(i), true, numel, cols, o.seed + uint64_t(i), s);
       auto work = [&](int i) {
-        TACO_CUDA_CHECK(cudaMemcpyAsync(dst.at(i), src.at(i), size_t(size), cudaMemcpyDeviceToDevice, s));
+        TACO_CUDA_CHECK(
+            cudaMemcpyAsync(dst.at(i), src.at(i), size_t(size), cudaMemcpyDeviceToDevice, s));
       };
       for (int mode = 0; mode < 2; ++mode) {
         const bool cold = mode == 0;
@@ -127,8 +141,9 @@ BenchReport run_bench(const BenchOptions& o) {
         c.samples = t.samples;
         copy_gbps[cold] = c.tbps * 1000.0;
         rep.copy.push_back(c);
-        note(fmt::format("copy {:>10} B {:5}: {:9.2f} us  {:7.1f} GB/s  noise {:.2f}%  ({} samples)", size,
-                         cold ? "cold" : "batch", t.median_us, c.tbps * 1000.0, t.noise_pct, t.samples));
+        note(fmt::format(
+            "copy {:>10} B {:5}: {:9.2f} us  {:7.1f} GB/s  noise {:.2f}%  ({} samples)", size,
+            cold ? "cold" : "batch", t.median_us, c.tbps * 1000.0, t.noise_pct, t.samples));
       }
     }
 
@@ -138,14 +153,17 @@ BenchReport run_bench(const BenchOptions& o) {
       const GpuQuant q(spec);
       const std::string config = kernel_shape(q);
       std::unique_ptr<UnfusedTaco> unfused;
-      const bool want_unfused = std::find(o.impls.begin(), o.impls.end(), "unfused") != o.impls.end();
-      if (want_unfused && UnfusedTaco::supports(spec)) unfused = std::make_unique<UnfusedTaco>(spec);
+      const bool want_unfused =
+          std::find(o.impls.begin(), o.impls.end(), "unfused") != o.impls.end();
+      if (want_unfused && UnfusedTaco::supports(spec))
+        unfused = std::make_unique<UnfusedTaco>(spec);
       const bool want_fused = std::find(o.impls.begin(), o.impls.end(), "fused") != o.impls.end();
 
       const int64_t crow = rows / o.chunks;
       const int64_t wire_bytes = o.chunks * q.chunk_bytes(crow, cols);
       const int64_t N = o.sources;
-      TACO_REQUIRE_INPUT(rows % N == 0, "size {}: {} rows do not split into --sources {}", size, rows, N);
+      TACO_REQUIRE_INPUT(rows % N == 0, "size {}: {} rows do not split into --sources {}", size,
+                         rows, N);
       const int64_t srow = rows / N;
       const int64_t src_bytes = q.chunk_bytes(srow, cols);  // one decode-reduce source
       const size_t in_bytes = size_t(numel) * dt_bytes(o.dtype);
@@ -158,7 +176,8 @@ BenchReport run_bench(const BenchOptions& o) {
       wire.alloc(k, size_t(wire_bytes), "cudaMalloc(bench wire)");
       out.alloc(k, out_bytes, "cudaMalloc(bench output)");
       dr.alloc(k, size_t(N * src_bytes), "cudaMalloc(bench decode-reduce sources)");
-      const bool want_dre = std::find(o.ops.begin(), o.ops.end(), "decode_reduce_encode") != o.ops.end();
+      const bool want_dre =
+          std::find(o.ops.begin(), o.ops.end(), "decode_reduce_encode") != o.ops.end();
       if (want_dre) rew.alloc(k, size_t(src_bytes), "cudaMalloc(bench re-encode output)");
       // error feedback: one fp32 residual per rotation set, zero at the start (it then holds
       // whatever the timed steps leave, as a training step's would)
@@ -166,10 +185,11 @@ BenchReport run_bench(const BenchOptions& o) {
       const bool want_ef = std::find(o.ops.begin(), o.ops.end(), "encode_ef") != o.ops.end();
       if (want_ef) {
         res.alloc(k, size_t(numel) * 4, "cudaMalloc(bench residual)");
-        for (int i = 0; i < k; ++i) TACO_CUDA_CHECK(cudaMemsetAsync(res.at(i), 0, size_t(numel) * 4, s));
+        for (int i = 0; i < k; ++i)
+          TACO_CUDA_CHECK(cudaMemsetAsync(res.at(i), 0, size_t(numel) * 4, s));
       }
       for (int i = 0; i < k; ++i) {
-        fill_random(in.at(i), o.dtype == DataType::BF16, numel, cols, o.seed + 1000 + uint64_t(i), s);
+        fill_random(in.at(i), o.dtype == DType::BF16, numel, cols, o.seed + 1000 + uint64_t(i), s);
         q.encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s);
         q.encode(in.at(i), o.dtype, N, srow, cols, dr.at(i), s);  // N sources side by side
       }
@@ -187,7 +207,7 @@ BenchReport run_bench(const BenchOptions& o) {
         const auto raw = download(in.at(0), in_bytes, s);
         std::vector<float> x(static_cast<size_t>(numel));
         for (int64_t i = 0; i < numel; ++i) {
-          if (o.dtype == DataType::BF16) {
+          if (o.dtype == DType::BF16) {
             uint16_t h;
             std::memcpy(&h, raw.data() + 2 * i, 2);
             x[size_t(i)] = bf16_to_float(h);
@@ -211,12 +231,15 @@ BenchReport run_bench(const BenchOptions& o) {
         check(fmt::format("{} ({}) encode of {} B, GPU bytes vs CPU bytes", variant, config, size),
               compare_bytes(gpu_wire, cpu_wire));
         if (want_ef) {
-          // one step from a zero residual: v = finite(x) + 0, the wire of encode(v), e' = v - decode
-          DeviceBuffer w2(size_t(wire_bytes), "cudaMalloc(bench verify)"), r2(size_t(numel) * 4, "cudaMalloc(bench verify)");
+          // one step from a zero residual: v = finite(x) + 0, the wire of encode(v), e' = v -
+          // decode
+          DeviceBuffer w2(size_t(wire_bytes), "cudaMalloc(bench verify)"),
+              r2(size_t(numel) * 4, "cudaMalloc(bench verify)");
           TACO_CUDA_CHECK(cudaMemsetAsync(r2.get(), 0, size_t(numel) * 4, s));
           q.encode_ef(in.at(0), o.dtype, r2.as<float>(), o.chunks, crow, cols, w2.as<uint8_t>(), s);
           std::vector<float> v(static_cast<size_t>(numel)), dec(static_cast<size_t>(numel));
-          for (int64_t i = 0; i < numel; ++i) v[size_t(i)] = (std::isfinite(x[size_t(i)]) ? x[size_t(i)] : 0.0f) + 0.0f;
+          for (int64_t i = 0; i < numel; ++i)
+            v[size_t(i)] = (std::isfinite(x[size_t(i)]) ? x[size_t(i)] : 0.0f) + 0.0f;
           std::vector<uint8_t> ef_wire;
           for (int64_t c = 0; c < o.chunks; ++c) {
             const auto w = cpu->encode(v.data() + c * crow * cols, crow, cols);
@@ -238,17 +261,20 @@ BenchReport run_bench(const BenchOptions& o) {
           unfused->encode(in.at(0), o.dtype, o.chunks, crow, cols, w2.as<uint8_t>(), s);
           check(fmt::format("{} encode of {} B, unfused vs fused bytes", variant, size),
                 compare_bytes(download(w2.get(), size_t(wire_bytes), s), gpu_wire));
-          DeviceBuffer o1(out_bytes / size_t(N), "cudaMalloc(bench verify)"), o2(out_bytes / size_t(N), "cudaMalloc(bench verify)");
+          DeviceBuffer o1(out_bytes / size_t(N), "cudaMalloc(bench verify)"),
+              o2(out_bytes / size_t(N), "cudaMalloc(bench verify)");
           q.decode_reduce(srcs_of(0), 1, srow, cols, o1.get(), o.dtype, s);
           unfused->decode_reduce(srcs_of(0), 1, srow, cols, o2.get(), o.dtype, s);
-          check(fmt::format("{} decode_reduce of {} B, unfused vs fused outputs", variant, size),
-                compare_bytes(download(o2.get(), o2.bytes(), s), download(o1.get(), o1.bytes(), s)));
+          check(
+              fmt::format("{} decode_reduce of {} B, unfused vs fused outputs", variant, size),
+              compare_bytes(download(o2.get(), o2.bytes(), s), download(o1.get(), o1.bytes(), s)));
         }
       }
 
       for (const std::string& op : o.ops) {
         for (const std::string& impl : o.impls) {
-          if (impl == "unfused" && (!unfused || op == "decode_reduce_encode" || op == "encode_ef")) continue;
+          if (impl == "unfused" && (!unfused || op == "decode_reduce_encode" || op == "encode_ef"))
+            continue;
           if (impl == "fused" && !want_fused) continue;
           std::function<void(int)> work;
           BenchRow r;
@@ -263,39 +289,54 @@ BenchReport run_bench(const BenchOptions& o) {
             r.numel = numel;
             r.bytes_counted = int64_t(in_bytes) + wire_bytes;
             if (impl == "fused")
-              work = [&](int i) { q.encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s); };
+              work = [&](int i) {
+                q.encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s);
+              };
             else
-              work = [&](int i) { unfused->encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s); };
+              work = [&](int i) {
+                unfused->encode(in.at(i), o.dtype, o.chunks, crow, cols, wire.at(i), s);
+              };
             r.launches = impl == "fused" ? q.encode_launches() : unfused->encode_launches();
           } else if (op == "encode_ef") {
             r.numel = numel;
             r.bytes_counted = int64_t(in_bytes) + wire_bytes + 2 * numel * 4;
             work = [&](int i) {
-              q.encode_ef(in.at(i), o.dtype, reinterpret_cast<float*>(res.at(i)), o.chunks, crow, cols, wire.at(i), s);
+              q.encode_ef(in.at(i), o.dtype, reinterpret_cast<float*>(res.at(i)), o.chunks, crow,
+                          cols, wire.at(i), s);
             };
             r.launches = q.encode_launches();
           } else if (op == "decode") {
             r.numel = numel;
             r.bytes_counted = wire_bytes + int64_t(out_bytes);
             if (impl == "fused")
-              work = [&](int i) { q.decode(wire.at(i), o.chunks, crow, cols, out.at(i), o.dtype, s); };
+              work = [&](int i) {
+                q.decode(wire.at(i), o.chunks, crow, cols, out.at(i), o.dtype, s);
+              };
             else
-              work = [&](int i) { unfused->decode_reduce({wire.at(i)}, o.chunks, crow, cols, out.at(i), o.dtype, s); };
+              work = [&](int i) {
+                unfused->decode_reduce({wire.at(i)}, o.chunks, crow, cols, out.at(i), o.dtype, s);
+              };
             r.launches = impl == "fused" ? 1 : unfused->decode_launches(1);
           } else if (op == "decode_reduce") {
             r.numel = numel;  // N * n decoded elements
             r.sources = int(N);
             r.bytes_counted = N * src_bytes + int64_t(out_bytes) / N;
             if (impl == "fused")
-              work = [&](int i) { q.decode_reduce(srcs_of(i), 1, srow, cols, out.at(i), o.dtype, s); };
+              work = [&](int i) {
+                q.decode_reduce(srcs_of(i), 1, srow, cols, out.at(i), o.dtype, s);
+              };
             else
-              work = [&](int i) { unfused->decode_reduce(srcs_of(i), 1, srow, cols, out.at(i), o.dtype, s); };
+              work = [&](int i) {
+                unfused->decode_reduce(srcs_of(i), 1, srow, cols, out.at(i), o.dtype, s);
+              };
             r.launches = impl == "fused" ? 1 : unfused->decode_launches(int(N));
           } else {  // decode_reduce_encode
             r.numel = numel;
             r.sources = int(N);
             r.bytes_counted = N * src_bytes + src_bytes;
-            work = [&](int i) { q.decode_reduce_encode(srcs_of(i), 1, srow, cols, rew.at(i), false, s); };
+            work = [&](int i) {
+              q.decode_reduce_encode(srcs_of(i), 1, srow, cols, rew.at(i), false, s);
+            };
             r.launches = q.fused() ? q.encode_launches() : 1 + q.encode_launches();
           }
           for (int mode = 0; mode < 2; ++mode) {
@@ -314,10 +355,12 @@ BenchReport run_bench(const BenchOptions& o) {
             row.copy_gbps = copy_gbps.count(cold) ? copy_gbps[cold] : 0.0;
             row.pct_copy = row.copy_gbps > 0 ? 100.0 * row.gbps / row.copy_gbps : 0.0;
             rep.rows.push_back(row);
-            note(fmt::format("{:<14} {:<20} {:<7} {:<9} {:>10} B {:5}: {:9.2f} us  {:7.1f} GB/s  {:5.1f}% of copy  "
-                             "noise {:.2f}%  ({} samples)",
-                             row.variant, op, impl, row.config, size, cold ? "cold" : "batch", t.median_us,
-                             row.gbps, row.pct_copy, t.noise_pct, t.samples));
+            note(
+                fmt::format("{:<14} {:<20} {:<7} {:<9} {:>10} B {:5}: {:9.2f} us  {:7.1f} GB/s  "
+                            "{:5.1f}% of copy  "
+                            "noise {:.2f}%  ({} samples)",
+                            row.variant, op, impl, row.config, size, cold ? "cold" : "batch",
+                            t.median_us, row.gbps, row.pct_copy, t.noise_pct, t.samples));
           }
         }
       }

@@ -32,16 +32,16 @@ struct BenchOptions {
   std::vector<std::string> variants{"taco", "fp8-g128"};
   std::vector<std::string> ops{"encode", "decode", "decode_reduce"};
   std::vector<std::string> impls{"fused", "unfused"};
-  std::vector<int64_t> sizes;        // bytes of bf16 input (numel = size / 2)
-  DataType dtype = DataType::BF16;   // encode input and decode output
-  int64_t cols = 4096;               // the tensor is [numel / cols, cols]
-  int64_t chunks = 1;                // chunks per encode / decode launch
-  int sources = 2;                   // N of decode_reduce
-  bool cold = true;                  // L2 flushed before every sample
-  bool batch = true;                 // back-to-back launches over rotating inputs
+  std::vector<int64_t> sizes;                   // bytes of bf16 input (numel = size / 2)
+  DType dtype = DType::BF16;                    // encode input and decode output
+  int64_t cols = 4096;                          // the tensor is [numel / cols, cols]
+  int64_t chunks = 1;                           // chunks per encode / decode launch
+  int sources = 2;                              // N of decode_reduce
+  bool cold = true;                             // L2 flushed before every sample
+  bool batch = true;                            // back-to-back launches over rotating inputs
   int64_t batch_max_bytes = int64_t(64) << 20;  // batch rows only up to this size
   TimingOptions timing;
-  bool verify = true;                // check against the CPU codec / unfused pipeline
+  bool verify = true;  // check against the CPU codec / unfused pipeline
   int64_t verify_max_bytes = int64_t(16) << 20;
   uint64_t seed = 1;
   int device = 0;
@@ -56,12 +56,12 @@ struct BenchRow {
   double gbps = 0, pct_copy = 0;
   bool cold = true;
   // appended columns
-  int64_t size_bytes = 0;   // the size axis (bf16 bytes of the logical input)
+  int64_t size_bytes = 0;  // the size axis (bf16 bytes of the logical input)
   int sources = 1, launches = 1;
   int64_t chunks = 1;
-  std::string config;       // fused kernels' elements per lane, encode and decode: "e32-d16"
+  std::string config;  // fused kernels' elements per lane, encode and decode: "e32-d16"
   bool timed_out = false;
-  double copy_gbps = 0;     // the copy it is compared with
+  double copy_gbps = 0;  // the copy it is compared with
 };
 
 struct CopyRow {

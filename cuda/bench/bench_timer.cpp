@@ -30,7 +30,8 @@ TimingResult summarize(std::vector<double> t, int per_sample) {
 }
 
 Timer::Timer(const DeviceInfo& dev, TimingOptions opts, cudaStream_t stream)
-    : opts_(opts), stream_(stream),
+    : opts_(opts),
+      stream_(stream),
       // at least twice the L2, and never under 128 MiB (as DeepGEMM's 256 MB flush suggests)
       flush_(std::max<size_t>(size_t(2) * size_t(dev.l2_bytes), size_t(128) << 20),
              "cudaMalloc(L2 flush buffer)") {}
@@ -79,7 +80,9 @@ TimingResult Timer::run(const std::function<void(int)>& work, int per_sample, bo
   return r;
 }
 
-TimingResult Timer::cold(const std::function<void(int)>& work) { return run(work, 1, true); }
+TimingResult Timer::cold(const std::function<void(int)>& work) {
+  return run(work, 1, true);
+}
 
 TimingResult Timer::batch(const std::function<void(int)>& work, int launches) {
   return run(work, std::max(1, launches), false);

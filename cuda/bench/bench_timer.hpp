@@ -23,15 +23,15 @@ struct TimingOptions {
   double min_time_s = 0.5;     // --min-time: summed GPU time of the samples
   double timeout_s = 15.0;     // --timeout: wall clock per measurement
   int max_samples = 100000;
-  int warmup = 2;              // untimed runs before the first sample
-  int batch = 0;               // launches per batch sample; 0 = choose from the cold time
+  int warmup = 2;  // untimed runs before the first sample
+  int batch = 0;   // launches per batch sample; 0 = choose from the cold time
 };
 
 struct TimingResult {
   double median_us = 0, min_us = 0, max_us = 0, mean_us = 0;
   double noise_pct = 0;  // relative standard deviation of the samples, percent
   int samples = 0;
-  int per_sample = 1;    // launches per sample (batch)
+  int per_sample = 1;  // launches per sample (batch)
   bool timed_out = false;
   std::vector<double> times_us;
 };

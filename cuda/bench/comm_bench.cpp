@@ -15,14 +15,14 @@
 #include <thread>
 
 #include "codecs/variant.hpp"
+#include "collectives/comm_plans.hpp"
 #include "core/error.hpp"
+#include "cuda/codecs/gpu_quant.hpp"
 #include "cuda/collectives/comm_exec.hpp"
 #include "cuda/collectives/comm_fabric.hpp"
 #include "cuda/collectives/comm_kernels.hpp"
 #include "cuda/collectives/comm_mpi.hpp"
-#include "collectives/comm_plans.hpp"
 #include "cuda/runtime/cuda_check.hpp"
-#include "cuda/codecs/gpu_quant.hpp"
 
 extern char** environ;
 
@@ -33,25 +33,36 @@ using comm::Coll;
 
 std::string nccl_type_name(DType t) {
   switch (t) {
-    case DType::BF16: return "bfloat16";
-    case DType::F16: return "half";
-    case DType::F32: return "float";
-    case DType::F8E4M3: return "f8e4m3";
-    case DType::F8E5M2: return "f8e5m2";
-    default: break;
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F16:
+      return "half";
+    case DType::F32:
+      return "float";
+    case DType::F8E4M3:
+      return "f8e4m3";
+    case DType::F8E5M2:
+      return "f8e5m2";
+    default:
+      break;
   }
-  throw_input_error("-d: {} is not a collective dtype (bf16, f16, f32, f8e4m3, f8e5m2)", dtype_name(t));
+  throw_input_error("-d: {} is not a collective dtype (bf16, f16, f32, f8e4m3, f8e5m2)",
+                    dtype_name(t));
 }
 
 DType parse_comm_dtype(const std::string& s) {
   static const std::pair<const char*, DType> names[] = {
-      {"bf16", DType::BF16},      {"bfloat16", DType::BF16}, {"f16", DType::F16},       {"fp16", DType::F16},
-      {"half", DType::F16},       {"float16", DType::F16},   {"f32", DType::F32},       {"fp32", DType::F32},
-      {"float", DType::F32},      {"float32", DType::F32},   {"f8e4m3", DType::F8E4M3}, {"fp8e4m3", DType::F8E4M3},
-      {"e4m3", DType::F8E4M3},    {"f8e5m2", DType::F8E5M2}, {"fp8e5m2", DType::F8E5M2}, {"e5m2", DType::F8E5M2}};
+      {"bf16", DType::BF16},   {"bfloat16", DType::BF16}, {"f16", DType::F16},
+      {"fp16", DType::F16},    {"half", DType::F16},      {"float16", DType::F16},
+      {"f32", DType::F32},     {"fp32", DType::F32},      {"float", DType::F32},
+      {"float32", DType::F32}, {"f8e4m3", DType::F8E4M3}, {"fp8e4m3", DType::F8E4M3},
+      {"e4m3", DType::F8E4M3}, {"f8e5m2", DType::F8E5M2}, {"fp8e5m2", DType::F8E5M2},
+      {"e5m2", DType::F8E5M2}};
   for (const auto& [n, t] : names)
     if (s == n) return t;
-  throw_input_error("-d/--datatype: unknown type '{}' (bf16|bfloat16, f16|half, f32|float, f8e4m3, f8e5m2, all)", s);
+  throw_input_error(
+      "-d/--datatype: unknown type '{}' (bf16|bfloat16, f16|half, f32|float, f8e4m3, f8e5m2, all)",
+      s);
 }
 
 std::string transport_from_env() {
@@ -81,8 +92,8 @@ std::map<std::string, std::string> collect_env() {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos) continue;
     const std::string k = kv.substr(0, eq);
-    if (k.rfind("NCCL_", 0) == 0 || k == "CUDA_VISIBLE_DEVICES" || k == "TORCH_SYMM_MEM_DISABLE_MULTICAST" ||
-        k == "NVSHMEM_DISABLE_NVLS")
+    if (k.rfind("NCCL_", 0) == 0 || k == "CUDA_VISIBLE_DEVICES" ||
+        k == "TORCH_SYMM_MEM_DISABLE_MULTICAST" || k == "NVSHMEM_DISABLE_NVLS")
       out[k] = kv.substr(eq + 1);
   }
   return out;
@@ -100,7 +111,7 @@ struct Run {
   DType dtype = DType::BF16;
   int64_t count = 0;
   bool compressed = false;
-  std::string codec;            // compressed
+  std::string codec;  // compressed
   const comm::WireModel* wm = nullptr;
   Algo algo = Algo::Nccl;
   bool algo_auto = false;
@@ -112,34 +123,30 @@ struct Stats {
   double err_sq = 0, ref_sq = 0, max_abs = 0;
 };
 
-CheckKind check_kind(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return CheckKind::AllReduce;
-    case Coll::ReduceScatter: return CheckKind::ReduceScatter;
-    case Coll::AllGather: return CheckKind::AllGather;
-    case Coll::AllToAll: return CheckKind::AllToAll;
-    case Coll::SendRecv: return CheckKind::SendRecv;
-  }
-  throw_error("check_kind: unknown collective {}", int(c));
+int64_t plain_out_elems(Coll c, int64_t count, int N) {
+  return c == Coll::AllGather ? count * N : c == Coll::ReduceScatter ? count / N : count;
 }
-
-int64_t plain_out_elems(Coll c, int64_t count, int N) { return c == Coll::AllGather ? count * N : c == Coll::ReduceScatter ? count / N : count; }
 
 double plain_bytes_sent(Coll c, int64_t size, int N) {
   const double n = N;
   switch (c) {
-    case Coll::AllReduce: return 2.0 * (n - 1) / n * double(size);
+    case Coll::AllReduce:
+      return 2.0 * (n - 1) / n * double(size);
     case Coll::ReduceScatter:
-    case Coll::AllToAll: return (n - 1) / n * double(size);
-    case Coll::AllGather: return (n - 1) * double(size);
-    case Coll::SendRecv: return double(size);
+    case Coll::AllToAll:
+      return (n - 1) / n * double(size);
+    case Coll::AllGather:
+      return (n - 1) * double(size);
+    case Coll::SendRecv:
+      return double(size);
   }
   return 0;
 }
 
 class Harness {
  public:
-  Harness(const CommOptions& o, Mpi& mpi, const std::function<void(const CommReport&, const CommRow&)>& on_row)
+  Harness(const CommOptions& o, Mpi& mpi,
+          const std::function<void(const CommReport&, const CommRow&)>& on_row)
       : o_(o), mpi_(mpi), on_row_(on_row) {}
 
   CommReport run();
@@ -153,7 +160,8 @@ class Harness {
   double time_loop(const std::function<void()>& enqueue, int iters, const char* what);
   Stats check(const Run& r);
   void note(const std::string& s) {
-    if (std::find(rep_.notes.begin(), rep_.notes.end(), s) == rep_.notes.end()) rep_.notes.push_back(s);
+    if (std::find(rep_.notes.begin(), rep_.notes.end(), s) == rep_.notes.end())
+      rep_.notes.push_back(s);
   }
 
   const CommOptions& o_;
@@ -172,24 +180,28 @@ void Harness::setup() {
   TACO_REQUIRE_INPUT(o_.iters >= 1, "-n/--iters must be >= 1, got {}", o_.iters);
   TACO_REQUIRE_INPUT(o_.warmup >= 0, "-w/--warmup_iters must be >= 0, got {}", o_.warmup);
   TACO_REQUIRE_INPUT(o_.check >= 0, "-c/--check must be >= 0, got {}", o_.check);
-  TACO_REQUIRE_INPUT(o_.pipeline >= 1 && o_.pipeline <= 64, "--pipeline must be in 1..64, got {}", o_.pipeline);
+  TACO_REQUIRE_INPUT(o_.pipeline >= 1 && o_.pipeline <= 64, "--pipeline must be in 1..64, got {}",
+                     o_.pipeline);
   TACO_REQUIRE_INPUT(o_.cols >= 1, "--cols must be >= 1, got {}", o_.cols);
   TACO_REQUIRE_INPUT(!o_.sizes.empty(), "no sizes to run (-b/-e)");
   TACO_REQUIRE_INPUT(!o_.dtypes.empty() && !o_.colls.empty(), "no collective or dtype to run");
   TACO_REQUIRE_INPUT(o_.plain || !o_.codecs.empty(), "nothing to run: --no-plain and no --codec");
-  TACO_REQUIRE_INPUT(!(o_.copy_engine && o_.loopback > 0), "--nccl-ce needs NCCL ranks, not --loopback");
+  TACO_REQUIRE_INPUT(!(o_.copy_engine && o_.loopback > 0),
+                     "--nccl-ce needs NCCL ranks, not --loopback");
   for (const auto& c : o_.codecs) {
-    const VariantSpec spec = GpuQuant::require_supported(c);  // InputError naming what the GPU supports
+    const VariantSpec spec =
+        GpuQuant::require_supported(c);  // InputError naming what the GPU supports
     codec_specs_.emplace(c, spec);
     wire_models_.emplace(c, comm::wire_model(spec));
   }
   const int ndev = device_count_noexcept();
   if (ndev == 0) throw Error(fmt::format("{}: no CUDA device is visible", mpi_.who()));
-  TACO_REQUIRE_INPUT(o_.device >= 0 && o_.device < ndev, "--device {}: host {} has {} CUDA device(s)", o_.device,
-                     mpi_.host(), ndev);
+  TACO_REQUIRE_INPUT(o_.device >= 0 && o_.device < ndev,
+                     "--device {}: host {} has {} CUDA device(s)", o_.device, mpi_.host(), ndev);
   std::vector<int> ranks, devices;
   if (o_.loopback > 0) {
-    TACO_REQUIRE_INPUT(!mpi_.active() || mpi_.size() == 1, "--loopback runs in one process, not under mpirun");
+    TACO_REQUIRE_INPUT(!mpi_.active() || mpi_.size() == 1,
+                       "--loopback runs in one process, not under mpirun");
     N_ = o_.loopback;
     rep_.launch = "loopback";
     rep_.nprocs = 1;
@@ -197,7 +209,8 @@ void Harness::setup() {
   } else {
     const int g = o_.gpus_per_proc > 0 ? o_.gpus_per_proc : mpi_.active() ? 1 : ndev - o_.device;
     const int first = o_.device + mpi_.local_rank() * g;
-    TACO_REQUIRE_INPUT(first + g <= ndev, "-g {}: process {} of host {} would drive GPUs {}..{}, but the host has {}",
+    TACO_REQUIRE_INPUT(first + g <= ndev,
+                       "-g {}: process {} of host {} would drive GPUs {}..{}, but the host has {}",
                        g, mpi_.local_rank(), mpi_.host(), first, first + g - 1, ndev);
     N_ = mpi_.size() * g;
     for (int i = 0; i < g; ++i) {
@@ -210,7 +223,9 @@ void Harness::setup() {
   }
   rep_.nranks = N_;
   rep_.root = mpi_.rank() == 0;
-  rep_.transport = !o_.transport.empty() ? o_.transport : o_.loopback ? "loopback" : transport_from_env();
+  rep_.transport = !o_.transport.empty() ? o_.transport
+                   : o_.loopback         ? "loopback"
+                                         : transport_from_env();
   rep_.env = collect_env();
   rep_.nccl_runtime = nccl_runtime_version();
   rep_.nccl_header = nccl_header_version();
@@ -222,18 +237,22 @@ void Harness::setup() {
   for (auto t : o_.dtypes) dtypes += nccl_type_name(t) + ",";
   for (const auto& c : o_.codecs) codecs += c + ",";
   rep_.settings = fmt::format(
-      "nranks={} procs={} g={} launch={} coll={} sizes={} dtypes={} codecs={} plain={} algos={} pipeline={}/{} iters={} "
+      "nranks={} procs={} g={} launch={} coll={} sizes={} dtypes={} codecs={} plain={} algos={} "
+      "pipeline={}/{} iters={} "
       "warmup={} check={} cols={} seed={} overlap={} timeout={} codec_sms={} nccl_ce={}",
-      N_, rep_.nprocs, rep_.gpus_per_proc, rep_.launch, colls, join_sizes(o_.sizes), dtypes, codecs, int(o_.plain),
-      algos.empty() ? "auto" : algos, o_.pipeline, o_.pipeline_min_bytes, o_.iters, o_.warmup, o_.check, o_.cols, o_.seed, int(o_.overlap),
-      o_.timeout_s, o_.codec_sms, int(o_.copy_engine));
+      N_, rep_.nprocs, rep_.gpus_per_proc, rep_.launch, colls, join_sizes(o_.sizes), dtypes, codecs,
+      int(o_.plain), algos.empty() ? "auto" : algos, o_.pipeline, o_.pipeline_min_bytes, o_.iters,
+      o_.warmup, o_.check, o_.cols, o_.seed, int(o_.overlap), o_.timeout_s, o_.codec_sms,
+      int(o_.copy_engine));
   rep_.settings_hash = fnv1a(rep_.settings);
   uint64_t lo = 0, hi = 0;
   mpi_.allreduce_min_max(rep_.settings_hash, lo, hi, "MPI_Iallreduce(settings hash)");
   if (lo != hi)
-    throw_input_error("{}: the processes disagree on the benchmark settings (hash {:016x}; others {:016x}..{:016x}); "
-                      "every process must get the same flags. This one has: {}",
-                      mpi_.who(), rep_.settings_hash, lo, hi, rep_.settings);
+    throw_input_error(
+        "{}: the processes disagree on the benchmark settings (hash {:016x}; others "
+        "{:016x}..{:016x}); "
+        "every process must get the same flags. This one has: {}",
+        mpi_.who(), rep_.settings_hash, lo, hi, rep_.settings);
 
   std::unique_ptr<Fabric> fabric;
   if (o_.loopback > 0) {
@@ -261,7 +280,8 @@ void Harness::setup() {
     TACO_CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof pci, t.device));
     cudaDeviceProp p{};
     TACO_CUDA_CHECK(cudaGetDeviceProperties(&p, t.device));
-    mine += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\n", t.rank, int(getpid()), t.host, t.device, p.name, pci);
+    mine += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\n", t.rank, int(getpid()), t.host, t.device, p.name,
+                        pci);
   }
   for (const std::string& block : mpi_.allgather(mine, "MPI_Iallgather(rank descriptions)")) {
     std::istringstream in(block);
@@ -273,10 +293,12 @@ void Harness::setup() {
       std::string x;
       while (std::getline(ls, x, '\t')) f.push_back(x);
       if (f.size() != 6) continue;
-      rep_.ranks.push_back(RankInfo{std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[3]), f[2], f[4], f[5]});
+      rep_.ranks.push_back(
+          RankInfo{std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[3]), f[2], f[4], f[5]});
     }
   }
-  std::sort(rep_.ranks.begin(), rep_.ranks.end(), [](const RankInfo& a, const RankInfo& b) { return a.rank < b.rank; });
+  std::sort(rep_.ranks.begin(), rep_.ranks.end(),
+            [](const RankInfo& a, const RankInfo& b) { return a.rank < b.rank; });
   rep_.device = query_device(ctx_->local(0).tag.device);
 }
 
@@ -286,15 +308,17 @@ void Harness::plan_runs() {
       const size_t es = comm_dtype_bytes(t);
       const bool plain_ok = o_.loopback > 0 || nccl_supports(t);
       if (o_.plain && !plain_ok)
-        note(fmt::format("{}: NCCL {} has no {} reductions: plain rows skipped", nccl_type_name(t), rep_.nccl_runtime,
-                         nccl_type_name(t)));
+        note(fmt::format("{}: NCCL {} has no {} reductions: plain rows skipped", nccl_type_name(t),
+                         rep_.nccl_runtime, nccl_type_name(t)));
       const bool comp_ok = t == DType::BF16 || t == DType::F32;
       if (!o_.codecs.empty() && !comp_ok)
-        note(fmt::format("{}: compressed rows skipped (the GPU codecs take bf16 or f32 data)", nccl_type_name(t)));
+        note(fmt::format("{}: compressed rows skipped (the GPU codecs take bf16 or f32 data)",
+                         nccl_type_name(t)));
       for (int64_t size : o_.sizes) {
         const int64_t count = int64_t(size / int64_t(es)) / N_ * N_;
         if (count == 0) {
-          note(fmt::format("{} B of {} is fewer than {} elements: size skipped", size, nccl_type_name(t), N_));
+          note(fmt::format("{} B of {} is fewer than {} elements: size skipped", size,
+                           nccl_type_name(t), N_));
           continue;
         }
         if (o_.plain && plain_ok) {
@@ -308,8 +332,10 @@ void Harness::plan_runs() {
         const auto [rows, cols] = comm::buffer_shape(count, o_.cols);
         for (const std::string& codec : o_.codecs) {
           std::vector<Algo> algos(o_.algos.begin(), o_.algos.end());
-          if (c != Coll::AllReduce) algos.assign(1, Algo::Direct);
-          else if (algos.empty()) algos.push_back(taco::auto_allreduce_algo(double(count * int64_t(es)), N_));
+          if (c != Coll::AllReduce)
+            algos.assign(1, Algo::Direct);
+          else if (algos.empty())
+            algos.push_back(taco::auto_allreduce_algo(double(count * int64_t(es)), N_));
           for (Algo a : algos) {
             Run r;
             r.coll = c;
@@ -321,12 +347,16 @@ void Harness::plan_runs() {
             r.algo = a;
             r.algo_auto = c == Coll::AllReduce && o_.algos.empty();
             // Pieces below pipeline_min_bytes cost more in launches and NCCL calls than they hide.
-            const int64_t chunk_bytes = (c == Coll::AllGather || c == Coll::SendRecv ? count : count / N_) * int64_t(es);
-            const int depth = o_.pipeline_min_bytes > 0
-                                  ? int(std::max<int64_t>(1, std::min<int64_t>(o_.pipeline, chunk_bytes / o_.pipeline_min_bytes)))
-                                  : o_.pipeline;
+            const int64_t chunk_bytes =
+                (c == Coll::AllGather || c == Coll::SendRecv ? count : count / N_) * int64_t(es);
+            const int depth =
+                o_.pipeline_min_bytes > 0
+                    ? int(std::max<int64_t>(
+                          1, std::min<int64_t>(o_.pipeline, chunk_bytes / o_.pipeline_min_bytes)))
+                    : o_.pipeline;
             const comm::PlanRequest rq{c, a, N_, rows, cols, r.wm, depth};
-            for (int l = 0; l < ctx_->nlocal(); ++l) r.plans.push_back(comm::build_plan(rq, ctx_->local(l).tag.rank));
+            for (int l = 0; l < ctx_->nlocal(); ++l)
+              r.plans.push_back(comm::build_plan(rq, ctx_->local(l).tag.rank));
             runs_.push_back(std::move(r));
           }
         }
@@ -347,11 +377,13 @@ void Harness::allocate() {
     }
     for (const auto& p : r.plans) {
       s.out = std::max(s.out, size_t(p.out_elems) * es);
-      for (int i = 0; i < comm::kWireBufs; ++i) s.wire[size_t(i)] = std::max(s.wire[size_t(i)], p.wire_size[size_t(i)]);
+      for (int i = 0; i < comm::kWireBufs; ++i)
+        s.wire[size_t(i)] = std::max(s.wire[size_t(i)], p.wire_size[size_t(i)]);
       for (const auto& piece : p.pieces)
         for (const auto& st : piece)
           for (const auto& op : st.ops)
-            if (op.kind == comm::Op::Kind::DecodeAddEncode && r.wm->cut != comm::WireModel::Cut::Flat)
+            if (op.kind == comm::Op::Kind::DecodeAddEncode &&
+                r.wm->cut != comm::WireModel::Cut::Flat)
               s.scratch = std::max(s.scratch, size_t(op.numel()) * 4);
     }
   }
@@ -364,16 +396,19 @@ void Harness::allocate() {
     TACO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     // Loopback ranks share one GPU.
     const size_t want = o_.loopback > 0 ? need * size_t(N_) : need;
-    TACO_REQUIRE_INPUT(double(want) < 0.9 * double(free_b),
-                       "{}: the largest size needs {:.2f} GiB of buffers per GPU, {:.2f} GiB are free (lower -e)",
-                       rank_prefix(t), double(want) / double(1u << 30), double(free_b) / double(1u << 30));
+    TACO_REQUIRE_INPUT(
+        double(want) < 0.9 * double(free_b),
+        "{}: the largest size needs {:.2f} GiB of buffers per GPU, {:.2f} GiB are free (lower -e)",
+        rank_prefix(t), double(want) / double(1u << 30), double(free_b) / double(1u << 30));
     if (o_.loopback > 0) break;
   }
   ctx_->allocate(s);
   rep_.wire_memory = ctx_->fabric().wire_memory();
   if (o_.copy_engine && rep_.wire_memory != "nccl-window")
-    note("--nccl-ce: NCCL registered no symmetric windows (its peers are not all NVLink P2P, or cuMem is off), so "
-         "compressed messages take NCCL's kernels");
+    note(
+        "--nccl-ce: NCCL registered no symmetric windows (its peers are not all NVLink P2P, or "
+        "cuMem is off), so "
+        "compressed messages take NCCL's kernels");
 }
 
 void Harness::fill_inputs(DType t, int64_t count) {
@@ -406,7 +441,8 @@ Stats Harness::check(const Run& r) {
     for (int l = 0; l < ctx_->nlocal(); ++l) {
       LocalRank& lr = ctx_->local(l);
       TACO_CUDA_CHECK(cudaSetDevice(lr.tag.device));
-      const int64_t out = r.compressed ? r.plans[size_t(l)].out_elems : plain_out_elems(r.coll, r.count, N_);
+      const int64_t out =
+          r.compressed ? r.plans[size_t(l)].out_elems : plain_out_elems(r.coll, r.count, N_);
       // Poison: 0xff.. is NaN in every float format, so an element nobody wrote counts as wrong.
       TACO_CUDA_CHECK(cudaMemsetAsync(lr.out.get(), 0xff, size_t(out) * es, lr.net->get()));
       TACO_CUDA_CHECK(cudaMemsetAsync(lr.stats.get(), 0, sizeof(CheckStats), lr.net->get()));
@@ -425,11 +461,12 @@ Stats Harness::check(const Run& r) {
       LocalRank& lr = ctx_->local(l);
       TACO_CUDA_CHECK(cudaSetDevice(lr.tag.device));
       CheckSpec sp;
-      sp.kind = check_kind(r.coll);
+      sp.kind = r.coll;
       sp.rank = lr.tag.rank;
       sp.nranks = N_;
       sp.count = r.count;
-      sp.out_count = r.compressed ? r.plans[size_t(l)].out_elems : plain_out_elems(r.coll, r.count, N_);
+      sp.out_count =
+          r.compressed ? r.plans[size_t(l)].out_elems : plain_out_elems(r.coll, r.count, N_);
       sp.out_offset = r.coll == Coll::ReduceScatter ? int64_t(lr.tag.rank) * (r.count / N_) : 0;
       sp.block = r.count / N_;
       sp.compressed = r.compressed ? 1 : 0;
@@ -437,7 +474,8 @@ Stats Harness::check(const Run& r) {
       sp.gen = g;
       check_output(lr.out.get(), sp, lr.stats.as<CheckStats>(), lr.net->get());
       CheckStats h;
-      TACO_CUDA_CHECK(cudaMemcpyAsync(&h, lr.stats.get(), sizeof h, cudaMemcpyDeviceToHost, lr.net->get()));
+      TACO_CUDA_CHECK(
+          cudaMemcpyAsync(&h, lr.stats.get(), sizeof h, cudaMemcpyDeviceToHost, lr.net->get()));
       ctx_->wait("the output check");
       sums[0] += double(h.nwrong);
       sums[1] += double(h.nonfinite);
@@ -475,8 +513,10 @@ void Harness::measure(Run& r) {
   std::vector<const comm::RankPlan*> pp;
   for (const auto& p : r.plans) pp.push_back(&p);
   auto run_once = [&](RunMode m) {
-    if (r.compressed) ctx_->enqueue_plan(pp, r.dtype, m);
-    else ctx_->enqueue_plain(r.coll, r.dtype, r.count);
+    if (r.compressed)
+      ctx_->enqueue_plan(pp, r.dtype, m);
+    else
+      ctx_->enqueue_plain(r.coll, r.dtype, r.count);
   };
 
   if (o_.check > 0) {
@@ -499,9 +539,11 @@ void Harness::measure(Run& r) {
     row.bytes_sent = sent[0] / N_;
     if (o_.overlap && N_ > 1) {
       run_once(RunMode::CommOnly);
-      row.t_comm_us = time_loop([&] { run_once(RunMode::CommOnly); }, o_.iters, "the communication-only iterations");
+      row.t_comm_us = time_loop([&] { run_once(RunMode::CommOnly); }, o_.iters,
+                                "the communication-only iterations");
       run_once(RunMode::CodecOnly);
-      row.t_codec_us = time_loop([&] { run_once(RunMode::CodecOnly); }, o_.iters, "the codec-only iterations");
+      row.t_codec_us =
+          time_loop([&] { run_once(RunMode::CodecOnly); }, o_.iters, "the codec-only iterations");
       if (row.t_codec_us > 0)
         row.hidden_codec_pct =
             100.0 * std::clamp(1.0 - (row.time_us - row.t_comm_us) / row.t_codec_us, 0.0, 1.0);
@@ -534,7 +576,8 @@ CommReport Harness::run() {
       if (ctx_->local(l).tag.rank == who) {
         const char* secs = std::getenv("TACO_COMM_STALL_S");
         const double s = secs ? std::atof(secs) : 3600.0;
-        std::fprintf(stderr, "taco comm: TACO_COMM_STALL_RANK=%d: %s stalls for %g s\n", who, mpi_.who().c_str(), s);
+        std::fprintf(stderr, "taco comm: TACO_COMM_STALL_RANK=%d: %s stalls for %g s\n", who,
+                     mpi_.who().c_str(), s);
         std::this_thread::sleep_for(std::chrono::duration<double>(s));
       }
   }
@@ -561,7 +604,8 @@ CommReport Harness::run() {
 
 }  // namespace
 
-CommReport run_comm(const CommOptions& opts, const std::function<void(const CommReport&, const CommRow&)>& on_row) {
+CommReport run_comm(const CommOptions& opts,
+                    const std::function<void(const CommReport&, const CommRow&)>& on_row) {
   Mpi mpi(opts.timeout_s);
   const bool multi = mpi.active() && mpi.size() > 1;
   try {
@@ -571,7 +615,8 @@ CommReport run_comm(const CommOptions& opts, const std::function<void(const Comm
     if (!multi) throw;
     // One line, then every process of the job ends: no rank is left waiting for a dead peer.
     const std::string msg = e.what();
-    std::fprintf(stderr, "taco: error: %s%s\n", msg.find("rank ") == std::string::npos ? (mpi.who() + ": ").c_str() : "",
+    std::fprintf(stderr, "taco: error: %s%s\n",
+                 msg.find("rank ") == std::string::npos ? (mpi.who() + ": ").c_str() : "",
                  msg.c_str());
     std::fflush(stderr);
     mpi.abort(dynamic_cast<const InputError*>(&e) ? 2 : 1);

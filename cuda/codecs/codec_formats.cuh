@@ -16,13 +16,19 @@
 
 namespace taco::gpu::detail {
 
-__device__ __forceinline__ uint32_t fbits(float x) { return __float_as_uint(x); }
-__device__ __forceinline__ float bitsf(uint32_t u) { return __uint_as_float(u); }
+__device__ __forceinline__ uint32_t fbits(float x) {
+  return __float_as_uint(x);
+}
+__device__ __forceinline__ float bitsf(uint32_t u) {
+  return __uint_as_float(u);
+}
 
 __device__ __forceinline__ bool nonfinite(float x) {
   return (fbits(x) & 0x7f800000u) == 0x7f800000u;
 }
-__device__ __forceinline__ float finite_or_zero(float x) { return nonfinite(x) ? 0.0f : x; }
+__device__ __forceinline__ float finite_or_zero(float x) {
+  return nonfinite(x) ? 0.0f : x;
+}
 // |x| as bits, non-finite values as 0 (bits order like magnitudes).
 __device__ __forceinline__ uint32_t abs_bits_finite(float x) {
   const uint32_t a = fbits(x) & 0x7fffffffu;
@@ -43,7 +49,9 @@ using taco::gpu::scale_divisor;
 using taco::gpu::ScaleDivisor;
 
 // ---- bf16 (core/dtype.hpp) -------------------------------------------------------------------
-__device__ __forceinline__ float bf16_bits_to_float(uint32_t h) { return bitsf(h << 16); }
+__device__ __forceinline__ float bf16_bits_to_float(uint32_t h) {
+  return bitsf(h << 16);
+}
 // Two floats to bf16 with the hardware conversion: the same bits as float_to_bf16_bits for every
 // value but NaN (the hardware writes the canonical 0x7fff; NaN payloads are outside the
 // bit-exactness contract, src/codecs/codec.hpp). Low half = a.
@@ -52,7 +60,9 @@ __device__ __forceinline__ uint32_t bf16x2_bits_hw(float a, float b) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 // f rounded to the nearest bf16 (ties to even), as a float.
-__device__ __forceinline__ float round_to_bf16(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
+__device__ __forceinline__ float round_to_bf16(float f) {
+  return __bfloat162float(__float2bfloat16_rn(f));
+}
 __device__ __forceinline__ uint32_t float_to_bf16_bits(float f) {
   uint32_t u = fbits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x0040u;
@@ -88,14 +98,14 @@ __device__ __forceinline__ uint32_t e5m2_sw(float x, bool sat) {
 }
 
 // Two saturating conversions in one instruction; low byte = a, high byte = b.
-__device__ __forceinline__ uint32_t fp8x2_sat(float a, float b, ElemKind e) {
-  const __nv_fp8_interpretation_t k = e == ElemKind::E4M3 ? __NV_E4M3 : __NV_E5M2;
+__device__ __forceinline__ uint32_t fp8x2_sat(float a, float b, ElemFormat e) {
+  const __nv_fp8_interpretation_t k = e == ElemFormat::E4M3 ? __NV_E4M3 : __NV_E5M2;
   return uint32_t(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, k));
 }
 
 // Exact FP8 -> float (through f16, which holds every FP8 value exactly).
-__device__ __forceinline__ float fp8_to_float(uint32_t code, ElemKind e) {
-  const __nv_fp8_interpretation_t k = e == ElemKind::E4M3 ? __NV_E4M3 : __NV_E5M2;
+__device__ __forceinline__ float fp8_to_float(uint32_t code, ElemFormat e) {
+  const __nv_fp8_interpretation_t k = e == ElemFormat::E4M3 ? __NV_E4M3 : __NV_E5M2;
   const __half_raw h = __nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(code), k);
   return __half2float(__half(h));
 }
@@ -127,14 +137,17 @@ __device__ __forceinline__ uint32_t int8x4_sym(float a, float b, float c, float 
 // One element code for the non-TACO rules: t is already v / s.
 __device__ __forceinline__ uint32_t element_code(float t, const QuantRules& q) {
   switch (q.elem) {
-    case ElemKind::E4M3: return q.saturate ? (fp8x2_sat(t, 0.0f, q.elem) & 0xffu) : e4m3_sw(t, false);
-    case ElemKind::E5M2: return q.saturate ? (fp8x2_sat(t, 0.0f, q.elem) & 0xffu) : e5m2_sw(t, false);
-    case ElemKind::INT8: return int_sym_code(t, q.qmax);
+    case ElemFormat::E4M3:
+      return q.saturate ? (fp8x2_sat(t, 0.0f, q.elem) & 0xffu) : e4m3_sw(t, false);
+    case ElemFormat::E5M2:
+      return q.saturate ? (fp8x2_sat(t, 0.0f, q.elem) & 0xffu) : e5m2_sw(t, false);
+    case ElemFormat::INT8:
+      return int_sym_code(t, q.qmax);
   }
   return 0;
 }
-__device__ __forceinline__ float code_value(uint32_t code, ElemKind e) {
-  return e == ElemKind::INT8 ? float(int32_t(int8_t(uint8_t(code)))) : fp8_to_float(code, e);
+__device__ __forceinline__ float code_value(uint32_t code, ElemFormat e) {
+  return e == ElemFormat::INT8 ? float(int32_t(int8_t(uint8_t(code)))) : fp8_to_float(code, e);
 }
 
 // ---- E8M0 (formats/e8m0.hpp) ------------------------------------------------------------------
@@ -179,22 +192,23 @@ struct ScaleOut {
 };
 
 __device__ __forceinline__ ScaleOut encode_scale(float ideal, const QuantRules& q) {
-  const bool up = q.sround == ScaleRoundKind::Up;
+  const bool up = q.sround == ScaleRound::Up;
   switch (q.scale) {
-    case ScaleKind::F32: return {fbits(ideal), ideal};
-    case ScaleKind::BF16: {
+    case ScaleFormat::F32:
+      return {fbits(ideal), ideal};
+    case ScaleFormat::BF16: {
       uint32_t b = float_to_bf16_bits(ideal);
       if (up && bf16_bits_to_float(b) < ideal) ++b;
       b = b >= 0x7f80u ? 0x7f7fu : (b == 0 ? 1u : b);
       return {b, bf16_bits_to_float(b)};
     }
-    case ScaleKind::F16: {
+    case ScaleFormat::F16: {
       uint32_t h = __half_as_ushort(__float2half_rn(ideal));
       if (up && h < 0x7c00u && __half2float(__ushort_as_half((unsigned short)h)) < ideal) ++h;
       h = h >= 0x7c00u ? 0x7bffu : (h == 0 ? 1u : h);
       return {h, __half2float(__ushort_as_half((unsigned short)h))};
     }
-    case ScaleKind::E8M0: {
+    case ScaleFormat::E8M0: {
       const uint32_t c = up ? e8m0_ceil(ideal) : float_to_e8m0_sat(ideal);
       return {c, e8m0_to_float(c)};
     }
@@ -202,19 +216,23 @@ __device__ __forceinline__ ScaleOut encode_scale(float ideal, const QuantRules& 
   return {0, 1.0f};
 }
 
-__device__ __forceinline__ float decode_scale(uint32_t code, ScaleKind f) {
+__device__ __forceinline__ float decode_scale(uint32_t code, ScaleFormat f) {
   switch (f) {
-    case ScaleKind::F32: return bitsf(code);
-    case ScaleKind::BF16: return bf16_bits_to_float(code & 0xffffu);
-    case ScaleKind::F16: return __half2float(__ushort_as_half((unsigned short)(code & 0xffffu)));
-    case ScaleKind::E8M0: return e8m0_to_float(code & 0xffu);
+    case ScaleFormat::F32:
+      return bitsf(code);
+    case ScaleFormat::BF16:
+      return bf16_bits_to_float(code & 0xffffu);
+    case ScaleFormat::F16:
+      return __half2float(__ushort_as_half((unsigned short)(code & 0xffffu)));
+    case ScaleFormat::E8M0:
+      return e8m0_to_float(code & 0xffu);
   }
   return 1.0f;
 }
 
 // The scale of a (symmetric) block from its finite amax.
 __device__ __forceinline__ ScaleOut block_scale(float amax, const QuantRules& q) {
-  if (q.sround == ScaleRoundKind::OcpFloor) {
+  if (q.sround == ScaleRound::OcpFloor) {
     const uint32_t c = amax > 0 ? e8m0_from_exp(floor_log2(amax) - q.emax) : 0u;
     return {c, e8m0_to_float(c)};
   }
@@ -228,31 +246,33 @@ __device__ __forceinline__ bool is_sat_code(uint32_t c, const QuantRules& q) {
   return (q.sat_code[(c >> 5) & 7u] >> (c & 31u)) & 1u;
 }
 
-// ---- 4-bit elements and UE4M3 scales (formats/hd_formats.hpp, shared with the host tests) --------
-// Codes travel as words of eight nibbles: word i holds the codes of registers 8i (low nibble) ..
-// 8i + 7, so that a word's bytes are the wire's bytes (element 2j in the low nibble).
+// ---- 4-bit elements and UE4M3 scales (formats/hd_formats.hpp, shared with the host tests)
+// -------- Codes travel as words of eight nibbles: word i holds the codes of registers 8i (low
+// nibble) .. 8i + 7, so that a word's bytes are the wire's bytes (element 2j in the low nibble).
 // The format branch is taken once per group, not per element. t: the quotients, none NaN; for
 // E2M1 scaled by kE2M1Shift (hd_formats.hpp e2m1_word_scaled), for INT4 not.
 template <int N>
-__device__ __forceinline__ void encode_nibbles(const float (&t)[N], uint32_t (&w)[N / 8], ElemKind kind) {
+__device__ __forceinline__ void encode_nibbles(const float (&t)[N], uint32_t (&w)[N / 8],
+                                               ElemFormat kind) {
   static_assert(N % 8 == 0, "whole words of nibbles");
-  if (kind == ElemKind::E2M1) {
+  if (kind == ElemFormat::E2M1) {
 #pragma unroll
     for (int i = 0; i < N / 8; ++i)
-      w[i] = e2m1_word_scaled({t[8 * i], t[8 * i + 1], t[8 * i + 2], t[8 * i + 3], t[8 * i + 4], t[8 * i + 5],
-                               t[8 * i + 6], t[8 * i + 7]});
+      w[i] = e2m1_word_scaled({t[8 * i], t[8 * i + 1], t[8 * i + 2], t[8 * i + 3], t[8 * i + 4],
+                               t[8 * i + 5], t[8 * i + 6], t[8 * i + 7]});
   } else {
 #pragma unroll
     for (int i = 0; i < N / 8; ++i)
-      w[i] = int4_word({t[8 * i], t[8 * i + 1], t[8 * i + 2], t[8 * i + 3], t[8 * i + 4], t[8 * i + 5], t[8 * i + 6],
-                        t[8 * i + 7]});
+      w[i] = int4_word({t[8 * i], t[8 * i + 1], t[8 * i + 2], t[8 * i + 3], t[8 * i + 4],
+                        t[8 * i + 5], t[8 * i + 6], t[8 * i + 7]});
   }
 }
 
 // Code values times s (kScaled = false: the code values alone).
 template <int N, bool kScaled = true>
-__device__ __forceinline__ void decode_nibbles(const uint32_t (&w)[N / 8], float s, ElemKind kind, float (&v)[N]) {
-  if (kind == ElemKind::E2M1) {
+__device__ __forceinline__ void decode_nibbles(const uint32_t (&w)[N / 8], float s, ElemFormat kind,
+                                               float (&v)[N]) {
+  if (kind == ElemFormat::E2M1) {
 #pragma unroll
     for (int r = 0; r < N; ++r) {
       const float c = e2m1_value(w[r / 8] >> (4 * (r % 8)));
@@ -269,16 +289,19 @@ __device__ __forceinline__ void decode_nibbles(const uint32_t (&w)[N / 8], float
 
 // The scale of a block of a 4-bit codec: block_scale, or NVFP4's two-level rule (UE4M3 code of
 // the block's ideal scale over the chunk's tensor scale S_t).
-__device__ __forceinline__ ScaleOut nibble_block_scale(float amax, const QuantRules& q, float tensor_scale) {
-  if (q.scale == ScaleKind::UE4M3) {
-    const HdScale h = two_level_block_scale(amax, q.target, tensor_scale, q.sround == ScaleRoundKind::Up);
+__device__ __forceinline__ ScaleOut nibble_block_scale(float amax, const QuantRules& q,
+                                                       float tensor_scale) {
+  if (q.scale == ScaleFormat::UE4M3) {
+    const HdScale h =
+        two_level_block_scale(amax, q.target, tensor_scale, q.sround == ScaleRound::Up);
     return {h.code, h.s};
   }
   return block_scale(amax, q);
 }
 // The scale a stored code means (UE4M3: times the chunk's S_t).
-__device__ __forceinline__ float nibble_decode_scale(uint32_t code, const QuantRules& q, float tensor_scale) {
-  if (q.scale == ScaleKind::UE4M3) return __fmul_rn(ue4m3_value(code), tensor_scale);
+__device__ __forceinline__ float nibble_decode_scale(uint32_t code, const QuantRules& q,
+                                                     float tensor_scale) {
+  if (q.scale == ScaleFormat::UE4M3) return __fmul_rn(ue4m3_value(code), tensor_scale);
   return decode_scale(code, q.scale);
 }
 

@@ -35,10 +35,10 @@ enum class Lay { Lane, Sector, LaneToSector };
 template <int LG_, int R_, bool Had_, Lay K_, bool Taco_, bool Ref_ = false, int Bits_ = 8>
 struct GroupCfg {
   static constexpr int LG = LG_, R = R_, LB = LG_ - R_;
-  static constexpr int G = 1 << LG_;     // group size
-  static constexpr int EPL = 1 << R_;    // elements per lane
-  static constexpr int LPG = 1 << LB;    // lanes per group
-  static constexpr int GPW = 32 / LPG;   // groups per warp
+  static constexpr int G = 1 << LG_;    // group size
+  static constexpr int EPL = 1 << R_;   // elements per lane
+  static constexpr int LPG = 1 << LB;   // lanes per group
+  static constexpr int GPW = 32 / LPG;  // groups per warp
   static constexpr bool kHad = Had_;
   static constexpr bool kTaco = Taco_;  // TACO rules (QuantRules::taco; the dispatch matches them)
   // An encode under TACO's reference rules with no counters (GpuQuant::reference_encode says
@@ -52,7 +52,8 @@ struct GroupCfg {
   static_assert(LB >= 0 && LB <= 5, "a group spans at most one warp");
   static_assert(EPL >= 8, "16-byte bf16 loads need 8 elements per lane");
   static constexpr bool kRegroup = K_ == Lay::LaneToSector;
-  static_assert(!kRegroup || (Had_ && LG_ == 7 && R_ == 5), "regrouping: transformed groups of 128, 32 per lane");
+  static_assert(!kRegroup || (Had_ && LG_ == 7 && R_ == 5),
+                "regrouping: transformed groups of 128, 32 per lane");
   using LaneL = LaneLayout<R_, LB>;
   using SectorL = SectorLayout<R_, LB>;
   // Where loads land (raw input of an encode, codes of a decode), an encode's sum of squares
@@ -84,8 +85,10 @@ __device__ __forceinline__ float lane_absmax_nan(const float (&v)[N]) {
 // configuration needs none). Warps own consecutive areas, one per group.
 template <class Cfg>
 __device__ __forceinline__ float* group_scratch(float* mem, int gsub) {
-  if constexpr (Cfg::kScratchFloats == 0) return nullptr;
-  else return mem + (int(threadIdx.x / 32) * Cfg::GPW + gsub) * Cfg::kScratchFloats;
+  if constexpr (Cfg::kScratchFloats == 0)
+    return nullptr;
+  else
+    return mem + (int(threadIdx.x / 32) * Cfg::GPW + gsub) * Cfg::kScratchFloats;
 }
 
 // One lane's view of the group it works on. Indices are 32-bit: the host splits launches so that
@@ -103,7 +106,9 @@ template <class Cfg>
 __device__ __forceinline__ int64_t group_at(const Item& it, int64_t stride) {
   return int64_t(it.c) * stride + int64_t(it.b) * Cfg::G;
 }
-__device__ __forceinline__ int64_t chunk_at(const Item& it, int64_t stride) { return int64_t(it.c) * stride; }
+__device__ __forceinline__ int64_t chunk_at(const Item& it, int64_t stride) {
+  return int64_t(it.c) * stride;
+}
 
 // Groups of the launch (chunks x nblocks, below 2^31).
 __device__ __forceinline__ uint32_t launch_groups(const KernelParams& p) {
@@ -113,7 +118,8 @@ __device__ __forceinline__ uint32_t launch_groups(const KernelParams& p) {
 // Valid elements of group b (the last group of a chunk may be short).
 template <class Cfg>
 __device__ __forceinline__ int group_elems(const KernelParams& p, uint32_t b) {
-  return b == uint32_t(p.geo.nblocks - 1) ? int(p.geo.numel - (p.geo.nblocks - 1) * Cfg::G) : Cfg::G;
+  return b == uint32_t(p.geo.nblocks - 1) ? int(p.geo.numel - (p.geo.nblocks - 1) * Cfg::G)
+                                          : Cfg::G;
 }
 
 // The item of flat group index gg (chunk-major); past the end: invalid, at group 0 so that no
@@ -135,7 +141,8 @@ __device__ __forceinline__ Item make_item(const KernelParams& p, uint32_t gg) {
 // in 64-bit arithmetic costs many instructions per warp iteration; re-deriving it in 32 bits
 // (make_item alone, no state across iterations) frees registers but is slower.
 template <class Cfg>
-__device__ __forceinline__ void next_item(const KernelParams& p, Item& it, uint32_t gg, uint32_t step) {
+__device__ __forceinline__ void next_item(const KernelParams& p, Item& it, uint32_t gg,
+                                          uint32_t step) {
   const uint32_t b = it.b + step;
   if (it.valid && b < uint32_t(p.geo.nblocks)) {
     it.b = b;
@@ -168,8 +175,8 @@ __device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, 
                                          RawInput<Cfg, InT>& raw) {
   using L = typename Cfg::In;
   constexpr int kWords = RawInput<Cfg, InT>::kWords;
-  constexpr int K = 1 << L::run_log2();                  // consecutive elements per run
-  constexpr int kRunWords = K * int(sizeof(InT)) / 4;    // a run is whole 16-byte vectors
+  constexpr int K = 1 << L::run_log2();                // consecutive elements per run
+  constexpr int kRunWords = K * int(sizeof(InT)) / 4;  // a run is whole 16-byte vectors
   static_assert(kRunWords % 4 == 0, "runs of at least 16 bytes");
   const int lo = L::lane_offset(lane);
   const InT* src = static_cast<const InT*>(p.in) + group_at<Cfg>(it, p.in_stride);
@@ -196,8 +203,10 @@ __device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, 
     for (int r = 0; r < Cfg::EPL; ++r) {
       const int i = L::reg_offset(r) | lo;
       if (it.valid && i < it.m) {
-        if constexpr (sizeof(InT) == 2) raw.w[r / 2] |= uint32_t(src[i]) << (16 * (r % 2));
-        else raw.w[r] = fbits(src[i]);
+        if constexpr (sizeof(InT) == 2)
+          raw.w[r / 2] |= uint32_t(src[i]) << (16 * (r % 2));
+        else
+          raw.w[r] = fbits(src[i]);
       }
     }
   }
@@ -211,10 +220,11 @@ __device__ __forceinline__ void load_raw(const KernelParams& p, const Item& it, 
 // compiler) plus loop-invariant offsets: deriving it from the item again cost 17 instructions
 // per lane and iteration.
 template <class Cfg, typename InT>
-__device__ __forceinline__ void prefetch_input_l2(const KernelParams& p, const Item& it, int lane, uint32_t step) {
+__device__ __forceinline__ void prefetch_input_l2(const KernelParams& p, const Item& it, int lane,
+                                                  uint32_t step) {
   if (!it.valid || it.b + step + 1 >= uint32_t(p.geo.nblocks)) return;
-  const InT* src = static_cast<const InT*>(p.in) + group_at<Cfg>(it, p.in_stride) + int64_t(step) * Cfg::G +
-                   (lane & (Cfg::LPG - 1)) * (Cfg::G / Cfg::LPG);
+  const InT* src = static_cast<const InT*>(p.in) + group_at<Cfg>(it, p.in_stride) +
+                   int64_t(step) * Cfg::G + (lane & (Cfg::LPG - 1)) * (Cfg::G / Cfg::LPG);
   asm volatile("prefetch.global.L2 [%0];" ::"l"(src));
 }
 
@@ -222,14 +232,17 @@ template <class Cfg, typename InT>
 __device__ __forceinline__ void unpack_raw(const RawInput<Cfg, InT>& raw, float (&v)[Cfg::EPL]) {
 #pragma unroll
   for (int r = 0; r < Cfg::EPL; ++r) {
-    if constexpr (sizeof(InT) == 2) v[r] = bitsf(r % 2 ? (raw.w[r / 2] & 0xffff0000u) : (raw.w[r / 2] << 16));
-    else v[r] = bitsf(raw.w[r]);
+    if constexpr (sizeof(InT) == 2)
+      v[r] = bitsf(r % 2 ? (raw.w[r / 2] & 0xffff0000u) : (raw.w[r / 2] << 16));
+    else
+      v[r] = bitsf(raw.w[r]);
   }
 }
 
 // Sign flips of the randomized Hadamard for a group held in layout L.
 template <class L>
-__device__ __forceinline__ void apply_rht_signs(float (&v)[L::kRegs], int lane, const QuantRules& q) {
+__device__ __forceinline__ void apply_rht_signs(float (&v)[L::kRegs], int lane,
+                                                const QuantRules& q) {
 #pragma unroll
   for (int r = 0; r < L::kRegs; ++r) {
     const int i = elem_index<L>(r, lane);
@@ -267,7 +280,8 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&quad)
       } else {
 #pragma unroll
         for (int t = 0; t < K / 16; ++t)
-          reinterpret_cast<uint4*>(d)[t] = make_uint4(w[4 * t], w[4 * t + 1], w[4 * t + 2], w[4 * t + 3]);
+          reinterpret_cast<uint4*>(d)[t] =
+              make_uint4(w[4 * t], w[4 * t + 1], w[4 * t + 2], w[4 * t + 3]);
       }
     }
   } else {
@@ -284,8 +298,8 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&quad)
 // (lane offset + register offset) / 2. Every run is at least 8 elements and starts at an even
 // element, so registers r and r + 1 (r even) fill one byte.
 template <class L>
-__device__ __forceinline__ void store_nibbles(uint8_t* dst, const uint32_t (&w)[L::kRegs / 8], int lane, int n,
-                                              bool vec) {
+__device__ __forceinline__ void store_nibbles(uint8_t* dst, const uint32_t (&w)[L::kRegs / 8],
+                                              int lane, int n, bool vec) {
   constexpr int K = 1 << L::run_log2();
   static_assert(K >= 8, "nibble runs of at least 4 bytes");
   constexpr int kRuns = L::kRegs / K;
@@ -302,7 +316,8 @@ __device__ __forceinline__ void store_nibbles(uint8_t* dst, const uint32_t (&w)[
       } else {
 #pragma unroll
         for (int t = 0; t < K / 32; ++t)
-          reinterpret_cast<uint4*>(d)[t] = make_uint4(wj[4 * t], wj[4 * t + 1], wj[4 * t + 2], wj[4 * t + 3]);
+          reinterpret_cast<uint4*>(d)[t] =
+              make_uint4(wj[4 * t], wj[4 * t + 1], wj[4 * t + 2], wj[4 * t + 3]);
       }
     }
   } else {
@@ -319,8 +334,10 @@ __device__ __forceinline__ void store_nibbles(uint8_t* dst, const uint32_t (&w)[
 // Code of register r, 8- or 4-bit.
 template <class Cfg>
 __device__ __forceinline__ uint32_t group_code(const uint32_t (&w)[Cfg::kCodeWords], int r) {
-  if constexpr (Cfg::kBits == 4) return (w[r / 8] >> (4 * (r % 8))) & 0xfu;
-  else return code_at<typename Cfg::In>(w, r);
+  if constexpr (Cfg::kBits == 4)
+    return (w[r / 8] >> (4 * (r % 8))) & 0xfu;
+  else
+    return code_at<typename Cfg::In>(w, r);
 }
 
 // One lane's share of a coded group as loaded: its EPL codes (load layout) and the group's
@@ -338,11 +355,17 @@ struct RawCodes {
 // The byte-wise paths of unaligned scales are calls: inlined, ptxas predicates them next to the
 // aligned access, and all their byte loads or stores then issue in every group (profile of the
 // taco decode: 8 byte loads per lane and group).
-static __device__ __noinline__ void put_le4_unaligned(uint8_t* dst, uint32_t v) { put_le(dst, v, 4); }
-static __device__ __noinline__ uint32_t get_le4_unaligned(const uint8_t* src) { return get_le(src, 4); }
+static __device__ __noinline__ void put_le4_unaligned(uint8_t* dst, uint32_t v) {
+  put_le(dst, v, 4);
+}
+static __device__ __noinline__ uint32_t get_le4_unaligned(const uint8_t* src) {
+  return get_le(src, 4);
+}
 __device__ __forceinline__ void store_f32_scalar(uint8_t* dst, float x, bool aligned) {
-  if (aligned) *reinterpret_cast<float*>(dst) = x;
-  else put_le4_unaligned(dst, fbits(x));
+  if (aligned)
+    *reinterpret_cast<float*>(dst) = x;
+  else
+    put_le4_unaligned(dst, fbits(x));
 }
 __device__ __forceinline__ float load_f32_scalar(const uint8_t* src, bool aligned) {
   return aligned ? __ldg(reinterpret_cast<const float*>(src)) : bitsf(get_le4_unaligned(src));
@@ -360,15 +383,21 @@ __device__ __forceinline__ bool counts(const KernelParams& p) {
 // encode's instructions), read where they are used otherwise (as locals, they changed
 // the other kernels' code).
 template <class Cfg>
-__device__ __forceinline__ bool rule_dual(const QuantRules& q) { return Cfg::kRef || q.dual; }
-template <class Cfg>
-__device__ __forceinline__ bool rule_rht(const QuantRules& q) { return !Cfg::kRef && q.rht; }
-template <class Cfg>
-__device__ __forceinline__ bool rule_sat_e4m3(const QuantRules& q) {
-  return Cfg::kRef || (q.elem == ElemKind::E4M3 && q.saturate);
+__device__ __forceinline__ bool rule_dual(const QuantRules& q) {
+  return Cfg::kRef || q.dual;
 }
 template <class Cfg>
-__device__ __forceinline__ bool rule_target_in_range(const QuantRules& q) { return Cfg::kRef || q.target_in_range; }
+__device__ __forceinline__ bool rule_rht(const QuantRules& q) {
+  return !Cfg::kRef && q.rht;
+}
+template <class Cfg>
+__device__ __forceinline__ bool rule_sat_e4m3(const QuantRules& q) {
+  return Cfg::kRef || (q.elem == ElemFormat::E4M3 && q.saturate);
+}
+template <class Cfg>
+__device__ __forceinline__ bool rule_target_in_range(const QuantRules& q) {
+  return Cfg::kRef || q.target_in_range;
+}
 
 // Correctly rounded x / y and sqrt(x) as the fast paths of __fdiv_rn and __fsqrt_rn (the same
 // instructions, so the same bits), without their range tests and called slow paths: valid for
@@ -399,11 +428,13 @@ __device__ __forceinline__ uint32_t fp8x4_sat(float a, float b, float c, float d
   if constexpr (kKind == __NV_E4M3)
     asm("{\n .reg .b16 lo, hi;\n cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
         " cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n mov.b32 %0, {lo, hi};\n}"
-        : "=r"(w) : "f"(a), "f"(b), "f"(c), "f"(d));
+        : "=r"(w)
+        : "f"(a), "f"(b), "f"(c), "f"(d));
   else
     asm("{\n .reg .b16 lo, hi;\n cvt.rn.satfinite.e5m2x2.f32 lo, %2, %1;\n"
         " cvt.rn.satfinite.e5m2x2.f32 hi, %4, %3;\n mov.b32 %0, {lo, hi};\n}"
-        : "=r"(w) : "f"(a), "f"(b), "f"(c), "f"(d));
+        : "=r"(w)
+        : "f"(a), "f"(b), "f"(c), "f"(d));
   return w;
 }
 
@@ -412,16 +443,20 @@ __device__ __forceinline__ uint32_t fp8x4_sat(float a, float b, float c, float d
 // conversion instruction, and four int8 codes four additions and three byte permutes
 // (kInt8: the caller may meet int8 elements).
 template <int N, bool kInt8>
-__device__ __forceinline__ void encode_quads(const float (&t)[N], uint32_t (&quad)[N / 4], const QuantRules& q) {
-  if (q.saturate && q.elem == ElemKind::E4M3) {
+__device__ __forceinline__ void encode_quads(const float (&t)[N], uint32_t (&quad)[N / 4],
+                                             const QuantRules& q) {
+  if (q.saturate && q.elem == ElemFormat::E4M3) {
 #pragma unroll
-    for (int i = 0; i < N / 4; ++i) quad[i] = fp8x4_sat<__NV_E4M3>(t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
-  } else if (q.saturate && q.elem == ElemKind::E5M2) {
+    for (int i = 0; i < N / 4; ++i)
+      quad[i] = fp8x4_sat<__NV_E4M3>(t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
+  } else if (q.saturate && q.elem == ElemFormat::E5M2) {
 #pragma unroll
-    for (int i = 0; i < N / 4; ++i) quad[i] = fp8x4_sat<__NV_E5M2>(t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
-  } else if (kInt8 && q.elem == ElemKind::INT8) {
+    for (int i = 0; i < N / 4; ++i)
+      quad[i] = fp8x4_sat<__NV_E5M2>(t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
+  } else if (kInt8 && q.elem == ElemFormat::INT8) {
 #pragma unroll
-    for (int i = 0; i < N / 4; ++i) quad[i] = int8x4_sym(t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3], q.qmax);
+    for (int i = 0; i < N / 4; ++i)
+      quad[i] = int8x4_sym(t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3], q.qmax);
   } else {
 #pragma unroll
     for (int i = 0; i < N / 4; ++i)
@@ -528,7 +563,8 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       store_codes<L>(wire + int64_t(it.b) * Cfg::G, quad, lane, n, code_vec);
       if (leader) {
         store_f32_scalar(wire + p.geo.scale_off + 4 * int64_t(it.b), s_q, scale_vec4);
-        if (rule_dual<Cfg>(q)) store_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), s_a, scale_vec4);
+        if (rule_dual<Cfg>(q))
+          store_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), s_a, scale_vec4);
       }
     }
     if constexpr (kKeep) {
@@ -555,15 +591,17 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
     if (nonfinite_warp) amax = bitsf(group_amax_bits_finite<L>(v));
     // UE4M3 scales: the chunk's tensor scale from its amax (the statistics pass before this one).
     const float tensor_scale =
-        q.scale == ScaleKind::UE4M3 ? two_level_tensor_scale(bitsf(__ldg(p.chunk_amax + it.c)), q.target) : 1.0f;
+        q.scale == ScaleFormat::UE4M3
+            ? two_level_tensor_scale(bitsf(__ldg(p.chunk_amax + it.c)), q.target)
+            : 1.0f;
     const ScaleOut so = nibble_block_scale(amax, q, tensor_scale);
     // E2M1 codes come from the quotients times 2^-14 (hd_formats.hpp e2m1_word_scaled), folded
     // into the division: t * 2^-14 = v / (s * 2^14), the same rounding where it matters (the
     // scaling is exact for normal floats, and quotients small enough to differ encode as +-0).
-    const bool e2m1 = q.elem == ElemKind::E2M1;
+    const bool e2m1 = q.elem == ElemFormat::E2M1;
     const float shift = e2m1 ? kE2M1Shift : 1.0f;
     float t[EPL];
-    if (!nonfinite_warp && q.scale == ScaleKind::E8M0) {
+    if (!nonfinite_warp && q.scale == ScaleFormat::E8M0) {
       // a power of two: the division is the multiply by its exact reciprocal (2^-141 .. 2^127)
       const float rcp = __fdiv_rn(shift, so.s);
 #pragma unroll
@@ -582,10 +620,13 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       store_nibbles<L>(wire + int64_t(it.b) * (Cfg::G / 2), quad, lane, n, code_vec);
       if (leader) {
         uint8_t* sp = wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes;
-        if (q.scale_bytes == 4) store_f32_scalar(sp, bitsf(so.code), scale_vec4);
-        else put_le(sp, so.code, q.scale_bytes);
+        if (q.scale_bytes == 4)
+          store_f32_scalar(sp, bitsf(so.code), scale_vec4);
+        else
+          put_le(sp, so.code, q.scale_bytes);
         // the chunk's S_t, after the scales (no aux bytes: codec_params.hpp)
-        if (q.scale == ScaleKind::UE4M3 && it.b == 0) put_le(wire + p.geo.aux_off, fbits(tensor_scale), 4);
+        if (q.scale == ScaleFormat::UE4M3 && it.b == 0)
+          put_le(wire + p.geo.aux_off, fbits(tensor_scale), 4);
       }
     }
     if constexpr (kKeep) {
@@ -623,8 +664,10 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       store_codes<L>(wire + int64_t(it.b) * Cfg::G, quad, lane, n, code_vec);
       if (leader) {
         uint8_t* sp = wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes;
-        if (q.scale_bytes == 4) store_f32_scalar(sp, bitsf(so.code), scale_vec4);
-        else put_le(sp, so.code, q.scale_bytes);
+        if (q.scale_bytes == 4)
+          store_f32_scalar(sp, bitsf(so.code), scale_vec4);
+        else
+          put_le(sp, so.code, q.scale_bytes);
       }
     }
     if constexpr (kKeep) {
@@ -656,7 +699,8 @@ __device__ __forceinline__ bool fp32_scales(const QuantRules& q) {
 // The lane's EPL codes of a whole group whose first code is at cp, as vector loads: streaming
 // loads from global memory, or (kShared) loads from a shared-memory stage of the same layout.
 template <class Cfg, bool kShared = false>
-__device__ __forceinline__ void load_code_runs(const uint8_t* cp, int lane, uint32_t (&w)[Cfg::EPL / 4]) {
+__device__ __forceinline__ void load_code_runs(const uint8_t* cp, int lane,
+                                               uint32_t (&w)[Cfg::EPL / 4]) {
   using L = typename Cfg::In;
   constexpr int K = 1 << L::run_log2();  // consecutive codes per run: 8 or a multiple of 16
   static_assert(K == 8 || K % 16 == 0, "code runs of 8 or 16k bytes");
@@ -687,7 +731,8 @@ __device__ __forceinline__ void load_code_runs(const uint8_t* cp, int lane, uint
 // The lane's 4-bit codes of a whole group whose first code byte is at cp (store_nibbles' layout),
 // as streaming vector loads.
 template <class Cfg>
-__device__ __forceinline__ void load_nibble_runs(const uint8_t* cp, int lane, uint32_t (&w)[Cfg::kCodeWords]) {
+__device__ __forceinline__ void load_nibble_runs(const uint8_t* cp, int lane,
+                                                 uint32_t (&w)[Cfg::kCodeWords]) {
   using L = typename Cfg::In;
   constexpr int K = 1 << L::run_log2();  // consecutive codes per run: 8 or more, K / 2 bytes
   static_assert(K >= 8, "nibble runs of at least 4 bytes");
@@ -716,8 +761,8 @@ __device__ __forceinline__ void load_nibble_runs(const uint8_t* cp, int lane, ui
 }
 
 template <class Cfg>
-__device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t* wire, const Item& it,
-                                           int lane, RawCodes<Cfg>& raw) {
+__device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t* wire,
+                                           const Item& it, int lane, RawCodes<Cfg>& raw) {
   using L = typename Cfg::In;
   constexpr int EPL = Cfg::EPL;
   const QuantRules& q = p.rules;
@@ -756,10 +801,13 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
   if (it.valid) {
     if (fp32_scales<Cfg>(q))
       raw.s_bits = fbits(load_f32_scalar(wire + p.geo.scale_off + 4 * int64_t(it.b), p.scale_vec4));
-    else raw.s_bits = get_le(wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes, q.scale_bytes);
-    if (Cfg::kTaco && q.dual) raw.s_a_bits = fbits(load_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), p.scale_vec4));
+    else
+      raw.s_bits = get_le(wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes, q.scale_bytes);
+    if (Cfg::kTaco && q.dual)
+      raw.s_a_bits = fbits(load_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), p.scale_vec4));
     if constexpr (Cfg::kBits == 4) {
-      if (q.scale == ScaleKind::UE4M3) raw.s_a_bits = get_le(wire + p.geo.aux_off, 4);  // the chunk's S_t
+      if (q.scale == ScaleFormat::UE4M3)
+        raw.s_a_bits = get_le(wire + p.geo.aux_off, 4);  // the chunk's S_t
     }
   }
 }
@@ -769,8 +817,9 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
 // branch drops the predicated second conversion but makes the decodes slower.)
 // kScaled = false: the code values alone (TACO's transformed decode scales after the transform).
 template <int N, bool kScaled = true>
-__device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s, ElemKind kind, float (&v)[N]) {
-  if (kind == ElemKind::INT8) {
+__device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s, ElemFormat kind,
+                                             float (&v)[N]) {
+  if (kind == ElemFormat::INT8) {
 #pragma unroll
     for (int r = 0; r < N; ++r) {
       const float c = float(int32_t(int8_t(uint8_t(w[r / 4] >> (8 * (r % 4))))));
@@ -778,11 +827,12 @@ __device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s
     }
     return;
   }
-  const __nv_fp8_interpretation_t k = kind == ElemKind::E4M3 ? __NV_E4M3 : __NV_E5M2;
+  const __nv_fp8_interpretation_t k = kind == ElemFormat::E4M3 ? __NV_E4M3 : __NV_E5M2;
 #pragma unroll
   for (int r = 0; r < N; r += 2) {
     const uint32_t pair = (w[r / 4] >> (8 * (r % 4))) & 0xffffu;
-    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair), k)));
+    const float2 f =
+        __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair), k)));
     v[r] = kScaled ? __fmul_rn(f.x, s) : f.x;
     v[r + 1] = kScaled ? __fmul_rn(f.y, s) : f.y;
   }
@@ -791,8 +841,8 @@ __device__ __forceinline__ void decode_elems(const uint32_t (&w)[N / 4], float s
 // Decodes one lane's share of a group: codes in layout Cfg::In, values out in Cfg::Out (the
 // same unless the transform regroups through `scratch`, the group's shared-memory area).
 template <class Cfg>
-__device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCodes<Cfg>& raw, int lane,
-                                             float (&v)[Cfg::EPL], float* scratch) {
+__device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCodes<Cfg>& raw,
+                                             int lane, float (&v)[Cfg::EPL], float* scratch) {
   constexpr int EPL = Cfg::EPL;
   using Out = typename Cfg::Out;
   const QuantRules& q = p.rules;
@@ -803,7 +853,7 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   if constexpr (Cfg::kTaco && !Cfg::kHad) {
     // A byte is NaN/Inf when its exponent-and-mantissa bits (E4M3) or its exponent bits (E5M2)
     // are all ones: adding one at the lowest such bit then carries into bit 7 (never further).
-    const bool e4 = q.elem == ElemKind::E4M3;
+    const bool e4 = q.elem == ElemFormat::E4M3;
     const uint32_t mask = e4 ? 0x7f7f7f7fu : 0x7c7c7c7cu, one = e4 ? 0x01010101u : 0x04040404u;
     uint32_t bad = 0;
 #pragma unroll
@@ -816,7 +866,8 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   float s = 1.0f, s_a = 1.0f;
   if (raw.valid) {
     if constexpr (Cfg::kBits == 4)
-      s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits) : nibble_decode_scale(raw.s_bits, q, bitsf(raw.s_a_bits));
+      s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits)
+                              : nibble_decode_scale(raw.s_bits, q, bitsf(raw.s_a_bits));
     else
       s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits) : decode_scale(raw.s_bits, q.scale);
     if (Cfg::kTaco && q.dual) s_a = bitsf(raw.s_a_bits);
@@ -849,8 +900,10 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     }
     return;
   }
-  if constexpr (Cfg::kBits == 4) decode_nibbles<EPL>(raw.w, s, q.elem, v);
-  else decode_elems<EPL>(raw.w, s, q.elem, v);
+  if constexpr (Cfg::kBits == 4)
+    decode_nibbles<EPL>(raw.w, s, q.elem, v);
+  else
+    decode_elems<EPL>(raw.w, s, q.elem, v);
   if constexpr (Cfg::kHad) {
     fwht_to<typename Cfg::In, Out>(v, lane, scratch);
 #pragma unroll
@@ -863,12 +916,13 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
 // 16-byte aligned): streaming stores to global memory, or (kShared) stores to a shared-memory
 // stage of the same layout.
 template <class L, bool kShared = false>
-__device__ __forceinline__ void store_value_runs(void* out, DataType out_type, const float (&v)[L::kRegs], int lane) {
+__device__ __forceinline__ void store_value_runs(void* out, DType out_type,
+                                                 const float (&v)[L::kRegs], int lane) {
   constexpr int K = 1 << L::run_log2();
   static_assert(K >= 4, "vector stores need runs of at least 4 elements");
   constexpr int kRuns = L::kRegs / K;
   const int lo = L::lane_offset(lane);
-  if (out_type == DataType::BF16) {
+  if (out_type == DType::BF16) {
 #pragma unroll
     for (int j = 0; j < kRuns; ++j) {
       uint32_t w[K / 2];
@@ -877,14 +931,18 @@ __device__ __forceinline__ void store_value_runs(void* out, DataType out_type, c
       uint16_t* d = static_cast<uint16_t*>(out) + lo + L::reg_offset(j * K);
       if constexpr (K == 4) {
         const uint2 x = make_uint2(w[0], w[1]);
-        if constexpr (kShared) *reinterpret_cast<uint2*>(d) = x;
-        else __stcs(reinterpret_cast<uint2*>(d), x);
+        if constexpr (kShared)
+          *reinterpret_cast<uint2*>(d) = x;
+        else
+          __stcs(reinterpret_cast<uint2*>(d), x);
       } else {
 #pragma unroll
         for (int t = 0; t < K / 8; ++t) {
           const uint4 x = make_uint4(w[4 * t], w[4 * t + 1], w[4 * t + 2], w[4 * t + 3]);
-          if constexpr (kShared) reinterpret_cast<uint4*>(d)[t] = x;
-          else __stcs(reinterpret_cast<uint4*>(d) + t, x);
+          if constexpr (kShared)
+            reinterpret_cast<uint4*>(d)[t] = x;
+          else
+            __stcs(reinterpret_cast<uint4*>(d) + t, x);
         }
       }
     }
@@ -894,10 +952,12 @@ __device__ __forceinline__ void store_value_runs(void* out, DataType out_type, c
       float* d = static_cast<float*>(out) + lo + L::reg_offset(j * K);
 #pragma unroll
       for (int t = 0; t < K / 4; ++t) {
-        const float4 x =
-            make_float4(v[j * K + 4 * t], v[j * K + 4 * t + 1], v[j * K + 4 * t + 2], v[j * K + 4 * t + 3]);
-        if constexpr (kShared) reinterpret_cast<float4*>(d)[t] = x;
-        else __stcs(reinterpret_cast<float4*>(d) + t, x);
+        const float4 x = make_float4(v[j * K + 4 * t], v[j * K + 4 * t + 1], v[j * K + 4 * t + 2],
+                                     v[j * K + 4 * t + 3]);
+        if constexpr (kShared)
+          reinterpret_cast<float4*>(d)[t] = x;
+        else
+          __stcs(reinterpret_cast<float4*>(d) + t, x);
       }
     }
   }
@@ -908,17 +968,18 @@ __device__ __forceinline__ void store_value_runs(void* out, DataType out_type, c
 // loads: the decodes touch each byte once, and the hints make them faster. On the encodes they
 // gave nothing, so those keep the default caching.
 template <class L>
-__device__ __forceinline__ void store_values(const KernelParams& p, int64_t first, const float (&v)[L::kRegs],
-                                             int lane, int m) {
+__device__ __forceinline__ void store_values(const KernelParams& p, int64_t first,
+                                             const float (&v)[L::kRegs], int lane, int m) {
   const int lo = L::lane_offset(lane);
   if (m == (1 << L::LG) && p.out_vec16 && L::run_log2() >= 2) {
     if constexpr (L::run_log2() >= 2) {
-      const size_t bytes = p.out_type == DataType::BF16 ? 2 : 4;
-      store_value_runs<L>(static_cast<uint8_t*>(p.out) + size_t(first) * bytes, p.out_type, v, lane);
+      const size_t bytes = p.out_type == DType::BF16 ? 2 : 4;
+      store_value_runs<L>(static_cast<uint8_t*>(p.out) + size_t(first) * bytes, p.out_type, v,
+                          lane);
     }
     return;
   }
-  if (p.out_type == DataType::BF16) {
+  if (p.out_type == DType::BF16) {
     uint16_t* out = static_cast<uint16_t*>(p.out) + first;
 #pragma unroll
     for (int r = 0; r < L::kRegs; ++r) {

@@ -12,20 +12,31 @@ namespace taco::gpu {
 namespace {
 template <int LG>
 GroupKernels byte_group_kernels(bool transform, bool taco) {
-  if (transform) return taco ? detail::group_kernels<LG, true, true>() : detail::group_kernels<LG, true, false>();
-  return taco ? detail::group_kernels<LG, false, true>() : detail::group_kernels<LG, false, false>();
+  if (transform)
+    return taco ? detail::group_kernels<LG, true, true>()
+                : detail::group_kernels<LG, true, false>();
+  return taco ? detail::group_kernels<LG, false, true>()
+              : detail::group_kernels<LG, false, false>();
 }
 
 GroupKernels byte_group_kernels(int lg, bool transform, bool taco) {
   switch (lg) {
-    case 4: return byte_group_kernels<4>(transform, taco);
-    case 5: return byte_group_kernels<5>(transform, taco);
-    case 6: return byte_group_kernels<6>(transform, taco);
-    case 7: return byte_group_kernels<7>(transform, taco);
-    case 8: return byte_group_kernels<8>(transform, taco);
-    case 9: return byte_group_kernels<9>(transform, taco);
-    case 10: return byte_group_kernels<10>(transform, taco);
-    default: throw_error("byte_group_kernels: log2 group size {}", lg);
+    case 4:
+      return byte_group_kernels<4>(transform, taco);
+    case 5:
+      return byte_group_kernels<5>(transform, taco);
+    case 6:
+      return byte_group_kernels<6>(transform, taco);
+    case 7:
+      return byte_group_kernels<7>(transform, taco);
+    case 8:
+      return byte_group_kernels<8>(transform, taco);
+    case 9:
+      return byte_group_kernels<9>(transform, taco);
+    case 10:
+      return byte_group_kernels<10>(transform, taco);
+    default:
+      throw_error("byte_group_kernels: log2 group size {}", lg);
   }
 }
 }  // namespace
@@ -35,13 +46,16 @@ GroupKernels select_group_kernels(int group_size, bool transform, bool taco, int
   for (int l = 4; l <= 10; ++l)
     if (group_size == 1 << l) lg = l;
   if (lg < 0)
-    throw_input_error("GPU codecs: no kernel for group size {} (supported: 16, 32, 64, 128, 256, "
-                      "512, 1024)", group_size);
+    throw_input_error(
+        "GPU codecs: no kernel for group size {} (supported: 16, 32, 64, 128, 256, "
+        "512, 1024)",
+        group_size);
   if (code_bits == 4) {
     TACO_REQUIRE_INPUT(!taco, "GPU codecs: TACO rules take 8-bit codes, not 4-bit ones");
     return detail::nibble_group_kernels(lg, transform);
   }
-  TACO_REQUIRE_INPUT(code_bits == 8, "GPU codecs: no kernel for {}-bit codes (supported: 8, 4)", code_bits);
+  TACO_REQUIRE_INPUT(code_bits == 8, "GPU codecs: no kernel for {}-bit codes (supported: 8, 4)",
+                     code_bits);
   GroupKernels k = byte_group_kernels(lg, transform, taco);
   detail::add_byte_feedback_kernels(lg, transform, taco, k);
   return k;

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/codecs/codec_params.hpp"
+#include "cuda/codecs/kernel_tuning.hpp"
 
 namespace taco::gpu {
 
@@ -35,11 +36,14 @@ struct StreamTileLayout {
   int out_at, out_bytes, warp_bytes;       // the output stages; everything per warp
 };
 
-__host__ __device__ constexpr int round_up16(int n) { return (n + 15) / 16 * 16; }
+__host__ __device__ constexpr int round_up16(int n) {
+  return (n + 15) / 16 * 16;
+}
 
-__host__ __device__ constexpr StreamTileLayout stream_tile_layout(int tile_groups, int stages, int out_stages,
-                                                                 int group_size, int scale_bytes, bool dual,
-                                                                 int out_elem_bytes) {
+__host__ __device__ constexpr StreamTileLayout stream_tile_layout(int tile_groups, int stages,
+                                                                  int out_stages, int group_size,
+                                                                  int scale_bytes, bool dual,
+                                                                  int out_elem_bytes) {
   StreamTileLayout t{};
   t.code_bytes = tile_groups * group_size;
   t.scale_bytes = tile_groups * scale_bytes;
@@ -55,26 +59,28 @@ __host__ __device__ constexpr StreamTileLayout stream_tile_layout(int tile_group
 
 // The fused kernels of one (group size, transform) pair.
 struct GroupKernels {
-  GroupKernel encode_bf16, encode_f32;  // [chunks] groups of the input dtype -> wire_out
+  GroupKernel encode_bf16, encode_f32;          // [chunks] groups of the input dtype -> wire_out
   GroupKernel encode_ref_bf16, encode_ref_f32;  // the same for TACO's reference rules and no
                                                 // counters (fn null: none; GpuQuant says when)
-  GroupKernel decode;                   // one wire (nsrc == 1) decoded -> out
-  GroupKernel decode_reduce;            // sum over nsrc (>= 1) decoded wires -> out
-  GroupKernel decode_reduce_small;      // the same, for at most kSmallDecodeElems outputs
-  GroupKernel decode_reduce_encode;     // the same sum, re-encoded -> wire_out
-  GroupKernel decode_add_encode;        // encode(decode(src[0]) + in): a ring all-reduce hop
-  GroupKernel decode_stream;            // `decode` through bulk copies (fn null: none); it takes
-                                        // one wire of one chunk of whole groups (GpuQuant checks)
-  GroupKernel encode_feedback_bf16, encode_feedback_f32;  // encode with error feedback: input and
-                                        // residual in, codes and the new residual out
-  GroupKernel chunk_amax;               // the statistics pass of two-level (UE4M3) scales, before
-                                        // any encode of theirs (fn null: 8-bit codes, none)
+  GroupKernel decode;                           // one wire (nsrc == 1) decoded -> out
+  GroupKernel decode_reduce;                    // sum over nsrc (>= 1) decoded wires -> out
+  GroupKernel decode_reduce_small;              // the same, for at most kSmallDecodeElems outputs
+  GroupKernel decode_reduce_encode;             // the same sum, re-encoded -> wire_out
+  GroupKernel decode_add_encode;  // encode(decode(src[0]) + in): a ring all-reduce hop
+  GroupKernel decode_stream;      // `decode` through bulk copies (fn null: none); it takes
+                                  // one wire of one chunk of whole groups (GpuQuant checks)
+  GroupKernel encode_feedback_bf16,
+      encode_feedback_f32;  // encode with error feedback: input and
+                            // residual in, codes and the new residual out
+  GroupKernel chunk_amax;   // the statistics pass of two-level (UE4M3) scales, before
+                            // any encode of theirs (fn null: 8-bit codes, none)
 };
 
 // TACO's reference rules, the ones the encode_ref_* kernels compile in (codec_group.cuh,
 // rule_dual and its siblings): dual scale, no RHT, saturating E4M3, a target in range.
 constexpr bool taco_reference_rules(const QuantRules& q) {
-  return q.taco && q.dual && !q.rht && q.elem == ElemKind::E4M3 && q.saturate && q.target_in_range;
+  return q.taco && q.dual && !q.rht && q.elem == ElemFormat::E4M3 && q.saturate &&
+         q.target_in_range;
 }
 
 // The kernels for groups of group_size, with or without the transform, for the TACO rules or
@@ -89,13 +95,9 @@ GroupKernels nibble_group_kernels(int lg, bool transform);
 void add_byte_feedback_kernels(int lg, bool transform, bool taco, GroupKernels& k);
 }  // namespace detail
 
-inline constexpr int kGroupThreads = 128;  // threads per block of every group kernel
 // Groups per group-kernel launch (chunks x blocks per chunk): the kernels index them in 32 bits.
 // GpuQuant splits a call with more into launches over consecutive chunks.
 inline constexpr int64_t kMaxLaunchGroups = int64_t(1) << 30;
-// Decode launches of at most this many output elements (2 MiB of bf16) take decode_reduce_small:
-// from 2 M outputs on the regrouped kernel is faster, for decodes and decode-reduces.
-inline constexpr int64_t kSmallDecodeElems = int64_t(1) << 20;
 
 // ---- row / column / tensor codecs (codec_kernels_strided.cu) ---------------------------------
 // Rows: one pass; kRowShapes[k] threads per row (one, two or four warps, the block), each holding
@@ -103,10 +105,7 @@ inline constexpr int64_t kSmallDecodeElems = int64_t(1) << 20;
 // rest a second time, from L2). Tensor and column scales need a statistic of the whole chunk
 // first: an amax pass (chunk_amax for tensor, block_amax per column), a scales pass (columns),
 // then an element-wise quantization pass. Decodes are element-wise. Elements: E4M3, E5M2, INT8.
-inline constexpr int kStridedThreads = 256;   // threads per block of every strided kernel
-inline constexpr int kRowThreadElems = 32;    // row elements a thread holds (4 runs of 8)
-inline constexpr int kRowShapes[4] = {32, 64, 128, 256};
-inline constexpr int kNumRowShapes = 4;
+// (Shapes and thresholds: kernel_tuning.hpp.)
 // The row kernel for rows of `cols`: the fewest threads per row whose slab holds the row (a
 // shape with more threads leaves the ones past the row idle).
 inline int row_shape(int64_t cols) {
@@ -118,11 +117,11 @@ inline int row_shape(int64_t cols) {
 struct StridedKernels {
   // [row_shape][in type: 0 bf16, 1 f32][error feedback: 0, 1]
   KernelFn row_encode[kNumRowShapes][2][2];
-  KernelFn tensor_amax[2][2];      // [in type][feedback] -> chunk_amax (zeroed first)
-  KernelFn col_amax[2][2];         // -> block_amax, [chunks][cols] (zeroed first)
-  KernelFn col_scales;             // block_amax -> the wire's scales and block_scale
-  KernelFn tensor_quant[2][2];     // codes from chunk_amax's scale
-  KernelFn col_quant[2][2];        // codes from block_scale
+  KernelFn tensor_amax[2][2];   // [in type][feedback] -> chunk_amax (zeroed first)
+  KernelFn col_amax[2][2];      // -> block_amax, [chunks][cols] (zeroed first)
+  KernelFn col_scales;          // block_amax -> the wire's scales and block_scale
+  KernelFn tensor_quant[2][2];  // codes from chunk_amax's scale
+  KernelFn col_quant[2][2];     // codes from block_scale
   KernelFn tensor_decode, row_decode, col_decode;  // decode + reduce over nsrc wires -> out
 };
 const StridedKernels& strided_kernels();

@@ -9,25 +9,37 @@ namespace {
 template <int LG>
 void byte_feedback_kernels(bool transform, bool taco, GroupKernels& k) {
   if (transform) {
-    if (taco) add_feedback_kernels<LG, true, true>(k);
-    else add_feedback_kernels<LG, true, false>(k);
+    if (taco)
+      add_feedback_kernels<LG, true, true>(k);
+    else
+      add_feedback_kernels<LG, true, false>(k);
   } else {
-    if (taco) add_feedback_kernels<LG, false, true>(k);
-    else add_feedback_kernels<LG, false, false>(k);
+    if (taco)
+      add_feedback_kernels<LG, false, true>(k);
+    else
+      add_feedback_kernels<LG, false, false>(k);
   }
 }
 }  // namespace
 
 void add_byte_feedback_kernels(int lg, bool transform, bool taco, GroupKernels& k) {
   switch (lg) {
-    case 4: return byte_feedback_kernels<4>(transform, taco, k);
-    case 5: return byte_feedback_kernels<5>(transform, taco, k);
-    case 6: return byte_feedback_kernels<6>(transform, taco, k);
-    case 7: return byte_feedback_kernels<7>(transform, taco, k);
-    case 8: return byte_feedback_kernels<8>(transform, taco, k);
-    case 9: return byte_feedback_kernels<9>(transform, taco, k);
-    case 10: return byte_feedback_kernels<10>(transform, taco, k);
-    default: throw_error("add_byte_feedback_kernels: log2 group size {}", lg);
+    case 4:
+      return byte_feedback_kernels<4>(transform, taco, k);
+    case 5:
+      return byte_feedback_kernels<5>(transform, taco, k);
+    case 6:
+      return byte_feedback_kernels<6>(transform, taco, k);
+    case 7:
+      return byte_feedback_kernels<7>(transform, taco, k);
+    case 8:
+      return byte_feedback_kernels<8>(transform, taco, k);
+    case 9:
+      return byte_feedback_kernels<9>(transform, taco, k);
+    case 10:
+      return byte_feedback_kernels<10>(transform, taco, k);
+    default:
+      throw_error("add_byte_feedback_kernels: log2 group size {}", lg);
   }
 }
 

@@ -28,14 +28,9 @@ namespace taco::gpu::detail {
 namespace {
 
 constexpr int kRun = 8;
-// Blocks per multiprocessor the quantizing kernels ask of ptxas (at most 85 registers): with
-// four runs of 16 bytes in flight per thread, 768 threads keep about 48 KiB of loads in flight
-// per multiprocessor, what the group kernels keep. Left to itself ptxas took 106-117 registers
-// (two blocks).
-constexpr int kStridedMinBlocks = 3;
-// With error feedback the residual's loads are in flight too: at 85 registers they spilled.
+// Blocks per multiprocessor the quantizing kernels ask of ptxas (kernel_tuning.hpp says why).
 template <bool kFeedback>
-constexpr int kQuantMinBlocks = kFeedback ? kStridedMinBlocks - 1 : kStridedMinBlocks;
+constexpr int kQuantMinBlocks = tuning::quant_min_blocks(kFeedback);
 
 __device__ __forceinline__ void flush_counts(unsigned long long* stats, unsigned long long sat,
                                              unsigned long long nonfin) {
@@ -57,8 +52,10 @@ template <typename InT>
 __device__ __forceinline__ void load_run_scalar(const InT* src, int n, float (&v)[kRun]) {
 #pragma unroll
   for (int r = 0; r < kRun; ++r) {
-    if constexpr (sizeof(InT) == 2) v[r] = r < n ? bf16_bits_to_float(src[r]) : 0.0f;
-    else v[r] = r < n ? src[r] : 0.0f;
+    if constexpr (sizeof(InT) == 2)
+      v[r] = r < n ? bf16_bits_to_float(src[r]) : 0.0f;
+    else
+      v[r] = r < n ? src[r] : 0.0f;
   }
 }
 
@@ -68,7 +65,8 @@ __device__ __forceinline__ void load_residual_scalar(const float* src, int n, fl
   for (int r = 0; r < kRun; ++r) e[r] = r < n ? src[r] : 0.0f;
 }
 
-__device__ __forceinline__ void store_residual_run(float* dst, int n, bool vec, const float (&e)[kRun]) {
+__device__ __forceinline__ void store_residual_run(float* dst, int n, bool vec,
+                                                   const float (&e)[kRun]) {
   if (vec && n == kRun) {
     __stcs(reinterpret_cast<float4*>(dst), make_float4(e[0], e[1], e[2], e[3]));
     __stcs(reinterpret_cast<float4*>(dst) + 1, make_float4(e[4], e[5], e[6], e[7]));
@@ -79,7 +77,8 @@ __device__ __forceinline__ void store_residual_run(float* dst, int n, bool vec, 
     if (r < n) dst[r] = e[r];
 }
 
-__device__ __forceinline__ void store_code_run(uint8_t* dst, int n, bool vec, const uint32_t (&w)[2]) {
+__device__ __forceinline__ void store_code_run(uint8_t* dst, int n, bool vec,
+                                               const uint32_t (&w)[2]) {
   if (vec && n == kRun) {
     *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
     return;
@@ -89,7 +88,8 @@ __device__ __forceinline__ void store_code_run(uint8_t* dst, int n, bool vec, co
     if (r < n) dst[r] = uint8_t(w[r / 4] >> (8 * (r % 4)));
 }
 
-__device__ __forceinline__ void load_code_run(const uint8_t* src, int n, bool vec, uint32_t (&w)[2]) {
+__device__ __forceinline__ void load_code_run(const uint8_t* src, int n, bool vec,
+                                              uint32_t (&w)[2]) {
   if (vec && n == kRun) {
     const uint2 q = __ldcs(reinterpret_cast<const uint2*>(src));
     w[0] = q.x;
@@ -103,12 +103,14 @@ __device__ __forceinline__ void load_code_run(const uint8_t* src, int n, bool ve
 }
 
 // out[i], i < n, as out_type (element offset `at` of out).
-__device__ __forceinline__ void store_out_run(const KernelParams& p, int64_t at, int n, bool vec, const float (&v)[kRun]) {
-  if (p.out_type == DataType::BF16) {
+__device__ __forceinline__ void store_out_run(const KernelParams& p, int64_t at, int n, bool vec,
+                                              const float (&v)[kRun]) {
+  if (p.out_type == DType::BF16) {
     uint16_t* o = static_cast<uint16_t*>(p.out) + at;
     if (vec && n == kRun) {
-      __stcs(reinterpret_cast<uint4*>(o), make_uint4(bf16x2_bits_hw(v[0], v[1]), bf16x2_bits_hw(v[2], v[3]),
-                                                     bf16x2_bits_hw(v[4], v[5]), bf16x2_bits_hw(v[6], v[7])));
+      __stcs(reinterpret_cast<uint4*>(o),
+             make_uint4(bf16x2_bits_hw(v[0], v[1]), bf16x2_bits_hw(v[2], v[3]),
+                        bf16x2_bits_hw(v[4], v[5]), bf16x2_bits_hw(v[6], v[7])));
       return;
     }
 #pragma unroll
@@ -134,8 +136,9 @@ __device__ __forceinline__ void store_out_run(const KernelParams& p, int64_t at,
 // 16-byte load per thread in flight. With vectors allowed, cols % kRun == 0, so a run is whole
 // (n = kRun) or past the end (n = 0).
 template <typename InT, bool kFeedback, int K>
-__device__ __forceinline__ void load_runs(const KernelParams& p, const int64_t (&at)[K], const int (&n)[K],
-                                          float (&v)[K][kRun], unsigned long long* nonfin) {
+__device__ __forceinline__ void load_runs(const KernelParams& p, const int64_t (&at)[K],
+                                          const int (&n)[K], float (&v)[K][kRun],
+                                          unsigned long long* nonfin) {
   if (p.in_vec16 && (!kFeedback || p.residual_vec16)) {
     constexpr int kVecs = sizeof(InT) == 2 ? 1 : 2;  // 16-byte loads per run
     uint4 raw[K][kVecs];
@@ -144,11 +147,13 @@ __device__ __forceinline__ void load_runs(const KernelParams& p, const int64_t (
     for (int k = 0; k < K; ++k) {
       const uint4* src = reinterpret_cast<const uint4*>(static_cast<const InT*>(p.in) + at[k]);
 #pragma unroll
-      for (int w = 0; w < kVecs; ++w) raw[k][w] = n[k] > 0 ? __ldg(src + w) : make_uint4(0, 0, 0, 0);
+      for (int w = 0; w < kVecs; ++w)
+        raw[k][w] = n[k] > 0 ? __ldg(src + w) : make_uint4(0, 0, 0, 0);
       if constexpr (kFeedback) {
         const float4* e = reinterpret_cast<const float4*>(p.residual + at[k]);
 #pragma unroll
-        for (int w = 0; w < 2; ++w) res[k][w] = n[k] > 0 ? __ldcs(e + w) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int w = 0; w < 2; ++w)
+          res[k][w] = n[k] > 0 ? __ldcs(e + w) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
     }
 #pragma unroll
@@ -156,7 +161,8 @@ __device__ __forceinline__ void load_runs(const KernelParams& p, const int64_t (
       if constexpr (sizeof(InT) == 2) {
         const uint32_t w[4] = {raw[k][0].x, raw[k][0].y, raw[k][0].z, raw[k][0].w};
 #pragma unroll
-        for (int r = 0; r < kRun; ++r) v[k][r] = bitsf(r % 2 ? (w[r / 2] & 0xffff0000u) : (w[r / 2] << 16));
+        for (int r = 0; r < kRun; ++r)
+          v[k][r] = bitsf(r % 2 ? (w[r / 2] & 0xffff0000u) : (w[r / 2] << 16));
       } else {
 #pragma unroll
         for (int r = 0; r < kRun; ++r) {
@@ -201,7 +207,9 @@ __device__ __forceinline__ float runs_absmax_nan(const float (&v)[K][kRun]) {
     for (int r = 0; r < kRun; ++r) m = fmax_nan(m, fabsf(v[k][r]));
   return m;
 }
-__device__ __forceinline__ bool finite_max(float m) { return m <= kHdFltMax; }
+__device__ __forceinline__ bool finite_max(float m) {
+  return m <= kHdFltMax;
+}
 
 // The largest finite |value| of K runs as bits, from their runs_absmax_nan.
 template <int K>
@@ -229,8 +237,9 @@ __device__ __forceinline__ RunScale run_scale(float s, const QuantRules& q) {
 // e' = v - finite(code * s). Counts saturated codes of the n valid elements. finite: every value
 // of v is finite (finite(v) = v, no test per element).
 template <bool kFeedback>
-__device__ __forceinline__ void quantize_run(const QuantRules& q, const RunScale& rs, int n, float (&v)[kRun],
-                                             uint32_t (&w)[2], unsigned long long& sat, bool count, bool finite) {
+__device__ __forceinline__ void quantize_run(const QuantRules& q, const RunScale& rs, int n,
+                                             float (&v)[kRun], uint32_t (&w)[2],
+                                             unsigned long long& sat, bool count, bool finite) {
   float t[kRun];
   if (rs.fast && finite) {
 #pragma unroll
@@ -245,7 +254,8 @@ __device__ __forceinline__ void quantize_run(const QuantRules& q, const RunScale
   encode_quads<kRun, true>(t, w, q);
   if (count)
 #pragma unroll
-    for (int r = 0; r < kRun; ++r) sat += (r < n && is_sat_code((w[r / 4] >> (8 * (r % 4))) & 0xffu, q)) ? 1u : 0u;
+    for (int r = 0; r < kRun; ++r)
+      sat += (r < n && is_sat_code((w[r / 4] >> (8 * (r % 4))) & 0xffu, q)) ? 1u : 0u;
   if constexpr (kFeedback) {
     float d[kRun];
     decode_elems<kRun>(w, rs.s, q.elem, d);
@@ -255,9 +265,12 @@ __device__ __forceinline__ void quantize_run(const QuantRules& q, const RunScale
 }
 
 // Stores a block's scale code in the wire (aligned fp32 scales as one store).
-__device__ __forceinline__ void put_scale(uint8_t* sp, uint32_t code, const QuantRules& q, bool vec4) {
-  if (q.scale_bytes == 4 && vec4) *reinterpret_cast<uint32_t*>(sp) = code;
-  else put_le(sp, code, q.scale_bytes);
+__device__ __forceinline__ void put_scale(uint8_t* sp, uint32_t code, const QuantRules& q,
+                                          bool vec4) {
+  if (q.scale_bytes == 4 && vec4)
+    *reinterpret_cast<uint32_t*>(sp) = code;
+  else
+    put_le(sp, code, q.scale_bytes);
 }
 // The scale a wire stores for block b.
 __device__ __forceinline__ float wire_scale(const uint8_t* wire, int64_t b, const KernelParams& p) {
@@ -271,7 +284,8 @@ __device__ __forceinline__ float wire_scale(const uint8_t* wire, int64_t b, cons
 // rows at a time. Thread t of a row holds, per slab of kRowThreads * kRowThreadElems elements,
 // the runs t, kRowThreads + t, ... (each run's accesses coalesced across the row's threads).
 template <typename InT, int kRowThreads, bool kFeedback>
-__global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>) row_encode_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>)
+    row_encode_kernel(const __grid_constant__ KernelParams p) {
   constexpr int kRuns = kRowThreadElems / kRun;
   constexpr int kRowsPerBlock = kStridedThreads / kRowThreads;
   constexpr int kWarpsPerRow = kRowThreads / 32;
@@ -286,14 +300,15 @@ __global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>) r
   const bool count = p.stats != nullptr;
   int parity = 0;
   // The loop's trip count is the block's (its barrier); a row past the end moves nothing.
-  for (int64_t base = int64_t(blockIdx.x) * kRowsPerBlock; base < nrows; base += int64_t(gridDim.x) * kRowsPerBlock) {
+  for (int64_t base = int64_t(blockIdx.x) * kRowsPerBlock; base < nrows;
+       base += int64_t(gridDim.x) * kRowsPerBlock) {
     const int64_t R = base + sub;
     const bool valid = R < nrows;
     // (a 64-bit division per row costs more than the row's amax: one chunk needs none, and
     // row counts below 2^32 take the 32-bit one)
     const int64_t c = !valid || p.chunks == 1 ? 0
-                      : nrows <= 0xffffffffll  ? int64_t(uint32_t(R) / uint32_t(rows))
-                                               : R / rows;
+                      : nrows <= 0xffffffffll ? int64_t(uint32_t(R) / uint32_t(rows))
+                                              : R / rows;
     const int64_t r = valid ? R - c * rows : 0;
     const int64_t ncols = valid ? cols : 0;
     const int64_t row_at = c * p.in_stride + r * cols;  // the row's first element (input, residual)
@@ -343,7 +358,8 @@ __global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>) r
         if (n[k] > 0) {
           const int64_t j = at[k] - row_at;
           store_code_run(codes + j, n[k], p.code_vec, w);
-          if constexpr (kFeedback) store_residual_run(p.residual + at[k], n[k], p.residual_vec16, v[k]);
+          if constexpr (kFeedback)
+            store_residual_run(p.residual + at[k], n[k], p.residual_vec16, v[k]);
         }
       }
     }
@@ -358,8 +374,8 @@ constexpr int kBatch = 4;
 
 // Runs u0, u0 + nthreads, ... of chunk c: element offsets at[] and valid elements n[].
 template <int K>
-__device__ __forceinline__ void flat_runs(const KernelParams& p, int64_t c, int64_t u0, int64_t nthreads,
-                                          int64_t (&at)[K], int (&n)[K]) {
+__device__ __forceinline__ void flat_runs(const KernelParams& p, int64_t c, int64_t u0,
+                                          int64_t nthreads, int64_t (&at)[K], int (&n)[K]) {
   const int64_t numel = p.geo.numel;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
@@ -370,8 +386,10 @@ __device__ __forceinline__ void flat_runs(const KernelParams& p, int64_t c, int6
 }
 
 template <typename InT, bool kFeedback>
-__global__ void __launch_bounds__(kStridedThreads) tensor_amax_kernel(const __grid_constant__ KernelParams p) {
-  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x, nthreads = int64_t(gridDim.x) * kStridedThreads;
+__global__ void __launch_bounds__(kStridedThreads)
+    tensor_amax_kernel(const __grid_constant__ KernelParams p) {
+  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x,
+                nthreads = int64_t(gridDim.x) * kStridedThreads;
   const int64_t numel = p.geo.numel, runs = (numel + kRun - 1) / kRun;
   unsigned long long nonfin = 0;
   const bool count = p.stats != nullptr;
@@ -392,9 +410,11 @@ __global__ void __launch_bounds__(kStridedThreads) tensor_amax_kernel(const __gr
 }
 
 template <typename InT, bool kFeedback>
-__global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>) tensor_quant_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>)
+    tensor_quant_kernel(const __grid_constant__ KernelParams p) {
   const QuantRules& q = p.rules;
-  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x, nthreads = int64_t(gridDim.x) * kStridedThreads;
+  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x,
+                nthreads = int64_t(gridDim.x) * kStridedThreads;
   const int64_t numel = p.geo.numel, runs = (numel + kRun - 1) / kRun;
   unsigned long long sat = 0;
   const bool count = p.stats != nullptr;
@@ -416,7 +436,8 @@ __global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>) t
         uint32_t w[2];
         quantize_run<kFeedback>(q, rs, n[k], v[k], w, sat, count, finite);
         store_code_run(wire + (at[k] - c * p.in_stride), n[k], p.code_vec, w);
-        if constexpr (kFeedback) store_residual_run(p.residual + at[k], n[k], p.residual_vec16, v[k]);
+        if constexpr (kFeedback)
+          store_residual_run(p.residual + at[k], n[k], p.residual_vec16, v[k]);
       }
     }
   }
@@ -432,7 +453,8 @@ struct Tile {
   int n;                 // valid columns
 };
 __device__ __forceinline__ Tile tile_of(const KernelParams& p, int64_t item) {
-  const int64_t ncr = (p.geo.cols + kRun - 1) / kRun, nrb = (p.geo.rows + p.tile_rows - 1) / p.tile_rows;
+  const int64_t ncr = (p.geo.cols + kRun - 1) / kRun,
+                nrb = (p.geo.rows + p.tile_rows - 1) / p.tile_rows;
   const int64_t cr = item % ncr, rest = item / ncr, rb = rest % nrb;
   Tile t;
   t.c = rest / nrb;
@@ -444,8 +466,8 @@ __device__ __forceinline__ Tile tile_of(const KernelParams& p, int64_t item) {
 }
 // Rows r0 .. r0 + kBatch - 1 of a tile (a row past the tile: n = 0, at its first row).
 template <int K>
-__device__ __forceinline__ void tile_runs(const KernelParams& p, const Tile& tl, int64_t base, int64_t r0,
-                                          int64_t (&at)[K], int (&n)[K]) {
+__device__ __forceinline__ void tile_runs(const KernelParams& p, const Tile& tl, int64_t base,
+                                          int64_t r0, int64_t (&at)[K], int (&n)[K]) {
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const bool in = r0 + k < tl.r1;
@@ -454,12 +476,15 @@ __device__ __forceinline__ void tile_runs(const KernelParams& p, const Tile& tl,
   }
 }
 __device__ __forceinline__ int64_t tile_count(const KernelParams& p) {
-  return p.chunks * ((p.geo.rows + p.tile_rows - 1) / p.tile_rows) * ((p.geo.cols + kRun - 1) / kRun);
+  return p.chunks * ((p.geo.rows + p.tile_rows - 1) / p.tile_rows) *
+         ((p.geo.cols + kRun - 1) / kRun);
 }
 
 template <typename InT, bool kFeedback>
-__global__ void __launch_bounds__(kStridedThreads) col_amax_kernel(const __grid_constant__ KernelParams p) {
-  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x, nthreads = int64_t(gridDim.x) * kStridedThreads;
+__global__ void __launch_bounds__(kStridedThreads)
+    col_amax_kernel(const __grid_constant__ KernelParams p) {
+  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x,
+                nthreads = int64_t(gridDim.x) * kStridedThreads;
   const int64_t items = tile_count(p);
   unsigned long long nonfin = 0;
   const bool count = p.stats != nullptr;
@@ -486,22 +511,25 @@ __global__ void __launch_bounds__(kStridedThreads) col_amax_kernel(const __grid_
 }
 
 // One thread per (chunk, column): the scale from the amax, into the wire and block_scale.
-__global__ void __launch_bounds__(kStridedThreads) col_scales_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kStridedThreads)
+    col_scales_kernel(const __grid_constant__ KernelParams p) {
   const int64_t n = p.chunks * p.geo.cols;
-  for (int64_t i = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x; i < n; i += int64_t(gridDim.x) * kStridedThreads) {
+  for (int64_t i = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * kStridedThreads) {
     const int64_t c = i / p.geo.cols, col = i - c * p.geo.cols;
     const ScaleOut so = block_scale(bitsf(p.block_amax[i]), p.rules);
-    put_le(p.wire_out + c * p.wire_out_stride + p.geo.scale_off + col * p.rules.scale_bytes, so.code,
-           p.rules.scale_bytes);
+    put_le(p.wire_out + c * p.wire_out_stride + p.geo.scale_off + col * p.rules.scale_bytes,
+           so.code, p.rules.scale_bytes);
     p.block_scale[i] = so.s;
   }
 }
 
-// (Two blocks per multiprocessor: its columns' scales and reciprocals take 24 registers more.)
 template <typename InT, bool kFeedback>
-__global__ void __launch_bounds__(kStridedThreads, kStridedMinBlocks - 1) col_quant_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kStridedThreads, tuning::kColQuantMinBlocks)
+    col_quant_kernel(const __grid_constant__ KernelParams p) {
   const QuantRules& q = p.rules;
-  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x, nthreads = int64_t(gridDim.x) * kStridedThreads;
+  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x,
+                nthreads = int64_t(gridDim.x) * kStridedThreads;
   const int64_t items = tile_count(p);
   unsigned long long sat = 0;
   const bool count = p.stats != nullptr;
@@ -550,7 +578,8 @@ __global__ void __launch_bounds__(kStridedThreads, kStridedMinBlocks - 1) col_qu
         if constexpr (kFeedback) {
 #pragma unroll
           for (int e = 0; e < kRun; ++e) {
-            const float dec = __fmul_rn(code_value((w[e / 4] >> (8 * (e % 4))) & 0xffu, q.elem), s[e]);
+            const float dec =
+                __fmul_rn(code_value((w[e / 4] >> (8 * (e % 4))) & 0xffu, q.elem), s[e]);
             v[k][e] = __fsub_rn(v[k][e], finite_or_zero(dec));
           }
           store_residual_run(p.residual + base + at, tl.n, p.residual_vec16, v[k]);
@@ -565,13 +594,16 @@ __global__ void __launch_bounds__(kStridedThreads, kStridedMinBlocks - 1) col_qu
 // out = decode(src[0]) + decode(src[1]) + ... in fp32 (rounded to bf16 first when round_sum_bf16:
 // the decode-reduce-encode fallback), then out_type. Tensor scales over flat runs; row and column
 // scales over tiles.
-__device__ __forceinline__ void decode_run(const QuantRules& q, const uint32_t (&w)[2], float s, float (&d)[kRun]) {
+__device__ __forceinline__ void decode_run(const QuantRules& q, const uint32_t (&w)[2], float s,
+                                           float (&d)[kRun]) {
   decode_elems<kRun>(w, s, q.elem, d);
 }
 
-__global__ void __launch_bounds__(kStridedThreads) tensor_decode_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kStridedThreads)
+    tensor_decode_kernel(const __grid_constant__ KernelParams p) {
   const QuantRules& q = p.rules;
-  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x, nthreads = int64_t(gridDim.x) * kStridedThreads;
+  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x,
+                nthreads = int64_t(gridDim.x) * kStridedThreads;
   const int64_t numel = p.geo.numel, runs = (numel + kRun - 1) / kRun;
   for (int64_t c = 0; c < p.chunks; ++c) {
     const float s0 = wire_scale(p.src[0] + c * p.wire_in_stride, 0, p);
@@ -583,7 +615,8 @@ __global__ void __launch_bounds__(kStridedThreads) tensor_decode_kernel(const __
       for (int b = 0; b < kBatch; ++b) {
         const int64_t u = u0 + b * nthreads;
         n[b] = int(max(int64_t(0), min(int64_t(kRun), numel - u * kRun)));
-        load_code_run(p.src[0] + c * p.wire_in_stride + min(u * kRun, numel), n[b], p.code_vec, w0[b]);
+        load_code_run(p.src[0] + c * p.wire_in_stride + min(u * kRun, numel), n[b], p.code_vec,
+                      w0[b]);
       }
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
@@ -610,9 +643,11 @@ __global__ void __launch_bounds__(kStridedThreads) tensor_decode_kernel(const __
 }
 
 template <bool kCol>
-__global__ void __launch_bounds__(kStridedThreads) tile_decode_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kStridedThreads)
+    tile_decode_kernel(const __grid_constant__ KernelParams p) {
   const QuantRules& q = p.rules;
-  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x, nthreads = int64_t(gridDim.x) * kStridedThreads;
+  const int64_t tid = int64_t(blockIdx.x) * kStridedThreads + threadIdx.x,
+                nthreads = int64_t(gridDim.x) * kStridedThreads;
   const int64_t items = tile_count(p), cols = p.geo.cols;
   for (int64_t i = tid; i < items; i += nthreads) {
     const Tile tl = tile_of(p, i);

@@ -7,41 +7,42 @@
 // Codes are bytes, or two per byte for 4-bit elements (element 2i in the low nibble). The GPU
 // runs no asymmetric codec, so UE4M3 codecs have no aux bytes and S_t sits at aux_off.
 // Offsets are bytes within a chunk; strides are elements (inputs, outputs) or bytes (wire).
+// The enums are the CPU library's (formats/kinds.hpp, codecs/block_kinds.hpp, core/dtype.hpp):
+// one set for both backends. Tensors on the device are DType::F32 or DType::BF16 (the host
+// checks, GpuQuant).
 #include <cstdint>
+
+#include "codecs/block_kinds.hpp"
+#include "core/dtype.hpp"
+#include "formats/kinds.hpp"
 
 namespace taco::gpu {
 
-enum class ElemKind : int32_t { E4M3 = 0, E5M2 = 1, INT8 = 2, E2M1 = 3, INT4 = 4 };
-enum class ScaleKind : int32_t { F32 = 0, BF16 = 1, F16 = 2, E8M0 = 3, UE4M3 = 4 };
-enum class ScaleRoundKind : int32_t { Exact = 0, Up = 1, Nearest = 2, OcpFloor = 3 };
-enum class BlockKind : int32_t { Group = 0, Row = 1, Tensor = 2, Col = 3 };
-enum class DataType : int32_t { F32 = 0, BF16 = 1 };
-
-inline constexpr int kMaxSources = 16;   // decode-reduce inputs per launch
+inline constexpr int kMaxSources = 16;  // decode-reduce inputs per launch
 inline constexpr int kMaxGroupSize = 1024;
 
 // What the variant does (fixed per codec).
 struct QuantRules {
-  ElemKind elem;
-  int32_t saturate;        // 1: SATFINITE element encode; 0: overflow -> NaN / Inf
-  ScaleKind scale;
-  ScaleRoundKind sround;
-  int32_t scale_bytes;     // 4, 2 or 1
-  int32_t emax;            // OCP MX: exponent of the element's largest power of two
-  BlockKind blocks;
-  int32_t group;           // G (Group); 0 otherwise
-  int32_t taco;            // TACO scale rules (methods.md 1.4)
-  int32_t dual;            // + adaptive scale s_a
-  int32_t transform;       // Hadamard of size G
-  int32_t rht;             // randomized: negate the inputs of rht_neg before the transform
-  float target;            // T
-  float lambda;            // dual only
-  float fmax;              // F in s_a (448 / 57344)
-  float hconst;            // float(1 / sqrt(G))
-  float qmax;              // INT8: 127, INT4: 7
-  int32_t fast_div;        // 1: per-group scale divisions may use the reciprocal + FMA correction
-                           // (exact for every quotient that matters, see codec_formats.cuh); 0
-                           // when the target range is so large that quotients could overflow
+  ElemFormat elem;
+  int32_t saturate;  // 1: SATFINITE element encode; 0: overflow -> NaN / Inf
+  ScaleFormat scale;
+  ScaleRound sround;
+  int32_t scale_bytes;  // 4, 2 or 1
+  int32_t emax;         // OCP MX: exponent of the element's largest power of two
+  Granularity blocks;
+  int32_t group;            // G (Group); 0 otherwise
+  int32_t taco;             // TACO scale rules (methods.md 1.4)
+  int32_t dual;             // + adaptive scale s_a
+  int32_t transform;        // Hadamard of size G
+  int32_t rht;              // randomized: negate the inputs of rht_neg before the transform
+  float target;             // T
+  float lambda;             // dual only
+  float fmax;               // F in s_a (448 / 57344)
+  float hconst;             // float(1 / sqrt(G))
+  float qmax;               // INT8: 127, INT4: 7
+  int32_t fast_div;         // 1: per-group scale divisions may use the reciprocal + FMA correction
+                            // (exact for every quotient that matters, see codec_formats.cuh); 0
+                            // when the target range is so large that quotients could overflow
   int32_t target_in_range;  // TACO: T in [2^-39, 2^40], so s_q = max(M, 1e-12) / T may skip the
                             // division's range test wherever the clamp to [1e-12, 1e6] lets it
                             // through (codec_group.cuh encode_group)
@@ -58,10 +59,10 @@ enum class ValueSource : int32_t { Input = 0, InputFeedback = 1, DecodeSum = 2, 
 // Geometry of one chunk (the CPU QuantLayout for [rows, cols]).
 struct ChunkGeometry {
   int64_t rows, cols, numel;
-  int64_t nblocks;         // scale blocks per chunk
-  int64_t block_len;       // G, cols (row), rows (col) or numel (tensor)
-  int64_t code_bytes;      // 8-bit codes: numel, or nblocks * G when groups are transformed;
-                           // 4-bit codes: half that, rounded up
+  int64_t nblocks;     // scale blocks per chunk
+  int64_t block_len;   // G, cols (row), rows (col) or numel (tensor)
+  int64_t code_bytes;  // 8-bit codes: numel, or nblocks * G when groups are transformed;
+                       // 4-bit codes: half that, rounded up
   int64_t scale_off, aux_off, total;
 };
 
@@ -76,24 +77,24 @@ struct KernelParams {
   int32_t nb_shift;
 
   // encode input (also the re-encode target of decode-reduce-encode: wire_out)
-  const void* in;          // [chunks][in_stride] elements of in_type
-  DataType in_type;
-  int64_t in_stride;       // elements between chunks
-  uint8_t* wire_out;       // [chunks][wire_stride] bytes
+  const void* in;  // [chunks][in_stride] elements of in_type
+  DType in_type;
+  int64_t in_stride;  // elements between chunks
+  uint8_t* wire_out;  // [chunks][wire_stride] bytes
   int64_t wire_out_stride;
 
   // decode input: `nsrc` wire buffers (1 for a plain decode), each [chunks][wire_in_stride]
   const uint8_t* src[kMaxSources];
   int32_t nsrc;
   int64_t wire_in_stride;
-  void* out;               // [chunks][out_stride] elements of out_type
-  DataType out_type;
+  void* out;  // [chunks][out_stride] elements of out_type
+  DType out_type;
   int64_t out_stride;
   int32_t round_sum_bf16;  // decode-reduce-encode: round the fp32 sum to bf16 before encoding
 
   // per-block scratch of the column kernels: amax bits, the scale in use
-  uint32_t* block_amax;    // [chunks * nblocks]
-  float* block_scale;      // [chunks * nblocks]
+  uint32_t* block_amax;  // [chunks * nblocks]
+  float* block_scale;    // [chunks * nblocks]
   // The largest finite |value| of each chunk, as float bits (atomicMax; zeroed by the host before
   // the pass that fills it): the statistic of UE4M3's tensor scale S_t (group codecs) and of
   // tensor scales. [chunks]
@@ -102,17 +103,17 @@ struct KernelParams {
   unsigned long long* stats;  // optional: [0] saturated codes, [1] non-finite inputs
 
   // vector-access permissions (alignment of pointers and strides checked on the host)
-  int32_t in_vec16;        // input rows of a full group may be read with 16-byte loads
-  int32_t code_vec;        // code runs may be accessed with their natural vector width
-  int32_t scale_vec4;      // fp32 scales are 4-byte aligned
-  int32_t out_vec16;       // output runs may be written with vector stores
+  int32_t in_vec16;    // input rows of a full group may be read with 16-byte loads
+  int32_t code_vec;    // code runs may be accessed with their natural vector width
+  int32_t scale_vec4;  // fp32 scales are 4-byte aligned
+  int32_t out_vec16;   // output runs may be written with vector stores
 
   ValueSource value_source;  // what the statistics pass reads
   // Error feedback: the caller's fp32 residual e, [chunks][in_stride] like the input, read and
   // rewritten in place (e' = v - decode(encode(v)), v = x + e; GpuQuant::encode_ef).
   float* residual;
   int32_t residual_vec16;  // the residual may be accessed with 16-byte vectors
-  int32_t tile_rows;       // column codecs: rows of the tiles a thread walks (codec_kernels_strided.cu)
+  int32_t tile_rows;  // column codecs: rows of the tiles a thread walks (codec_kernels_strided.cu)
 };
 
 }  // namespace taco::gpu

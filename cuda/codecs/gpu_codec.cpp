@@ -6,9 +6,9 @@
 #include "codecs/quant_codec.hpp"
 #include "codecs/structured/structured.hpp"
 #include "core/error.hpp"
+#include "cuda/codecs/gpu_quant.hpp"
 #include "cuda/runtime/cuda_check.hpp"
 #include "cuda/runtime/device.hpp"
-#include "cuda/codecs/gpu_quant.hpp"
 
 namespace taco::gpu {
 
@@ -36,13 +36,15 @@ class GpuCodec final : public taco::Codec {
     const cudaStream_t s = stream_.get();
     TACO_CUDA_CHECK(cudaMemcpyAsync(in_.get(), x, in_bytes, cudaMemcpyHostToDevice, s));
     TACO_CUDA_CHECK(cudaMemsetAsync(stats_.get(), 0, 2 * sizeof(unsigned long long), s));
-    q_.encode(in_.get(), DataType::F32, 1, rows, cols, wire_.as<uint8_t>(), s,
+    q_.encode(in_.get(), DType::F32, 1, rows, cols, wire_.as<uint8_t>(), s,
               stats ? stats_.as<unsigned long long>() : nullptr);
     std::vector<uint8_t> wire(static_cast<size_t>(bytes));
     unsigned long long counters[2] = {0, 0};
-    TACO_CUDA_CHECK(cudaMemcpyAsync(wire.data(), wire_.get(), size_t(bytes), cudaMemcpyDeviceToHost, s));
+    TACO_CUDA_CHECK(
+        cudaMemcpyAsync(wire.data(), wire_.get(), size_t(bytes), cudaMemcpyDeviceToHost, s));
     if (stats)
-      TACO_CUDA_CHECK(cudaMemcpyAsync(counters, stats_.get(), sizeof counters, cudaMemcpyDeviceToHost, s));
+      TACO_CUDA_CHECK(
+          cudaMemcpyAsync(counters, stats_.get(), sizeof counters, cudaMemcpyDeviceToHost, s));
     stream_.synchronize();
     if (stats) {
       stats->saturated += int64_t(counters[0]);
@@ -51,33 +53,38 @@ class GpuCodec final : public taco::Codec {
     return wire;
   }
 
-  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const override {
+  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+              float* out) const override {
     const int64_t bytes = q_.chunk_bytes(rows, cols);
-    TACO_REQUIRE_INPUT(int64_t(nbytes) == bytes, "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}",
-                       name(), nbytes, rows, cols, bytes);
+    TACO_REQUIRE_INPUT(int64_t(nbytes) == bytes,
+                       "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name(),
+                       nbytes, rows, cols, bytes);
     const size_t out_bytes = size_t(rows * cols) * sizeof(float);
     ensure(wire_, nbytes, "cudaMalloc(GPU codec wire buffer)");
     ensure(out_, out_bytes, "cudaMalloc(GPU codec output)");
     const cudaStream_t s = stream_.get();
     TACO_CUDA_CHECK(cudaMemcpyAsync(wire_.get(), wire, nbytes, cudaMemcpyHostToDevice, s));
-    q_.decode(wire_.as<uint8_t>(), 1, rows, cols, out_.get(), DataType::F32, s);
+    q_.decode(wire_.as<uint8_t>(), 1, rows, cols, out_.get(), DType::F32, s);
     TACO_CUDA_CHECK(cudaMemcpyAsync(out, out_.get(), out_bytes, cudaMemcpyDeviceToHost, s));
     stream_.synchronize();
   }
 
-  void decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols, float* out) const override {
-    if (wires.empty() || wires.size() > size_t(kMaxSources)) return Codec::decode_reduce(wires, rows, cols, out);
+  void decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols,
+                     float* out) const override {
+    if (wires.empty() || wires.size() > size_t(kMaxSources))
+      return Codec::decode_reduce(wires, rows, cols, out);
     const cudaStream_t s = stream_.get();
     const std::vector<const uint8_t*> src = upload_wires(wires, rows, cols);
     const size_t out_bytes = size_t(rows * cols) * sizeof(float);
     ensure(out_, out_bytes, "cudaMalloc(GPU codec output)");
-    q_.decode_reduce(src, 1, rows, cols, out_.get(), DataType::F32, s);
+    q_.decode_reduce(src, 1, rows, cols, out_.get(), DType::F32, s);
     TACO_CUDA_CHECK(cudaMemcpyAsync(out, out_.get(), out_bytes, cudaMemcpyDeviceToHost, s));
     stream_.synchronize();
   }
 
-  void decode_reduce_encode(const std::vector<WireView>& wires, int64_t rows, int64_t cols, bool round_bf16,
-                            std::vector<uint8_t>& wire_out, EncodeStats* stats) const override {
+  void decode_reduce_encode(const std::vector<WireView>& wires, int64_t rows, int64_t cols,
+                            bool round_bf16, std::vector<uint8_t>& wire_out,
+                            EncodeStats* stats) const override {
     if (wires.empty() || wires.size() > size_t(kMaxSources))
       return Codec::decode_reduce_encode(wires, rows, cols, round_bf16, wire_out, stats);
     const cudaStream_t s = stream_.get();
@@ -92,7 +99,8 @@ class GpuCodec final : public taco::Codec {
   void decode_add_encode(WireView wire_in, const float* own, int64_t rows, int64_t cols,
                          std::vector<uint8_t>& wire_out, EncodeStats* stats) const override {
     // The fused kernel has no counters; and only flat-group codecs have it.
-    if (!q_.fused() || stats) return Codec::decode_add_encode(wire_in, own, rows, cols, wire_out, stats);
+    if (!q_.fused() || stats)
+      return Codec::decode_add_encode(wire_in, own, rows, cols, wire_out, stats);
     const cudaStream_t s = stream_.get();
     const std::vector<const uint8_t*> src = upload_wires({wire_in}, rows, cols);
     const int64_t bytes = q_.chunk_bytes(rows, cols);
@@ -100,7 +108,7 @@ class GpuCodec final : public taco::Codec {
     ensure(in_, in_bytes, "cudaMalloc(GPU codec input)");
     ensure(out_, size_t(bytes), "cudaMalloc(GPU codec wire output)");
     TACO_CUDA_CHECK(cudaMemcpyAsync(in_.get(), own, in_bytes, cudaMemcpyHostToDevice, s));
-    q_.decode_add_encode(src[0], in_.get(), DataType::F32, rows, cols, out_.as<uint8_t>(), s);
+    q_.decode_add_encode(src[0], in_.get(), DType::F32, rows, cols, out_.as<uint8_t>(), s);
     download_wire(bytes, wire_out, nullptr, s);
   }
 
@@ -110,16 +118,19 @@ class GpuCodec final : public taco::Codec {
   }
 
   // Copies the wires, one after the other, into the device wire buffer; their device addresses.
-  std::vector<const uint8_t*> upload_wires(const std::vector<WireView>& wires, int64_t rows, int64_t cols) const {
+  std::vector<const uint8_t*> upload_wires(const std::vector<WireView>& wires, int64_t rows,
+                                           int64_t cols) const {
     const int64_t bytes = q_.chunk_bytes(rows, cols);  // InputError for bad shapes
     for (const WireView& w : wires)
-      TACO_REQUIRE_INPUT(int64_t(w.size) == bytes, "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}",
-                         name(), w.size, rows, cols, bytes);
+      TACO_REQUIRE_INPUT(int64_t(w.size) == bytes,
+                         "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name(),
+                         w.size, rows, cols, bytes);
     ensure(wire_, size_t(bytes) * wires.size(), "cudaMalloc(GPU codec wire buffer)");
     std::vector<const uint8_t*> src;
     for (size_t i = 0; i < wires.size(); ++i) {
       uint8_t* d = wire_.as<uint8_t>() + i * size_t(bytes);
-      TACO_CUDA_CHECK(cudaMemcpyAsync(d, wires[i].data, size_t(bytes), cudaMemcpyHostToDevice, stream_.get()));
+      TACO_CUDA_CHECK(
+          cudaMemcpyAsync(d, wires[i].data, size_t(bytes), cudaMemcpyHostToDevice, stream_.get()));
       src.push_back(d);
     }
     return src;
@@ -135,11 +146,14 @@ class GpuCodec final : public taco::Codec {
   }
 
   // out_ (the encoded bytes) to wire_out and the counters to stats; waits for the stream.
-  void download_wire(int64_t bytes, std::vector<uint8_t>& wire_out, EncodeStats* stats, cudaStream_t s) const {
+  void download_wire(int64_t bytes, std::vector<uint8_t>& wire_out, EncodeStats* stats,
+                     cudaStream_t s) const {
     wire_out.resize(size_t(bytes));
     unsigned long long c[2] = {0, 0};
-    TACO_CUDA_CHECK(cudaMemcpyAsync(wire_out.data(), out_.get(), size_t(bytes), cudaMemcpyDeviceToHost, s));
-    if (stats) TACO_CUDA_CHECK(cudaMemcpyAsync(c, stats_.get(), sizeof c, cudaMemcpyDeviceToHost, s));
+    TACO_CUDA_CHECK(
+        cudaMemcpyAsync(wire_out.data(), out_.get(), size_t(bytes), cudaMemcpyDeviceToHost, s));
+    if (stats)
+      TACO_CUDA_CHECK(cudaMemcpyAsync(c, stats_.get(), sizeof c, cudaMemcpyDeviceToHost, s));
     stream_.synchronize();
     if (stats) {
       stats->saturated += int64_t(c[0]);
@@ -172,22 +186,31 @@ std::unique_ptr<taco::Codec> make_gpu_codec(const std::string& variant) {
     const std::unique_ptr<taco::Codec> cpu = taco::make_codec(variant);  // InputError for bad ones
     const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(cpu.get());
     if (!fb)
-      throw_input_error("variant '{}' has no GPU implementation (structured codecs run on the CPU)", variant);
-    const std::string definition = fmt::format("{}:{}", structured::feedback_kind_name(fb->kind()), fb->inner().name());
+      throw_input_error("variant '{}' has no GPU implementation (structured codecs run on the CPU)",
+                        variant);
+    const std::string definition =
+        fmt::format("{}:{}", structured::feedback_kind_name(fb->kind()), fb->inner().name());
     // The inner codec as parsed with its wrapper (only quantization codecs have GPU kernels).
     const auto* inner = dynamic_cast<const QuantCodec*>(&fb->inner());
     if (!inner)
-      throw_input_error("variant '{}' has no GPU implementation (only block-scaled quantization codecs run on "
-                        "the GPU)", variant);
+      throw_input_error(
+          "variant '{}' has no GPU implementation (only block-scaled quantization codecs run on "
+          "the GPU)",
+          variant);
     VariantSpec spec;
     spec.quant = inner->spec();
-    return std::make_unique<structured::FeedbackCodec>(fb->kind(), make_gpu_codec(spec), fb->name(), definition);
+    return std::make_unique<structured::FeedbackCodec>(fb->kind(), make_gpu_codec(spec), fb->name(),
+                                                       definition);
   }
   return make_gpu_codec(GpuQuant::require_supported(variant));  // the one parse
 }
 
-bool gpu_available() { return device_count_noexcept() > 0; }
+bool gpu_available() {
+  return device_count_noexcept() > 0;
+}
 
-std::vector<std::string> gpu_presets() { return GpuQuant::supported_presets(); }
+std::vector<std::string> gpu_presets() {
+  return GpuQuant::supported_presets();
+}
 
 }  // namespace taco::gpu

@@ -2,8 +2,8 @@
 // The GPU backend behind the one Codec interface (codecs/codec.hpp): encode(), decode() and the
 // collective operations (decode_reduce, decode_reduce_encode, decode_add_encode) take and return
 // host buffers, like the CPU codecs, and run GpuQuant's fused kernels on the current CUDA device
-// (copies included). The bytes are the CPU reference's, bit for bit, so `taco study --gpu` gives the same
-// results as the CPU path.
+// (copies included). The bytes are the CPU reference's, bit for bit, so `taco study --gpu` gives
+// the same results as the CPU path.
 #include <memory>
 #include <string>
 #include <vector>

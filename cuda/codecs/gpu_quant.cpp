@@ -16,52 +16,19 @@ namespace taco::gpu {
 
 namespace {
 
-bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
-
-ElemKind elem_kind(ElemFormat f) {
-  switch (f) {
-    case ElemFormat::E4M3: return ElemKind::E4M3;
-    case ElemFormat::E5M2: return ElemKind::E5M2;
-    case ElemFormat::INT8: return ElemKind::INT8;
-    case ElemFormat::E2M1: return ElemKind::E2M1;
-    case ElemFormat::INT4: return ElemKind::INT4;
-  }
-  throw_input_error("GPU codecs: no kernel for element format {}", elem_format_name(f));
+bool aligned(const void* p, size_t a) {
+  return reinterpret_cast<uintptr_t>(p) % a == 0;
 }
 
-ScaleKind scale_kind(ScaleFormat f) {
-  switch (f) {
-    case ScaleFormat::F32: return ScaleKind::F32;
-    case ScaleFormat::BF16: return ScaleKind::BF16;
-    case ScaleFormat::F16: return ScaleKind::F16;
-    case ScaleFormat::E8M0: return ScaleKind::E8M0;
-    case ScaleFormat::UE4M3: return ScaleKind::UE4M3;
-  }
-  throw_input_error("GPU codecs: no kernel for scale format {}", scale_format_name(f));
+// Device tensors are fp32 or bf16: the kernels read and write nothing else.
+void require_kernel_type(DType t, const std::string& codec, const char* what) {
+  TACO_REQUIRE_INPUT(t == DType::F32 || t == DType::BF16,
+                     "GPU codec {}: {} must be f32 or bf16, not {}", codec, what, dtype_name(t));
 }
 
-BlockKind block_kind(Granularity g) {
-  switch (g) {
-    case Granularity::Group: return BlockKind::Group;
-    case Granularity::Row: return BlockKind::Row;
-    case Granularity::Col: return BlockKind::Col;
-    case Granularity::Tensor: return BlockKind::Tensor;
-    case Granularity::Tile: break;
-  }
-  throw_input_error("GPU codecs: no kernel for {} blocks", granularity_name(g));
+size_t dtype_bytes(DType t) {
+  return dtype_size(t);
 }
-
-ScaleRoundKind round_kind(ScaleRound r) {
-  switch (r) {
-    case ScaleRound::Exact: return ScaleRoundKind::Exact;
-    case ScaleRound::Up: return ScaleRoundKind::Up;
-    case ScaleRound::Nearest: return ScaleRoundKind::Nearest;
-    case ScaleRound::OcpFloor: return ScaleRoundKind::OcpFloor;
-  }
-  throw_error("unknown scale rounding {}", int(r));
-}
-
-size_t dtype_bytes(DataType t) { return t == DataType::BF16 ? 2 : 4; }
 
 // The rule of QuantCodec's is_sat_ table: codes at the largest magnitude the codec emits.
 bool saturated_code(const QuantSpec& s, int c) {
@@ -74,9 +41,12 @@ bool saturated_code(const QuantSpec& s, int c) {
       const int v = int(int8_t(uint8_t(c)));
       return v == 127 || v == -127;
     }
-    case ElemFormat::E2M1: return c < 16 && (c & 0x7) == 0x7;
-    case ElemFormat::INT4: return c == 0x7 || c == 0x9;  // +-7
-    default: return false;
+    case ElemFormat::E2M1:
+      return c < 16 && (c & 0x7) == 0x7;
+    case ElemFormat::INT4:
+      return c == 0x7 || c == 0x9;  // +-7
+    default:
+      return false;
   }
 }
 
@@ -95,23 +65,26 @@ DivMagic div_magic(uint32_t d) {
 
 int occupancy(KernelFn fn, int threads, size_t shared_bytes = 0) {
   int n = 0;
-  TACO_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, reinterpret_cast<const void*>(fn), threads, shared_bytes));
+  TACO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &n, reinterpret_cast<const void*>(fn), threads, shared_bytes));
   return std::max(n, 1);
 }
 
 }  // namespace
 
 std::string GpuQuant::unsupported_reason(const VariantSpec& v) {
-  if (v.family != VariantSpec::Family::Quant) return "only block-scaled quantization codecs run on the GPU";
+  if (v.family != VariantSpec::Family::Quant)
+    return "only block-scaled quantization codecs run on the GPU";
   const QuantSpec& s = v.quant;
   if (s.asym) return "asymmetric integer codes";
   if (s.gran == Granularity::Tile) return "tile blocks (GPU: g<G>, row, col, tensor)";
   const bool nibble = elem_bits(s.elem) == 4;
   if (s.gran == Granularity::Group) {
-    if (s.block < 16 || s.block > kMaxGroupSize) return fmt::format("group size {} (GPU: 16..1024)", s.block);
+    if (s.block < 16 || s.block > kMaxGroupSize)
+      return fmt::format("group size {} (GPU: 16..1024)", s.block);
     if (s.scale == ScaleFormat::UE4M3 && !nibble)
-      return fmt::format("ue4m3 scales with {} elements (GPU: with e2m1 or int4)", elem_format_name(s.elem));
+      return fmt::format("ue4m3 scales with {} elements (GPU: with e2m1 or int4)",
+                         elem_format_name(s.elem));
     return "";
   }
   // row, col, tensor
@@ -119,7 +92,8 @@ std::string GpuQuant::unsupported_reason(const VariantSpec& v) {
     return fmt::format("{} blocks of {} elements (GPU: e4m3, e5m2, int8; 4-bit elements take g<G>)",
                        granularity_name(s.gran), elem_format_name(s.elem));
   if (s.scale == ScaleFormat::UE4M3)
-    return fmt::format("ue4m3 scales on {} blocks (GPU: g<G> with e2m1 or int4)", granularity_name(s.gran));
+    return fmt::format("ue4m3 scales on {} blocks (GPU: g<G> with e2m1 or int4)",
+                       granularity_name(s.gran));
   return "";
 }
 
@@ -136,10 +110,12 @@ VariantSpec GpuQuant::require_supported(const std::string& variant) {
   if (!why.empty()) {
     std::string list;
     for (const auto& s : supported_presets()) list += (list.empty() ? "" : ", ") + s;
-    throw_input_error("variant '{}' has no GPU implementation ({}); GPU variants: {}, and the grammar "
-                      "forms e4m3|e5m2|int8 : g<G> (G = 16..1024) | row | col | tensor [: had | rht] "
-                      "[: sf32 | sbf16 | sf16 | se8m0] [: taco | dual], and e2m1|int4 : g<G> [: had | rht] "
-                      "[: sf32 | sbf16 | sf16 | se8m0 | sue4m3]", variant, why, list);
+    throw_input_error(
+        "variant '{}' has no GPU implementation ({}); GPU variants: {}, and the grammar "
+        "forms e4m3|e5m2|int8 : g<G> (G = 16..1024) | row | col | tensor [: had | rht] "
+        "[: sf32 | sbf16 | sf16 | se8m0] [: taco | dual], and e2m1|int4 : g<G> [: had | rht] "
+        "[: sf32 | sbf16 | sf16 | se8m0 | sue4m3]",
+        variant, why, list);
   }
   return v;
 }
@@ -153,13 +129,13 @@ GpuQuant::GpuQuant(const VariantSpec& v) {
   const QuantSpec& s = spec_;
   QuantRules& q = rules_;
   std::memset(&q, 0, sizeof q);
-  q.elem = elem_kind(s.elem);
+  q.elem = s.elem;
   q.saturate = s.saturate ? 1 : 0;
-  q.scale = scale_kind(s.scale);
-  q.sround = round_kind(s.sround);
+  q.scale = s.scale;
+  q.sround = s.sround;
   q.scale_bytes = scale_format_bytes(s.scale);
   q.emax = elem_is_float(s.elem) ? elem_emax(s.elem) : 0;
-  q.blocks = block_kind(s.gran);
+  q.blocks = s.gran;
   q.group = s.gran == Granularity::Group ? s.block : 0;
   q.taco = s.taco ? 1 : 0;
   q.dual = s.dual ? 1 : 0;
@@ -169,7 +145,8 @@ GpuQuant::GpuQuant(const VariantSpec& v) {
   q.lambda = s.lambda;
   q.fmax = elem_max(s.elem, false);
   q.hconst = q.transform ? hadamard_scale(s.block) : 1.0f;
-  q.qmax = s.elem == ElemFormat::INT8 || s.elem == ElemFormat::INT4 ? elem_max(s.elem, false) : 0.0f;
+  q.qmax =
+      s.elem == ElemFormat::INT8 || s.elem == ElemFormat::INT4 ? elem_max(s.elem, false) : 0.0f;
   // Quotients stay below ~2 T (TACO: below T or v / 1e6), far from overflow, for T <= 1e20.
   q.fast_div = s.target <= 1e20f ? 1 : 0;
   q.target_in_range = s.target >= 0x1p-39f && s.target <= 0x1p40f ? 1 : 0;
@@ -188,7 +165,8 @@ GpuQuant::GpuQuant(const VariantSpec& v) {
   two_level_ = s.scale == ScaleFormat::UE4M3;
   if (group_) {
     gk_ = select_group_kernels(s.block, q.transform != 0, q.taco != 0, elem_bits(s.elem));
-    TACO_ASSERT(!two_level_ || gk_.chunk_amax.fn, "GPU codec {}: no statistics pass for two-level scales", name_);
+    TACO_ASSERT(!two_level_ || gk_.chunk_amax.fn,
+                "GPU codec {}: no statistics pass for two-level scales", name_);
     occ_encode_ = occupancy(gk_.encode_bf16.fn, kGroupThreads);
     occ_encode_f32_ = occupancy(gk_.encode_f32.fn, kGroupThreads);
     reference_rules_ = gk_.encode_ref_bf16.fn && gk_.encode_ref_f32.fn && taco_reference_rules(q);
@@ -207,10 +185,14 @@ GpuQuant::GpuQuant(const VariantSpec& v) {
     if (gk_.decode_stream.fn) {
       stream_decode_elems_ = gk_.decode_stream.stream_min_elems;
       const auto fn = reinterpret_cast<const void*>(gk_.decode_stream.fn);
-      const size_t most = std::max(stream_shared_bytes(DataType::BF16), stream_shared_bytes(DataType::F32));
-      TACO_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(most)));
-      occ_stream_bf16_ = occupancy(gk_.decode_stream.fn, kGroupThreads, stream_shared_bytes(DataType::BF16));
-      occ_stream_f32_ = occupancy(gk_.decode_stream.fn, kGroupThreads, stream_shared_bytes(DataType::F32));
+      const size_t most =
+          std::max(stream_shared_bytes(DType::BF16), stream_shared_bytes(DType::F32));
+      TACO_CUDA_CHECK(
+          cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(most)));
+      occ_stream_bf16_ =
+          occupancy(gk_.decode_stream.fn, kGroupThreads, stream_shared_bytes(DType::BF16));
+      occ_stream_f32_ =
+          occupancy(gk_.decode_stream.fn, kGroupThreads, stream_shared_bytes(DType::F32));
     }
   }
 }
@@ -226,13 +208,18 @@ int GpuQuant::strided_occupancy(KernelFn fn) const {
 int GpuQuant::encode_launches() const {
   if (group_) return two_level_ ? 3 : 1;  // memset, statistics, encode
   switch (spec_.gran) {
-    case Granularity::Row: return 1;
-    case Granularity::Tensor: return 3;   // memset, amax, codes
-    default: return 4;                    // memset, amax, scales, codes
+    case Granularity::Row:
+      return 1;
+    case Granularity::Tensor:
+      return 3;  // memset, amax, codes
+    default:
+      return 4;  // memset, amax, scales, codes
   }
 }
 
-int GpuQuant::decode_launches() const { return 1; }
+int GpuQuant::decode_launches() const {
+  return 1;
+}
 
 ChunkGeometry GpuQuant::geometry(int64_t rows, int64_t cols) const {
   if (geo_valid_ && geo_.rows == rows && geo_.cols == cols) return geo_;
@@ -272,8 +259,9 @@ KernelParams GpuQuant::base_params(int64_t chunks, int64_t rows, int64_t cols) c
   return p;
 }
 
-void GpuQuant::launch(KernelFn fn, int occ, int threads, int64_t blocks_needed, const KernelParams& p,
-                      cudaStream_t stream, const char* what, size_t shared_bytes) const {
+void GpuQuant::launch(KernelFn fn, int occ, int threads, int64_t blocks_needed,
+                      const KernelParams& p, cudaStream_t stream, const char* what,
+                      size_t shared_bytes) const {
   // A resident grid (every block of it runs at once); grid-stride loops cover the rest.
   const int sms = max_sms_ > 0 ? std::min(max_sms_, sm_count_) : sm_count_;
   const int64_t resident = int64_t(sms) * occ;
@@ -288,22 +276,25 @@ void GpuQuant::launch(KernelFn fn, int occ, int threads, int64_t blocks_needed, 
 namespace {
 // p moved to chunk c0 of every buffer it addresses (a later launch of a split call).
 void skip_chunks(KernelParams& p, int64_t c0) {
-  if (p.in) p.in = static_cast<const uint8_t*>(p.in) + size_t(c0 * p.in_stride) * dtype_bytes(p.in_type);
+  if (p.in)
+    p.in = static_cast<const uint8_t*>(p.in) + size_t(c0 * p.in_stride) * dtype_bytes(p.in_type);
   if (p.wire_out) p.wire_out += c0 * p.wire_out_stride;
   for (int s = 0; s < p.nsrc; ++s) p.src[s] += c0 * p.wire_in_stride;
-  if (p.out) p.out = static_cast<uint8_t*>(p.out) + size_t(c0 * p.out_stride) * dtype_bytes(p.out_type);
+  if (p.out)
+    p.out = static_cast<uint8_t*>(p.out) + size_t(c0 * p.out_stride) * dtype_bytes(p.out_type);
   if (p.residual) p.residual += c0 * p.in_stride;
   if (p.chunk_amax) p.chunk_amax += c0;
 }
 }  // namespace
 
-void GpuQuant::launch_group(const GroupKernel& k, int occ, const KernelParams& p, cudaStream_t stream,
-                            const char* what, size_t shared_bytes) const {
+void GpuQuant::launch_group(const GroupKernel& k, int occ, const KernelParams& p,
+                            cudaStream_t stream, const char* what, size_t shared_bytes) const {
   // Whole chunks per launch, so that a launch's group indices fit the kernels' 32 bits. Vector
   // permissions carry over: with more than one chunk they already required aligned strides.
-  TACO_REQUIRE_INPUT(p.geo.nblocks <= max_launch_groups_,
-                     "GPU codec {}: a chunk of {} groups; the group kernels take at most {} per launch", name_,
-                     p.geo.nblocks, max_launch_groups_);
+  TACO_REQUIRE_INPUT(
+      p.geo.nblocks <= max_launch_groups_,
+      "GPU codec {}: a chunk of {} groups; the group kernels take at most {} per launch", name_,
+      p.geo.nblocks, max_launch_groups_);
   const int64_t per_launch = max_launch_groups_ / p.geo.nblocks;
   for (int64_t c0 = 0; c0 < p.chunks; c0 += per_launch) {
     KernelParams part = p;
@@ -311,16 +302,16 @@ void GpuQuant::launch_group(const GroupKernel& k, int occ, const KernelParams& p
     skip_chunks(part, c0);
     const int64_t groups = part.chunks * part.geo.nblocks;
     const int64_t warps = (groups + k.groups_per_warp - 1) / k.groups_per_warp;
-    launch(k.fn, occ, kGroupThreads, (warps + kGroupThreads / 32 - 1) / (kGroupThreads / 32), part, stream, what,
-           shared_bytes);
+    launch(k.fn, occ, kGroupThreads, (warps + kGroupThreads / 32 - 1) / (kGroupThreads / 32), part,
+           stream, what, shared_bytes);
   }
 }
 
-size_t GpuQuant::stream_shared_bytes(DataType out_type) const {
+size_t GpuQuant::stream_shared_bytes(DType out_type) const {
   const GroupKernel& k = gk_.decode_stream;
-  const StreamTileLayout t =
-      stream_tile_layout(k.stream_tile_groups, k.stream_stages, k.stream_out_stages, spec_.block, rules_.scale_bytes,
-                         rules_.taco && rules_.dual, int(dtype_bytes(out_type)));
+  const StreamTileLayout t = stream_tile_layout(
+      k.stream_tile_groups, k.stream_stages, k.stream_out_stages, spec_.block, rules_.scale_bytes,
+      rules_.taco && rules_.dual, int(dtype_bytes(out_type)));
   return size_t(kGroupThreads / 32) * size_t(t.warp_bytes);
 }
 
@@ -343,11 +334,14 @@ void GpuQuant::ensure_scratch(size_t bytes) const {
 // Vector permissions of the strided kernels: runs of 8 elements from a row start (cols a multiple
 // of 8), from every chunk start.
 namespace {
-bool strided_runs(const ChunkGeometry& g) { return g.cols % 8 == 0; }
+bool strided_runs(const ChunkGeometry& g) {
+  return g.cols % 8 == 0;
+}
 }  // namespace
 
-void GpuQuant::encode(const void* in, DataType in_type, int64_t chunks, int64_t rows, int64_t cols,
+void GpuQuant::encode(const void* in, DType in_type, int64_t chunks, int64_t rows, int64_t cols,
                       uint8_t* wire, cudaStream_t stream, unsigned long long* stats) const {
+  require_kernel_type(in_type, name_, "the input");
   KernelParams p = base_params(chunks, rows, cols);
   p.in = in;
   p.in_type = in_type;
@@ -357,9 +351,11 @@ void GpuQuant::encode(const void* in, DataType in_type, int64_t chunks, int64_t 
   encode_launch(p, false, stream);
 }
 
-void GpuQuant::encode_ef(const void* in, DataType in_type, float* residual, int64_t chunks, int64_t rows,
-                         int64_t cols, uint8_t* wire, cudaStream_t stream, unsigned long long* stats) const {
+void GpuQuant::encode_ef(const void* in, DType in_type, float* residual, int64_t chunks,
+                         int64_t rows, int64_t cols, uint8_t* wire, cudaStream_t stream,
+                         unsigned long long* stats) const {
   TACO_REQUIRE_INPUT(residual != nullptr, "GPU codec {}: encode_ef needs a residual buffer", name_);
+  require_kernel_type(in_type, name_, "the input");
   KernelParams p = base_params(chunks, rows, cols);
   p.in = in;
   p.in_type = in_type;
@@ -377,27 +373,40 @@ void GpuQuant::encode_launch(KernelParams p, bool feedback, cudaStream_t stream)
   if (!group_) {
     const bool runs = strided_runs(p.geo);
     p.in_vec16 = runs && aligned(p.in, 16) && (chunks == 1 || (size_t(p.in_stride) * es) % 16 == 0);
-    p.residual_vec16 = runs && aligned(p.residual, 16) && (chunks == 1 || (size_t(p.in_stride) * 4) % 16 == 0);
+    p.residual_vec16 =
+        runs && aligned(p.residual, 16) && (chunks == 1 || (size_t(p.in_stride) * 4) % 16 == 0);
     p.code_vec = runs && aligned(wire, 8) && (chunks == 1 || p.geo.total % 8 == 0);
     p.scale_vec4 = aligned(wire + p.geo.scale_off, 4) && (chunks == 1 || p.geo.total % 4 == 0);
     strided_encode(p, feedback, 0, stream);
     return;
   }
   p.in_vec16 = aligned(p.in, 16) && (chunks == 1 || (size_t(p.in_stride) * es) % 16 == 0);
-  p.residual_vec16 = aligned(p.residual, 16) && (chunks == 1 || (size_t(p.in_stride) * 4) % 16 == 0);
+  p.residual_vec16 =
+      aligned(p.residual, 16) && (chunks == 1 || (size_t(p.in_stride) * 4) % 16 == 0);
   p.code_vec = aligned(wire, 16) && (chunks == 1 || p.geo.total % 16 == 0);
-  p.scale_vec4 = aligned(wire + p.geo.scale_off, 4) && p.geo.aux_off % 4 == 0 && (chunks == 1 || p.geo.total % 4 == 0);
+  p.scale_vec4 = aligned(wire + p.geo.scale_off, 4) && p.geo.aux_off % 4 == 0 &&
+                 (chunks == 1 || p.geo.total % 4 == 0);
   if (two_level_) chunk_amax_pass(p, stream);
-  const bool bf16 = p.in_type == DataType::BF16;
+  const bool bf16 = p.in_type == DType::BF16;
   if (feedback) {
-    if (bf16) launch_group(gk_.encode_feedback_bf16, occ_feedback_bf16_, p, stream, "group_encode_feedback_kernel<bf16>");
-    else launch_group(gk_.encode_feedback_f32, occ_feedback_f32_, p, stream, "group_encode_feedback_kernel<f32>");
+    if (bf16)
+      launch_group(gk_.encode_feedback_bf16, occ_feedback_bf16_, p, stream,
+                   "group_encode_feedback_kernel<bf16>");
+    else
+      launch_group(gk_.encode_feedback_f32, occ_feedback_f32_, p, stream,
+                   "group_encode_feedback_kernel<f32>");
   } else if (reference_encode(p.stats)) {
-    if (bf16) launch_group(gk_.encode_ref_bf16, occ_encode_ref_, p, stream, "group_encode_kernel<reference rules, bf16>");
-    else launch_group(gk_.encode_ref_f32, occ_encode_ref_f32_, p, stream, "group_encode_kernel<reference rules, f32>");
+    if (bf16)
+      launch_group(gk_.encode_ref_bf16, occ_encode_ref_, p, stream,
+                   "group_encode_kernel<reference rules, bf16>");
+    else
+      launch_group(gk_.encode_ref_f32, occ_encode_ref_f32_, p, stream,
+                   "group_encode_kernel<reference rules, f32>");
   } else {
-    if (bf16) launch_group(gk_.encode_bf16, occ_encode_, p, stream, "group_encode_kernel<bf16>");
-    else launch_group(gk_.encode_f32, occ_encode_f32_, p, stream, "group_encode_kernel<f32>");
+    if (bf16)
+      launch_group(gk_.encode_bf16, occ_encode_, p, stream, "group_encode_kernel<bf16>");
+    else
+      launch_group(gk_.encode_f32, occ_encode_f32_, p, stream, "group_encode_kernel<f32>");
   }
 }
 
@@ -411,17 +420,18 @@ void GpuQuant::chunk_amax_pass(KernelParams& p, cudaStream_t stream) const {
   launch_group(gk_.chunk_amax, occ_chunk_amax_, s, stream, "group_chunk_amax_kernel");
 }
 
-void GpuQuant::strided_encode(KernelParams p, bool feedback, size_t scratch_off, cudaStream_t stream) const {
+void GpuQuant::strided_encode(KernelParams p, bool feedback, size_t scratch_off,
+                              cudaStream_t stream) const {
   const StridedKernels& k = strided_kernels();
-  const int it = p.in_type == DataType::BF16 ? 0 : 1, ef = feedback ? 1 : 0;
+  const int it = p.in_type == DType::BF16 ? 0 : 1, ef = feedback ? 1 : 0;
   const int sms = max_sms_ > 0 ? std::min(max_sms_, sm_count_) : sm_count_;
   const int64_t rows_total = p.chunks * p.geo.rows;
   if (spec_.gran == Granularity::Row) {
     const int shape = row_shape(p.geo.cols);
     const KernelFn fn = k.row_encode[shape][it][ef];
     const int64_t rows_per_block = kStridedThreads / kRowShapes[shape];
-    launch(fn, strided_occupancy(fn), kStridedThreads, (rows_total + rows_per_block - 1) / rows_per_block, p, stream,
-           "row_encode_kernel");
+    launch(fn, strided_occupancy(fn), kStridedThreads,
+           (rows_total + rows_per_block - 1) / rows_per_block, p, stream, "row_encode_kernel");
     return;
   }
   const int64_t runs = p.chunks * ((p.geo.numel + 7) / 8);
@@ -431,13 +441,14 @@ void GpuQuant::strided_encode(KernelParams p, bool feedback, size_t scratch_off,
     TACO_CUDA_CHECK(cudaMemsetAsync(p.chunk_amax, 0, size_t(p.chunks) * 4, stream));
     // the amax pass counts non-finite values, the codes pass saturated codes
     const int64_t blocks = (runs / p.chunks + kStridedThreads - 1) / kStridedThreads;
-    launch(k.tensor_amax[it][ef], strided_occupancy(k.tensor_amax[it][ef]), kStridedThreads, blocks, p, stream,
-           "tensor_amax_kernel");
-    launch(k.tensor_quant[it][ef], strided_occupancy(k.tensor_quant[it][ef]), kStridedThreads, blocks, p, stream,
-           "tensor_quant_kernel");
+    launch(k.tensor_amax[it][ef], strided_occupancy(k.tensor_amax[it][ef]), kStridedThreads, blocks,
+           p, stream, "tensor_amax_kernel");
+    launch(k.tensor_quant[it][ef], strided_occupancy(k.tensor_quant[it][ef]), kStridedThreads,
+           blocks, p, stream, "tensor_quant_kernel");
     return;
   }
-  // columns: per-column amax bits, then the scales in use, after what the caller keeps in the scratch
+  // columns: per-column amax bits, then the scales in use, after what the caller keeps in the
+  // scratch
   const size_t nb = size_t(p.chunks * p.geo.cols) * 4;
   ensure_scratch(scratch_off + 2 * nb);
   p.block_amax = reinterpret_cast<uint32_t*>(scratch_.as<uint8_t>() + scratch_off);
@@ -448,14 +459,16 @@ void GpuQuant::strided_encode(KernelParams p, bool feedback, size_t scratch_off,
   const int occ_amax = strided_occupancy(k.col_amax[it][ef]);
   const int64_t resident = int64_t(sms) * occ_amax * kStridedThreads;
   const int64_t col_runs = p.chunks * ((p.geo.cols + 7) / 8);
-  p.tile_rows = int32_t(std::clamp<int64_t>((p.geo.rows * col_runs + 2 * resident - 1) / (2 * resident), 4, 256));
+  p.tile_rows = int32_t(
+      std::clamp<int64_t>((p.geo.rows * col_runs + 2 * resident - 1) / (2 * resident), 4, 256));
   const int64_t tiles = col_runs * ((p.geo.rows + p.tile_rows - 1) / p.tile_rows);
   const int64_t blocks = (tiles + kStridedThreads - 1) / kStridedThreads;
   launch(k.col_amax[it][ef], occ_amax, kStridedThreads, blocks, p, stream, "col_amax_kernel");
   launch(k.col_scales, strided_occupancy(k.col_scales), kStridedThreads,
-         (p.chunks * p.geo.cols + kStridedThreads - 1) / kStridedThreads, p, stream, "col_scales_kernel");
-  launch(k.col_quant[it][ef], strided_occupancy(k.col_quant[it][ef]), kStridedThreads, blocks, p, stream,
-         "col_quant_kernel");
+         (p.chunks * p.geo.cols + kStridedThreads - 1) / kStridedThreads, p, stream,
+         "col_scales_kernel");
+  launch(k.col_quant[it][ef], strided_occupancy(k.col_quant[it][ef]), kStridedThreads, blocks, p,
+         stream, "col_quant_kernel");
 }
 
 void GpuQuant::strided_decode(const KernelParams& p0, cudaStream_t stream) const {
@@ -475,24 +488,28 @@ void GpuQuant::strided_decode(const KernelParams& p0, cudaStream_t stream) const
   const int occ = strided_occupancy(fn);
   const int64_t resident = int64_t(sms) * occ * kStridedThreads;
   const int64_t col_runs = p.chunks * ((p.geo.cols + 7) / 8);
-  p.tile_rows = int32_t(std::clamp<int64_t>((p.geo.rows * col_runs + 2 * resident - 1) / (2 * resident), 1, 64));
+  p.tile_rows = int32_t(
+      std::clamp<int64_t>((p.geo.rows * col_runs + 2 * resident - 1) / (2 * resident), 1, 64));
   const int64_t tiles = col_runs * ((p.geo.rows + p.tile_rows - 1) / p.tile_rows);
   launch(fn, occ, kStridedThreads, (tiles + kStridedThreads - 1) / kStridedThreads, p, stream,
          spec_.gran == Granularity::Row ? "row_decode_kernel" : "col_decode_kernel");
 }
 
 void GpuQuant::decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, void* out,
-                      DataType out_type, cudaStream_t stream) const {
+                      DType out_type, cudaStream_t stream) const {
   decode_reduce({wire}, chunks, rows, cols, out, out_type, stream);
 }
 
-KernelParams GpuQuant::decode_params(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
-                                     int64_t cols, void* out, DataType out_type) const {
+KernelParams GpuQuant::decode_params(const std::vector<const uint8_t*>& srcs, int64_t chunks,
+                                     int64_t rows, int64_t cols, void* out, DType out_type) const {
+  require_kernel_type(out_type, name_, "the output");
   TACO_REQUIRE_INPUT(!srcs.empty() && srcs.size() <= size_t(kMaxSources),
-                     "GPU codec {}: decode-reduce takes 1..{} inputs, got {}", name_, kMaxSources, srcs.size());
+                     "GPU codec {}: decode-reduce takes 1..{} inputs, got {}", name_, kMaxSources,
+                     srcs.size());
   KernelParams p = base_params(chunks, rows, cols);
   p.nsrc = int32_t(srcs.size());
-  bool cv = chunks == 1 || p.geo.total % 16 == 0, sv = p.geo.aux_off % 4 == 0 && (chunks == 1 || p.geo.total % 4 == 0);
+  bool cv = chunks == 1 || p.geo.total % 16 == 0,
+       sv = p.geo.aux_off % 4 == 0 && (chunks == 1 || p.geo.total % 4 == 0);
   for (size_t i = 0; i < srcs.size(); ++i) {
     p.src[i] = srcs[i];
     cv = cv && aligned(srcs[i], 16);
@@ -502,25 +519,28 @@ KernelParams GpuQuant::decode_params(const std::vector<const uint8_t*>& srcs, in
   p.scale_vec4 = sv;
   p.out = out;
   p.out_type = out_type;
-  p.out_vec16 = aligned(out, 16) && (chunks == 1 || (size_t(p.out_stride) * dtype_bytes(out_type)) % 16 == 0);
+  p.out_vec16 =
+      aligned(out, 16) && (chunks == 1 || (size_t(p.out_stride) * dtype_bytes(out_type)) % 16 == 0);
   return p;
 }
 
-bool GpuQuant::streams_decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, const void* out,
-                              DataType out_type) const {
+bool GpuQuant::streams_decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols,
+                              const void* out, DType out_type) const {
   return group_ && chunks * rows * cols > small_decode_elems_ &&
-         stream_decode_fits(decode_params({wire}, chunks, rows, cols, const_cast<void*>(out), out_type));
+         stream_decode_fits(
+             decode_params({wire}, chunks, rows, cols, const_cast<void*>(out), out_type));
 }
 
 void GpuQuant::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
-                             int64_t cols, void* out, DataType out_type, cudaStream_t stream) const {
+                             int64_t cols, void* out, DType out_type, cudaStream_t stream) const {
   const KernelParams p = decode_params(srcs, chunks, rows, cols, out, out_type);
   if (group_) {
     if (chunks * p.geo.numel <= small_decode_elems_)
-      launch_group(gk_.decode_reduce_small, occ_decode_small_, p, stream, "group_decode_reduce_kernel<small>");
+      launch_group(gk_.decode_reduce_small, occ_decode_small_, p, stream,
+                   "group_decode_reduce_kernel<small>");
     else if (stream_decode_fits(p))
-      launch_group(gk_.decode_stream, out_type == DataType::BF16 ? occ_stream_bf16_ : occ_stream_f32_, p, stream,
-                   "group_decode_stream_kernel", stream_shared_bytes(out_type));
+      launch_group(gk_.decode_stream, out_type == DType::BF16 ? occ_stream_bf16_ : occ_stream_f32_,
+                   p, stream, "group_decode_stream_kernel", stream_shared_bytes(out_type));
     else if (p.nsrc == 1)
       launch_group(gk_.decode, occ_decode_, p, stream, "group_decode_reduce_kernel<one source>");
     else
@@ -530,18 +550,20 @@ void GpuQuant::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t ch
   }
 }
 
-void GpuQuant::decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
-                                    int64_t cols, uint8_t* wire_out, bool round_bf16, cudaStream_t stream,
-                                    unsigned long long* stats) const {
+void GpuQuant::decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int64_t chunks,
+                                    int64_t rows, int64_t cols, uint8_t* wire_out, bool round_bf16,
+                                    cudaStream_t stream, unsigned long long* stats) const {
   TACO_REQUIRE_INPUT(!srcs.empty() && srcs.size() <= size_t(kMaxSources),
-                     "GPU codec {}: decode-reduce takes 1..{} inputs, got {}", name_, kMaxSources, srcs.size());
+                     "GPU codec {}: decode-reduce takes 1..{} inputs, got {}", name_, kMaxSources,
+                     srcs.size());
   KernelParams p = base_params(chunks, rows, cols);
   p.nsrc = int32_t(srcs.size());
   p.round_sum_bf16 = round_bf16 ? 1 : 0;
   p.stats = stats;
   if (group_) {
     bool cv = aligned(wire_out, 16) && (chunks == 1 || p.geo.total % 16 == 0);
-    bool sv = aligned(wire_out + p.geo.scale_off, 4) && p.geo.aux_off % 4 == 0 && (chunks == 1 || p.geo.total % 4 == 0);
+    bool sv = aligned(wire_out + p.geo.scale_off, 4) && p.geo.aux_off % 4 == 0 &&
+              (chunks == 1 || p.geo.total % 4 == 0);
     for (size_t i = 0; i < srcs.size(); ++i) {
       p.src[i] = srcs[i];
       cv = cv && aligned(srcs[i], 16);
@@ -552,7 +574,8 @@ void GpuQuant::decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int
     p.wire_out = wire_out;
     p.value_source = ValueSource::DecodeSum;
     if (two_level_) chunk_amax_pass(p, stream);
-    launch_group(gk_.decode_reduce_encode, occ_dre_, p, stream, "group_decode_reduce_encode_kernel");
+    launch_group(gk_.decode_reduce_encode, occ_dre_, p, stream,
+                 "group_decode_reduce_encode_kernel");
     return;
   }
   // Rows / columns / tensor: the sum goes through fp32 scratch (the decode rounds it to bf16 when
@@ -560,12 +583,12 @@ void GpuQuant::decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int
   // (the whole scratch first: a larger one later would move the sums under the pending decode)
   const size_t sum_bytes = size_t(chunks * p.geo.numel) * 4;
   ensure_scratch(sum_bytes + size_t(chunks * (p.geo.cols + 1)) * 8);
-  KernelParams d = decode_params(srcs, chunks, rows, cols, scratch_.get(), DataType::F32);
+  KernelParams d = decode_params(srcs, chunks, rows, cols, scratch_.get(), DType::F32);
   d.round_sum_bf16 = round_bf16 ? 1 : 0;
   strided_decode(d, stream);
   KernelParams e = base_params(chunks, rows, cols);
   e.in = scratch_.get();
-  e.in_type = DataType::F32;
+  e.in_type = DType::F32;
   e.wire_out = wire_out;
   e.stats = stats;
   const bool runs = strided_runs(e.geo);
@@ -575,9 +598,12 @@ void GpuQuant::decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int
   strided_encode(e, false, sum_bytes, stream);
 }
 
-void GpuQuant::decode_add_encode(const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows,
-                                 int64_t cols, uint8_t* wire_out, cudaStream_t stream) const {
-  TACO_REQUIRE_INPUT(group_, "GPU codec {}: decode-add-encode is fused only for flat groups", name_);
+void GpuQuant::decode_add_encode(const uint8_t* wire_in, const void* own, DType own_type,
+                                 int64_t rows, int64_t cols, uint8_t* wire_out,
+                                 cudaStream_t stream) const {
+  TACO_REQUIRE_INPUT(group_, "GPU codec {}: decode-add-encode is fused only for flat groups",
+                     name_);
+  require_kernel_type(own_type, name_, "the own chunk");
   KernelParams p = base_params(1, rows, cols);
   p.in = own;
   p.in_type = own_type;

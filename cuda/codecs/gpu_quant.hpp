@@ -45,7 +45,7 @@ class GpuQuant {
 
   // in: chunks x rows x cols elements (f32 or bf16) -> wire: chunks x chunk_bytes. stats, when
   // given, is a zeroed device array of 2 counters (saturated codes, non-finite inputs) to add to.
-  void encode(const void* in, DataType in_type, int64_t chunks, int64_t rows, int64_t cols,
+  void encode(const void* in, DType in_type, int64_t chunks, int64_t rows, int64_t cols,
               uint8_t* wire, cudaStream_t stream, unsigned long long* stats = nullptr) const;
 
   // Encode with error feedback, fused: residual is the caller's fp32 [chunks x rows x cols]
@@ -57,13 +57,14 @@ class GpuQuant {
   // so a CPU caller reproduces it bit for bit with the CPU codec: v = where(isfinite(x), x, 0) + e;
   // wire = codec.encode(v); d = codec.decode(wire); e' = v - where(isfinite(d), d, 0). The
   // receiver decodes the wire as any other. stats count what an encode of v counts.
-  void encode_ef(const void* in, DataType in_type, float* residual, int64_t chunks, int64_t rows, int64_t cols,
-                 uint8_t* wire, cudaStream_t stream, unsigned long long* stats = nullptr) const;
+  void encode_ef(const void* in, DType in_type, float* residual, int64_t chunks, int64_t rows,
+                 int64_t cols, uint8_t* wire, cudaStream_t stream,
+                 unsigned long long* stats = nullptr) const;
   void decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, void* out,
-              DataType out_type, cudaStream_t stream) const;
+              DType out_type, cudaStream_t stream) const;
   // out = decode(src[0]) + decode(src[1]) + ... in that order, in fp32, then out_type.
   void decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
-                     int64_t cols, void* out, DataType out_type, cudaStream_t stream) const;
+                     int64_t cols, void* out, DType out_type, cudaStream_t stream) const;
   // wire_out = encode(the same fp32 sum) (first rounded to bf16 when round_bf16), fused into one
   // kernel for flat-group codecs.
   void decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
@@ -73,8 +74,8 @@ class GpuQuant {
   // wire_out = encode(decode(wire_in) + own) for one chunk in one kernel (a ring all-reduce hop):
   // the sum in fp32, the encoder seeing it as a CPU encode of the sums would. Flat-group codecs
   // only (fused()).
-  void decode_add_encode(const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows, int64_t cols,
-                         uint8_t* wire_out, cudaStream_t stream) const;
+  void decode_add_encode(const uint8_t* wire_in, const void* own, DType own_type, int64_t rows,
+                         int64_t cols, uint8_t* wire_out, cudaStream_t stream) const;
 
   // Kernel launches (and memsets) one encode() / decode() enqueues, for reports.
   int encode_launches() const;
@@ -82,12 +83,14 @@ class GpuQuant {
 
   // Whether encode() with these counters takes the reference-rules kernel
   // (GroupKernels::encode_ref_*: TACO's reference rules, no counters; for the tests).
-  bool reference_encode(const unsigned long long* stats) const { return reference_rules_ && stats == nullptr; }
+  bool reference_encode(const unsigned long long* stats) const {
+    return reference_rules_ && stats == nullptr;
+  }
 
   // Whether decode() of these arguments takes the streaming kernel (GroupKernels::decode_stream;
   // for the tests).
-  bool streams_decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, const void* out,
-                      DataType out_type) const;
+  bool streams_decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols,
+                      const void* out, DType out_type) const;
 
   // Decodes of fewer output elements than this do not take the streaming kernel (default: the
   // kernel's GroupKernel::stream_min_elems); the tests set 0 to check it on smaller inputs.
@@ -104,7 +107,9 @@ class GpuQuant {
 
   // At most this many groups per group-kernel launch (default and upper bound kMaxLaunchGroups);
   // the tests lower it to check calls split over several launches.
-  void set_max_launch_groups(int64_t n) { max_launch_groups_ = std::clamp<int64_t>(n, 1, kMaxLaunchGroups); }
+  void set_max_launch_groups(int64_t n) {
+    max_launch_groups_ = std::clamp<int64_t>(n, 1, kMaxLaunchGroups);
+  }
 
   // Names of the presets this backend implements (for help texts and error messages).
   static std::vector<std::string> supported_presets();
@@ -125,15 +130,15 @@ class GpuQuant {
   void strided_encode(KernelParams p, bool feedback, size_t scratch_off, cudaStream_t stream) const;
   void strided_decode(const KernelParams& p, cudaStream_t stream) const;
   int strided_occupancy(KernelFn fn) const;
-  KernelParams decode_params(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows, int64_t cols,
-                             void* out, DataType out_type) const;
+  KernelParams decode_params(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
+                             int64_t cols, void* out, DType out_type) const;
   void launch(KernelFn fn, int occupancy, int threads, int64_t blocks_needed, const KernelParams& p,
               cudaStream_t stream, const char* what, size_t shared_bytes = 0) const;
   void launch_group(const GroupKernel& k, int occupancy, const KernelParams& p, cudaStream_t stream,
                     const char* what, size_t shared_bytes = 0) const;
   // The streaming decode's shared memory per block for an output of out_type; whether a plain
   // decode with these parameters may take it.
-  size_t stream_shared_bytes(DataType out_type) const;
+  size_t stream_shared_bytes(DType out_type) const;
   bool stream_decode_fits(const KernelParams& p) const;
   void ensure_scratch(size_t bytes) const;
 
@@ -141,18 +146,20 @@ class GpuQuant {
   std::string name_;
   QuantRules rules_{};
   bool group_ = false;
-  bool two_level_ = false;        // UE4M3 scales: a statistics pass before every encode
-  bool reference_rules_ = false;  // the rules are the ones GroupCfg::kRef compiles in, and it exists
+  bool two_level_ = false;  // UE4M3 scales: a statistics pass before every encode
+  bool reference_rules_ =
+      false;  // the rules are the ones GroupCfg::kRef compiles in, and it exists
   GroupKernels gk_{};
   int sm_count_ = 0;
   int64_t small_decode_elems_ = kSmallDecodeElems;
   int64_t stream_decode_elems_ = 0;
   int max_sms_ = 0;
   int64_t max_launch_groups_ = kMaxLaunchGroups;
-  int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_reduce_ = 1, occ_decode_small_ = 1,
-      occ_dre_ = 1, occ_dae_ = 1;
+  int occ_encode_ = 1, occ_encode_f32_ = 1, occ_decode_ = 1, occ_decode_reduce_ = 1,
+      occ_decode_small_ = 1, occ_dre_ = 1, occ_dae_ = 1;
   int occ_feedback_bf16_ = 1, occ_feedback_f32_ = 1, occ_chunk_amax_ = 1;
-  mutable std::vector<std::pair<KernelFn, int>> occ_strided_;  // strided kernels' occupancy, on first use
+  mutable std::vector<std::pair<KernelFn, int>>
+      occ_strided_;                               // strided kernels' occupancy, on first use
   int occ_stream_bf16_ = 1, occ_stream_f32_ = 1;  // the streaming decode, by output type
   int occ_encode_ref_ = 1, occ_encode_ref_f32_ = 1;
   mutable DeviceBuffer scratch_;  // row / tensor codecs: per-block statistics, fp32 sums

@@ -7,9 +7,9 @@
 // src/codecs/codec.hpp; the per-group steps are in codec_group.cuh.
 #include <type_traits>
 
-#include "cuda/runtime/bulk_copy.cuh"
 #include "cuda/codecs/codec_group.cuh"
 #include "cuda/codecs/codec_kernels.hpp"
+#include "cuda/runtime/bulk_copy.cuh"
 
 namespace taco::gpu::detail {
 
@@ -31,25 +31,19 @@ __device__ __forceinline__ void flush_stats(unsigned long long* stats, unsigned 
 // 4 when it needs none.
 template <class Cfg>
 constexpr int kScratchBlockFloats =
-    Cfg::kScratchFloats ? kGroupThreads / 32 * Cfg::GPW * Cfg::kScratchFloats : 4;
+    Cfg::kScratchFloats ? kGroupThreads / 32 * Cfg::GPW* Cfg::kScratchFloats : 4;
 
-// Blocks per multiprocessor the encode kernel asks of ptxas (measurements: docs/performance.md).
-// The untransformed bf16 block-scaled encodes wait on memory and gain from more warps: 7 (72
-// registers, no spills; 8 would spill). Transformed TACO encodes: 6, except G = 64, whose larger
-// stack then costs more than the warps give. The bf16 reference-rules encode (GroupCfg::kRef)
-// is faster with fewer warps: 5. The rest: 5, since ptxas left alone takes more registers and
-// runs 4 blocks.
+// Blocks per multiprocessor the encode kernel asks of ptxas (kernel_tuning.hpp says why).
 template <class Cfg, typename InT>
-constexpr int kEncodeMinBlocks = (Cfg::kRef && sizeof(InT) == 2)                    ? 5
-                                 : (!Cfg::kHad && !Cfg::kTaco && sizeof(InT) == 2) ? 7
-                                 : (Cfg::kTaco && Cfg::kHad && Cfg::LG != 6)       ? 6
-                                                                                   : 5;
+constexpr int kEncodeMinBlocks = tuning::encode_min_blocks(Cfg::kRef, Cfg::kHad, Cfg::kTaco,
+                                                           Cfg::LG, int(sizeof(InT)));
 
 // One item of an encode: load, (TACO) L2 prefetch of the next, unpack, count non-finite inputs,
 // encode_group. kWhole: the item is from the whole-group walk of group_encode_kernel.
 template <class Cfg, typename InT, bool kWhole>
-__device__ __forceinline__ void encode_item(const KernelParams& p, const Item& it, int lane, uint32_t step,
-                                            unsigned long long& sat, unsigned long long& nonfin) {
+__device__ __forceinline__ void encode_item(const KernelParams& p, const Item& it, int lane,
+                                            uint32_t step, unsigned long long& sat,
+                                            unsigned long long& nonfin) {
   RawInput<Cfg, InT> raw;
   load_raw<Cfg, InT, kWhole>(p, it, lane, raw);
   // TACO encodes wait on their loads, so they prefetch the next iteration's input into L2; the
@@ -78,7 +72,8 @@ __device__ __forceinline__ void encode_item(const KernelParams& p, const Item& i
 // by index alone, with no chunk bookkeeping and none of the general case's tests per item.
 template <class Cfg>
 __device__ __forceinline__ bool whole_single_chunk(const KernelParams& p) {
-  return p.chunks == 1 && p.geo.numel == p.geo.nblocks * Cfg::G && p.in_vec16 && p.code_vec && p.scale_vec4;
+  return p.chunks == 1 && p.geo.numel == p.geo.nblocks * Cfg::G && p.in_vec16 && p.code_vec &&
+         p.scale_vec4;
 }
 
 // Encode: each warp iteration takes GPW groups (one per lane subgroup). The next iteration's
@@ -111,7 +106,8 @@ __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
   }
   if (!walked) {
     Item it = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
-    for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step))
+    for (uint32_t base = warp * Cfg::GPW; base < total;
+         base += step, next_item<Cfg>(p, it, base + gsub, step))
       encode_item<Cfg, InT, false>(p, it, lane, step, sat, nonfin);
   }
   if (counts<Cfg>(p)) flush_stats(p.stats, sat, nonfin);
@@ -124,8 +120,8 @@ __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
 // waits for one memory round trip, not two.
 // acc += decode(raw), in fp32.
 template <class Cfg>
-__device__ __forceinline__ void add_decoded(const KernelParams& p, const RawCodes<Cfg>& raw, int lane,
-                                            float (&acc)[Cfg::EPL], float* scratch) {
+__device__ __forceinline__ void add_decoded(const KernelParams& p, const RawCodes<Cfg>& raw,
+                                            int lane, float (&acc)[Cfg::EPL], float* scratch) {
   float d[Cfg::EPL];
   decode_codes<Cfg>(p, raw, lane, d, scratch);
 #pragma unroll
@@ -133,8 +129,9 @@ __device__ __forceinline__ void add_decoded(const KernelParams& p, const RawCode
 }
 
 template <class Cfg>
-__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, const RawCodes<Cfg>& first,
-                                           float (&acc)[Cfg::EPL], float* scratch) {
+__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane,
+                                           const RawCodes<Cfg>& first, float (&acc)[Cfg::EPL],
+                                           float* scratch) {
   int s = 1;
   if constexpr (Cfg::EPL <= 16) {
     if (p.nsrc > 1) {
@@ -157,8 +154,8 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
 }
 
 template <class Cfg>
-__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane, float (&acc)[Cfg::EPL],
-                                           float* scratch) {
+__device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it, int lane,
+                                           float (&acc)[Cfg::EPL], float* scratch) {
   RawCodes<Cfg> first;
   load_codes<Cfg>(p, p.src[0] + chunk_at(it, p.wire_in_stride), it, lane, first);
   decode_sum<Cfg>(p, it, lane, first, acc, scratch);
@@ -167,9 +164,10 @@ __device__ __forceinline__ void decode_sum(const KernelParams& p, const Item& it
 // The encode half of a re-encoding kernel that decodes with Cfg: one layout, Cfg::Out, where the
 // decoded values already are (a regrouping decode hands them over in SectorLayout).
 template <class Cfg>
-using ReencodeCfg = GroupCfg<Cfg::LG, Cfg::R, Cfg::kHad,
-                             std::is_same_v<typename Cfg::Out, typename Cfg::SectorL> ? Lay::Sector : Lay::Lane,
-                             Cfg::kTaco, false, Cfg::kBits>;
+using ReencodeCfg =
+    GroupCfg<Cfg::LG, Cfg::R, Cfg::kHad,
+             std::is_same_v<typename Cfg::Out, typename Cfg::SectorL> ? Lay::Sector : Lay::Lane,
+             Cfg::kTaco, false, Cfg::kBits>;
 
 // Decode (+ reduce): the first source's codes of the next iteration load while this one decodes,
 // which hides part of the load latency.
@@ -177,7 +175,8 @@ using ReencodeCfg = GroupCfg<Cfg::LG, Cfg::R, Cfg::kHad,
 // decoded values sets the registers of the general kernel (the taco decode: 95 registers and 5
 // blocks per multiprocessor instead of 126 and 4; group_kernels() says where it is used).
 template <class Cfg, bool kOneSource = false>
-__global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kGroupThreads)
+    group_decode_reduce_kernel(const __grid_constant__ KernelParams p) {
   const int lane = int(threadIdx.x & 31);
   const uint32_t warp = blockIdx.x * (kGroupThreads / 32) + threadIdx.x / 32;
   const uint32_t nwarps = gridDim.x * (kGroupThreads / 32);
@@ -195,9 +194,12 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
     next_item<Cfg>(p, next, base + step + gsub, step);
     load_codes<Cfg>(p, p.src[0] + chunk_at(next, p.wire_in_stride), next, lane, next_first);
     float acc[Cfg::EPL];
-    if constexpr (kOneSource) decode_codes<Cfg>(p, first, lane, acc, scratch);
-    else decode_sum<Cfg>(p, it, lane, first, acc, scratch);
-    if (it.valid) store_values<typename Cfg::Out>(p, group_at<Cfg>(it, p.out_stride), acc, lane, it.m);
+    if constexpr (kOneSource)
+      decode_codes<Cfg>(p, first, lane, acc, scratch);
+    else
+      decode_sum<Cfg>(p, it, lane, first, acc, scratch);
+    if (it.valid)
+      store_values<typename Cfg::Out>(p, group_at<Cfg>(it, p.out_stride), acc, lane, it.m);
   }
 }
 
@@ -205,11 +207,12 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_kernel(cons
 // (GpuQuant checks; the tail of fewer than a tile's groups goes the ordinary way). Each warp
 // walks tiles of kTileIters x GPW consecutive groups (grid-stride); its lane 0 keeps kStages
 // tiles of codes and scales on their way with bulk (TMA) loads into the warp's ring of stages,
-// and sends each decoded tile out of one of kOutStages output stages with one bulk store. The loads in
-// flight hold no registers, and the stores leave as whole lines, which moves the decode's
+// and sends each decoded tile out of one of kOutStages output stages with one bulk store. The loads
+// in flight hold no registers, and the stores leave as whole lines, which moves the decode's
 // traffic faster than 16-byte stores do (taco_stream_shapes measures both).
 template <class Cfg, int kStages, int kTileIters, int kOutStages>
-__global__ void __launch_bounds__(kGroupThreads) group_decode_stream_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kGroupThreads)
+    group_decode_stream_kernel(const __grid_constant__ KernelParams p) {
   constexpr int kTileGroups = kTileIters * Cfg::GPW;
   constexpr int kWarps = kGroupThreads / 32;
   extern __shared__ __align__(128) uint8_t stream_mem[];
@@ -222,7 +225,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_stream_kernel(cons
   float* scratch = group_scratch<Cfg>(scratch_mem, gsub);
   const QuantRules& q = p.rules;
   const bool dual = Cfg::kTaco && q.dual;
-  const int out_elem = p.out_type == DataType::BF16 ? 2 : 4;
+  const int out_elem = p.out_type == DType::BF16 ? 2 : 4;
   const StreamTileLayout tl =
       stream_tile_layout(kTileGroups, kStages, kOutStages, Cfg::G, q.scale_bytes, dual, out_elem);
   uint8_t* mine = stream_mem + wib * tl.warp_bytes;
@@ -235,7 +238,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_stream_kernel(cons
     const int64_t g0 = int64_t(t) * kTileGroups;
     mbar_arrive_expect(&bar[s], uint32_t(tl.code_bytes + tl.scale_bytes + tl.aux_bytes));
     bulk_load(st, wire + g0 * Cfg::G, tl.code_bytes, &bar[s]);
-    bulk_load(st + tl.scale_at, wire + p.geo.scale_off + g0 * q.scale_bytes, tl.scale_bytes, &bar[s]);
+    bulk_load(st + tl.scale_at, wire + p.geo.scale_off + g0 * q.scale_bytes, tl.scale_bytes,
+              &bar[s]);
     if (dual) bulk_load(st + tl.aux_at, wire + p.geo.aux_off + g0 * 4, tl.aux_bytes, &bar[s]);
   };
   if (lane == 0) {
@@ -259,13 +263,15 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_stream_kernel(cons
       load_code_runs<Cfg, true>(st + g * Cfg::G, lane, raw[i].w);
       raw[i].valid = true;
       const uint8_t* sp = st + tl.scale_at + g * q.scale_bytes;  // shared memory: no __ldg
-      raw[i].s_bits = fp32_scales<Cfg>(q) ? *reinterpret_cast<const uint32_t*>(sp) : get_le(sp, q.scale_bytes);
+      raw[i].s_bits =
+          fp32_scales<Cfg>(q) ? *reinterpret_cast<const uint32_t*>(sp) : get_le(sp, q.scale_bytes);
       raw[i].s_a_bits = dual ? *reinterpret_cast<const uint32_t*>(st + tl.aux_at + 4 * g) : 0u;
     }
     __syncwarp();  // the warp is done with stage s: refill it
     if (lane == 0) {
       if (t + kStages * nwarps < ntiles) fetch(s, t + kStages * nwarps);
-      bulk_wait_read<kOutStages - 1>();  // the bulk store that last used the output stage has read it
+      bulk_wait_read<kOutStages -
+                     1>();  // the bulk store that last used the output stage has read it
     }
     __syncwarp();
     uint8_t* o = mine + tl.out_at + (k % kOutStages) * tl.out_bytes;
@@ -273,27 +279,32 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_stream_kernel(cons
     for (int i = 0; i < kTileIters; ++i) {
       float v[Cfg::EPL];
       decode_codes<Cfg>(p, raw[i], lane, v, scratch);
-      store_value_runs<typename Cfg::Out, true>(o + (i * Cfg::GPW + gsub) * Cfg::G * out_elem, p.out_type, v, lane);
+      store_value_runs<typename Cfg::Out, true>(o + (i * Cfg::GPW + gsub) * Cfg::G * out_elem,
+                                                p.out_type, v, lane);
     }
     fence_shared_for_bulk();
     __syncwarp();
     if (lane == 0)
-      bulk_store(static_cast<uint8_t*>(p.out) + int64_t(t) * tl.out_bytes, o, uint32_t(tl.out_bytes));
+      bulk_store(static_cast<uint8_t*>(p.out) + int64_t(t) * tl.out_bytes, o,
+                 uint32_t(tl.out_bytes));
   }
   // The last total % kTileGroups groups, from global memory.
-  for (uint32_t base = ntiles * kTileGroups + warp * Cfg::GPW; base < total; base += nwarps * Cfg::GPW) {
+  for (uint32_t base = ntiles * kTileGroups + warp * Cfg::GPW; base < total;
+       base += nwarps * Cfg::GPW) {
     const Item it = make_item<Cfg>(p, base + gsub);
     RawCodes<Cfg> raw;
     load_codes<Cfg>(p, wire, it, lane, raw);
     float v[Cfg::EPL];
     decode_codes<Cfg>(p, raw, lane, v, scratch);
-    if (it.valid) store_values<typename Cfg::Out>(p, group_at<Cfg>(it, p.out_stride), v, lane, it.m);
+    if (it.valid)
+      store_values<typename Cfg::Out>(p, group_at<Cfg>(it, p.out_stride), v, lane, it.m);
   }
   if (lane == 0) bulk_wait_all();
 }
 
 template <class Cfg>
-__global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kGroupThreads)
+    group_decode_reduce_encode_kernel(const __grid_constant__ KernelParams p) {
   using Enc = ReencodeCfg<Cfg>;
   using L = typename Enc::In;  // == Cfg::Out
   const int lane = int(threadIdx.x & 31);
@@ -306,7 +317,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
   unsigned long long sat = 0, nonfin = 0;
   const uint32_t step = nwarps * Cfg::GPW;
   Item it = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
-  for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step)) {
+  for (uint32_t base = warp * Cfg::GPW; base < total;
+       base += step, next_item<Cfg>(p, it, base + gsub, step)) {
     float acc[Cfg::EPL];
     decode_sum<Cfg>(p, it, lane, acc, scratch);
     // The encoder sees exactly the m valid sums, zero-padded (as a CPU encode of the sums).
@@ -325,7 +337,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_reduce_encode_kern
 // The ring hop of compressed collectives: as group_decode_reduce_encode_kernel with one source,
 // plus the rank's own raw chunk (p.in, in_type) before the re-encode: acc = decode(src) + own.
 template <class Cfg>
-__global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kGroupThreads)
+    group_decode_add_encode_kernel(const __grid_constant__ KernelParams p) {
   using Enc = ReencodeCfg<Cfg>;
   using L = typename Enc::In;  // == Cfg::Out
   const int lane = int(threadIdx.x & 31);
@@ -338,13 +351,14 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(
   unsigned long long sat = 0;
   const uint32_t step = nwarps * Cfg::GPW;
   Item it = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
-  for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step)) {
+  for (uint32_t base = warp * Cfg::GPW; base < total;
+       base += step, next_item<Cfg>(p, it, base + gsub, step)) {
     RawCodes<Cfg> raw;
     load_codes<Cfg>(p, p.src[0] + chunk_at(it, p.wire_in_stride), it, lane, raw);
     float acc[Cfg::EPL];
     decode_codes<Cfg>(p, raw, lane, acc, scratch);
     float own[Cfg::EPL];  // the rank's own values in layout L, zero past m (load_raw)
-    if (p.in_type == DataType::BF16) {
+    if (p.in_type == DType::BF16) {
       RawInput<Enc, uint16_t> in;
       load_raw<Enc, uint16_t>(p, it, lane, in);
       unpack_raw<Enc, uint16_t>(in, own);
@@ -366,7 +380,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_decode_add_encode_kernel(
 // as coherent streaming loads: the kernel rewrites the same buffer (load_raw's __ldg is for data
 // that no thread writes).
 template <class Cfg>
-__device__ __forceinline__ void load_residual(const KernelParams& p, const Item& it, int lane, float (&e)[Cfg::EPL]) {
+__device__ __forceinline__ void load_residual(const KernelParams& p, const Item& it, int lane,
+                                              float (&e)[Cfg::EPL]) {
   using L = typename Cfg::In;
   constexpr int K = 1 << L::run_log2();
   static_assert(K >= 4, "runs of whole float4s");
@@ -400,7 +415,7 @@ __device__ __forceinline__ void store_residual(const KernelParams& p, const Item
   using L = typename Cfg::In;
   float* dst = p.residual + group_at<Cfg>(it, p.in_stride);
   if (it.m == Cfg::G && p.residual_vec16) {
-    store_value_runs<L>(dst, DataType::F32, e, lane);
+    store_value_runs<L>(dst, DType::F32, e, lane);
     return;
   }
   const int lo = L::lane_offset(lane);
@@ -434,8 +449,10 @@ __device__ __forceinline__ void feedback_values(const KernelParams& p, const Ite
 // decode_codes decodes the wire, and e' = v - (finite(dec) ? dec : 0) replaces e. CPU equivalent:
 // v = x + e; wire = encode(v); e' = v - decode(wire), bit for bit (FeedbackState::step).
 template <class Cfg, typename InT>
-__global__ void __launch_bounds__(kGroupThreads) group_encode_feedback_kernel(const __grid_constant__ KernelParams p) {
-  static_assert(std::is_same_v<typename Cfg::In, typename Cfg::Out>, "the decode hands back the encode's layout");
+__global__ void __launch_bounds__(kGroupThreads)
+    group_encode_feedback_kernel(const __grid_constant__ KernelParams p) {
+  static_assert(std::is_same_v<typename Cfg::In, typename Cfg::Out>,
+                "the decode hands back the encode's layout");
   const int lane = int(threadIdx.x & 31);
   const uint32_t warp = blockIdx.x * (kGroupThreads / 32) + threadIdx.x / 32;
   const uint32_t nwarps = gridDim.x * (kGroupThreads / 32);
@@ -444,7 +461,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_encode_feedback_kernel(co
   unsigned long long sat = 0, nonfin = 0;
   const uint32_t step = nwarps * Cfg::GPW;
   Item it = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
-  for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step)) {
+  for (uint32_t base = warp * Cfg::GPW; base < total;
+       base += step, next_item<Cfg>(p, it, base + gsub, step)) {
     float v[Cfg::EPL];
     feedback_values<Cfg, InT>(p, it, lane, v, nonfin);
     float e[Cfg::EPL];  // v, kept: encode_group transforms its argument in place
@@ -471,7 +489,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_encode_feedback_kernel(co
 // last maxima before one atomic per chunk. Cfg: the decode configuration of the re-encoding
 // kernels (their values come in Cfg::Out, the layout the input loads into here too).
 template <class Cfg>
-__global__ void __launch_bounds__(kGroupThreads) group_chunk_amax_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kGroupThreads)
+    group_chunk_amax_kernel(const __grid_constant__ KernelParams p) {
   using Enc = ReencodeCfg<Cfg>;
   using L = typename Enc::In;  // == Cfg::Out
   const int lane = int(threadIdx.x & 31);
@@ -487,7 +506,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_chunk_amax_kernel(const _
   unsigned long long unused = 0;
   const uint32_t step = nwarps * Cfg::GPW;
   Item it = make_item<Cfg>(p, warp * Cfg::GPW + gsub);
-  for (uint32_t base = warp * Cfg::GPW; base < total; base += step, next_item<Cfg>(p, it, base + gsub, step)) {
+  for (uint32_t base = warp * Cfg::GPW; base < total;
+       base += step, next_item<Cfg>(p, it, base + gsub, step)) {
     float v[Cfg::EPL];
     if (p.value_source == ValueSource::DecodeSum || p.value_source == ValueSource::DecodeAdd) {
       if (p.value_source == ValueSource::DecodeSum) {
@@ -497,7 +517,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_chunk_amax_kernel(const _
         load_codes<Cfg>(p, p.src[0] + chunk_at(it, p.wire_in_stride), it, lane, raw);
         decode_codes<Cfg>(p, raw, lane, v, scratch);
         float own[Cfg::EPL];
-        if (p.in_type == DataType::BF16) {
+        if (p.in_type == DType::BF16) {
           RawInput<Enc, uint16_t> in;
           load_raw<Enc, uint16_t>(p, it, lane, in);
           unpack_raw<Enc, uint16_t>(in, own);
@@ -516,9 +536,11 @@ __global__ void __launch_bounds__(kGroupThreads) group_chunk_amax_kernel(const _
         v[r] = (it.valid && elem_index<L>(r, lane) < it.m) ? x : 0.0f;
       }
     } else if (p.value_source == ValueSource::InputFeedback) {
-      if (p.in_type == DataType::BF16) feedback_values<Enc, uint16_t>(p, it, lane, v, unused);
-      else feedback_values<Enc, float>(p, it, lane, v, unused);
-    } else if (p.in_type == DataType::BF16) {
+      if (p.in_type == DType::BF16)
+        feedback_values<Enc, uint16_t>(p, it, lane, v, unused);
+      else
+        feedback_values<Enc, float>(p, it, lane, v, unused);
+    } else if (p.in_type == DType::BF16) {
       RawInput<Enc, uint16_t> in;
       load_raw<Enc, uint16_t>(p, it, lane, in);
       unpack_raw<Enc, uint16_t>(in, v);
@@ -547,12 +569,9 @@ __global__ void __launch_bounds__(kGroupThreads) group_chunk_amax_kernel(const _
   }
   const unsigned peers = __match_any_sync(kFullMask, run_c);
   const uint32_t m = __reduce_max_sync(peers, leader ? run_max : 0u);
-  if (lane == __ffs(int(peers)) - 1 && run_c != 0xffffffffu && m) atomicMax(p.chunk_amax + run_c, m);
+  if (lane == __ffs(int(peers)) - 1 && run_c != 0xffffffffu && m)
+    atomicMax(p.chunk_amax + run_c, m);
 }
-
-// The streaming decode's shape: rings of 4 tiles of two warp iterations, two output stages; 2
-// blocks of 4 warps per SM (the fastest of the shapes tried, docs/performance.md).
-constexpr int kStreamStages = 4, kStreamTileIters = 2, kStreamOutStages = 2;
 
 template <class Cfg>
 GroupKernel group_kernel(KernelFn fn) {
@@ -570,28 +589,23 @@ GroupKernel stream_decode_kernel(int64_t min_elems) {
           min_elems};
 }
 
-// Elements per lane (2^R): more per lane means fewer warp shuffles in the transform and the
-// per-group scalar work (scales, indexing) shared by more elements, but more registers, so
-// fewer warps to hide memory latency. For G = 128 on H200, 32 per lane is fastest for every
-// encode and for the transformed decodes; plain (untransformed) decodes are fastest at 16.
-// Groups of 16 have 16; G = 1024 needs at least 32 (a group spans at most one warp).
-// Layout: SectorLayout speeds up the transformed encodes and decodes and slows everything else.
-// Transformed decodes of 128 regroup inside the transform (Lay::LaneToSector); the same for
-// encodes was slower. Small transformed decodes are faster at 16 per lane, so launches of at
-// most kSmallDecodeElems outputs take a 16-per-lane kernel. The re-encoding kernels decode as
-// Dec does and encode in the layout the decode leaves (ReencodeCfg). 4-bit codes (Bits = 4) take
-// the same shapes: at 16 or 32 elements per lane a lane's codes are 8 or 16 bytes, one vector
-// access. The measurements behind each choice: docs/performance.md.
+// The kernel shapes of one configuration, from kernel_tuning.hpp (elements per lane, layouts).
+// The re-encoding kernels decode as Dec does and encode in the layout the decode leaves. 4-bit
+// codes take the same shapes: at 16 or 32 elements per lane a lane's codes are 8 or 16 bytes, one
+// vector access.
 template <int LG, bool Had, bool Taco, int Bits>
 struct GroupShapes {
-  static constexpr int kEncodeR = LG >= 5 ? 5 : 4;
-  static constexpr int kDecodeR = Had ? kEncodeR : (LG >= 10 ? 5 : 4);
-  static constexpr Lay kPlain = Had ? Lay::Sector : Lay::Lane;
+  static constexpr int kEncodeR = tuning::encode_lane_log2(LG);
+  static constexpr int kDecodeR = tuning::decode_lane_log2(LG, Had);
+  static constexpr Lay kPlain = tuning::sector_layout(Had) ? Lay::Sector : Lay::Lane;
   using Enc = GroupCfg<LG, kEncodeR, Had, kPlain, Taco, false, Bits>;
-  using Dec = GroupCfg<LG, kDecodeR, Had, Had && LG == 7 ? Lay::LaneToSector : kPlain, Taco, false, Bits>;
-  using Reenc = std::conditional_t<Dec::kRegroup, Dec, GroupCfg<LG, kDecodeR, Had, Lay::Lane, Taco, false, Bits>>;
+  using Dec =
+      GroupCfg<LG, kDecodeR, Had, tuning::regroup_decode(Had, LG) ? Lay::LaneToSector : kPlain,
+               Taco, false, Bits>;
+  using Reenc = std::conditional_t<Dec::kRegroup, Dec,
+                                   GroupCfg<LG, kDecodeR, Had, Lay::Lane, Taco, false, Bits>>;
   // Dec itself when untransformed
-  using Small = GroupCfg<LG, (LG >= 10 ? 5 : 4), Had, kPlain, Taco, false, Bits>;
+  using Small = GroupCfg<LG, tuning::small_decode_lane_log2(LG), Had, kPlain, Taco, false, Bits>;
 };
 
 template <int LG, bool Had, bool Taco, int Bits = 8>
@@ -606,29 +620,25 @@ GroupKernels group_kernels() {
   GroupKernels k;
   k.encode_bf16 = group_kernel<Enc>(group_encode_kernel<Enc, uint16_t>);
   k.encode_f32 = group_kernel<Enc>(group_encode_kernel<Enc, float>);
-  // The encode with the reference rules as constants (GroupCfg::kRef) for transformed TACO groups
-  // of 128, the reference variant, where the constants pay; in other TACO encodes they did not.
-  if constexpr (Taco && Had && LG == 7) {
+  // The encode with the reference rules as constants (GroupCfg::kRef), where they pay.
+  if constexpr (tuning::has_reference_encode(Taco, Had, LG)) {
     using EncRef = GroupCfg<LG, kEncodeR, Had, kPlain, Taco, true>;
     k.encode_ref_bf16 = group_kernel<EncRef>(group_encode_kernel<EncRef, uint16_t>);
     k.encode_ref_f32 = group_kernel<EncRef>(group_encode_kernel<EncRef, float>);
   }
   k.decode_reduce = group_kernel<Dec>(group_decode_reduce_kernel<Dec>);
-  // The one-source decode where it is faster: transformed TACO groups of 128 and of 32 (for
-  // other group sizes and the block-scaled codecs it was not; docs/performance.md).
-  if constexpr (Taco && Had && (LG == 5 || LG == 7))
+  // The one-source decode where it is faster than the decode-reduce kernel.
+  if constexpr (tuning::has_one_source_decode(Taco, Had, LG))
     k.decode = group_kernel<Dec>(group_decode_reduce_kernel<Dec, true>);
   else
     k.decode = k.decode_reduce;
   k.decode_reduce_small = group_kernel<Small>(group_decode_reduce_kernel<Small>);
   k.decode_reduce_encode = group_kernel<Reenc>(group_decode_reduce_encode_kernel<Reenc>);
   k.decode_add_encode = group_kernel<Reenc>(group_decode_add_encode_kernel<Reenc>);
-  // The streaming decode for transformed TACO groups of 128 from 64 M outputs on (below that the
-  // general kernel is faster), and of 32 wherever the small-launch kernel does not run (the
-  // general kernel's lanes each store a whole group, 64 bytes apart).
-  if constexpr (Taco && Had && (LG == 5 || LG == 7))
-    k.decode_stream = stream_decode_kernel<Dec, kStreamStages, kStreamTileIters, kStreamOutStages>(
-        LG == 7 ? int64_t(1) << 26 : 0);
+  // The streaming decode, from tuning::stream_min_elems outputs on.
+  if constexpr (tuning::has_one_source_decode(Taco, Had, LG))
+    k.decode_stream = stream_decode_kernel<Dec, tuning::kStreamStages, tuning::kStreamTileIters,
+                                           tuning::kStreamOutStages>(tuning::stream_min_elems(LG));
   // The statistics pass of two-level (UE4M3) scales, whose element formats are 4-bit ones.
   if constexpr (Bits == 4) k.chunk_amax = group_kernel<Reenc>(group_chunk_amax_kernel<Reenc>);
   return k;
@@ -641,6 +651,5 @@ void add_feedback_kernels(GroupKernels& k) {
   k.encode_feedback_bf16 = group_kernel<Enc>(group_encode_feedback_kernel<Enc, uint16_t>);
   k.encode_feedback_f32 = group_kernel<Enc>(group_encode_feedback_kernel<Enc, float>);
 }
-
 
 }  // namespace taco::gpu::detail

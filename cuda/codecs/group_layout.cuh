@@ -16,7 +16,9 @@ namespace taco::gpu::detail {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
-constexpr int perm_bit(uint64_t P, int pos) { return int((P >> (4 * pos)) & 0xF); }
+constexpr int perm_bit(uint64_t P, int pos) {
+  return int((P >> (4 * pos)) & 0xF);
+}
 constexpr uint64_t perm_identity(int lg) {
   uint64_t p = 0;
   for (int i = 0; i < lg; ++i) p |= uint64_t(i) << (4 * i);
@@ -114,7 +116,8 @@ __device__ __forceinline__ uint32_t lane_absmax_bits(const float (&v)[N]) {
   uint32_t m[N / 2];
 #pragma unroll
   for (int i = 0; i < N / 2; ++i)
-    m[i] = max(__float_as_uint(v[2 * i]) & 0x7fffffffu, __float_as_uint(v[2 * i + 1]) & 0x7fffffffu);
+    m[i] =
+        max(__float_as_uint(v[2 * i]) & 0x7fffffffu, __float_as_uint(v[2 * i + 1]) & 0x7fffffffu);
   tree_detail::fold<N / 4>(m, [](uint32_t a, uint32_t b) { return max(a, b); });
   return m[0];
 }
@@ -209,7 +212,8 @@ __device__ __forceinline__ float combine(float (&p)[NP], int lane) {
     } else {
 #pragma unroll
       for (int k = 0; k < NP; ++k)
-        if ((k & Done) == 0) p[k] = __fadd_rn(p[k], __shfl_xor_sync(kFullMask, p[k], 1 << (pos - L::R)));
+        if ((k & Done) == 0)
+          p[k] = __fadd_rn(p[k], __shfl_xor_sync(kFullMask, p[k], 1 << (pos - L::R)));
       return combine<L, LgS, Bit - 1, Done, NP>(p, lane);
     }
   }
@@ -223,7 +227,7 @@ __device__ __forceinline__ float group_sum_squares(const float (&v)[L::kRegs], i
   constexpr int LgC = L::LG < 5 ? L::LG : 5;  // log2 of the canonical lane count
   constexpr int LgS = L::LG - LgC;
   using I = sumsq::Info<L, LgS>;
-  constexpr int K = I::kreg();                // low element bits held in registers
+  constexpr int K = I::kreg();  // low element bits held in registers
   static_assert(K == LgS, "a canonical lane's elements must sit in one lane's registers");
   constexpr int NP = 1 << I::nc();
   float p[NP];
@@ -267,7 +271,8 @@ template <int R, int J>
 __device__ __forceinline__ void lane_butterfly(float (&v)[1 << R], int lane) {
   const float sign = ((lane >> J) & 1) ? -1.0f : 1.0f;
 #pragma unroll
-  for (int r = 0; r < (1 << R); ++r) v[r] = __fmaf_rn(sign, v[r], __shfl_xor_sync(kFullMask, v[r], 1 << J));
+  for (int r = 0; r < (1 << R); ++r)
+    v[r] = __fmaf_rn(sign, v[r], __shfl_xor_sync(kFullMask, v[r], 1 << J));
 }
 
 // Stages B .. End - 1.
@@ -276,8 +281,10 @@ __device__ __forceinline__ void run(float (&v)[1 << R], int lane) {
   constexpr int LG = R + LB;
   if constexpr (B < End) {
     constexpr int pos = perm_pos(P, LG, B);
-    if constexpr (pos < R) reg_butterfly<R, pos>(v);
-    else lane_butterfly<R, pos - R>(v, lane);
+    if constexpr (pos < R)
+      reg_butterfly<R, pos>(v);
+    else
+      lane_butterfly<R, pos - R>(v, lane);
     run<R, LB, P, B + 1, End>(v, lane);
   }
 }
@@ -314,12 +321,16 @@ __device__ __forceinline__ void fwht(float (&v)[L::kRegs], int lane) {
 // the groups' by an odd number. Offsets of disjoint element bits add, so a register's part is an
 // immediate.
 constexpr int kRegroupFloats = 164;
-constexpr int regroup_at(int e) { return e + 8 * (e >> 5); }
+constexpr int regroup_at(int e) {
+  return e + 8 * (e >> 5);
+}
 
 template <class In, class Out>
 __device__ __forceinline__ void regroup(float (&v)[In::kRegs], int lane, float* grp) {
-  static_assert(In::LG == 7 && Out::LG == 7 && In::R == Out::R, "regroup: groups of 128 (the padding above)");
-  static_assert(In::run_log2() >= 2 && Out::run_log2() >= 2, "regroup: runs of at least 4 elements");
+  static_assert(In::LG == 7 && Out::LG == 7 && In::R == Out::R,
+                "regroup: groups of 128 (the padding above)");
+  static_assert(In::run_log2() >= 2 && Out::run_log2() >= 2,
+                "regroup: runs of at least 4 elements");
   __syncwarp();  // every lane has read the previous group's values
   float* w = grp + regroup_at(In::lane_offset(lane));
 #pragma unroll
@@ -349,7 +360,8 @@ __device__ __forceinline__ void fwht_to(float (&v)[In::kRegs], int lane, float* 
     fwht<In>(v, lane);
   } else {
     constexpr int split = fwht_detail::first_lane_stage<In>();
-    static_assert(fwht_detail::reg_stages<Out>(split, Out::LG), "fwht_to: Out must hold the later stages' bits in registers");
+    static_assert(fwht_detail::reg_stages<Out>(split, Out::LG),
+                  "fwht_to: Out must hold the later stages' bits in registers");
     fwht_detail::run<In::R, In::LB, In::P, 0, split>(v, lane);
     regroup<In, Out>(v, lane, grp);
     fwht_detail::run<Out::R, Out::LB, Out::P, split, Out::LG>(v, lane);

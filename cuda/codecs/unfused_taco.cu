@@ -25,7 +25,7 @@ struct UParams {
   float* sumsq;
   float* s_a;
   float* s_q;
-  float* r;  // the codes' factor k / s_q
+  float* r;            // the codes' factor k / s_q
   const uint8_t* src;  // one decode source
   int first_source;    // accumulate: acc = y (1) or acc + y (0)
 };
@@ -42,14 +42,15 @@ __device__ __forceinline__ int group_valid(const KernelParams& p, int64_t b) {
 __global__ void u_cast(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const int G = p.rules.group;
-  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p); t += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p);
+       t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t cb = t / G, i = t - cb * G;
     const int64_t c = cb / p.geo.nblocks, b = cb - c * p.geo.nblocks;
     float x = 0.0f;
     if (i < group_valid(p, b)) {
       const int64_t e = c * p.in_stride + b * G + i;
-      x = p.in_type == DataType::BF16 ? bf16_bits_to_float(static_cast<const uint16_t*>(p.in)[e])
-                                      : static_cast<const float*>(p.in)[e];
+      x = p.in_type == DType::BF16 ? bf16_bits_to_float(static_cast<const uint16_t*>(p.in)[e])
+                                   : static_cast<const float*>(p.in)[e];
     }
     u.y[t] = x;
   }
@@ -67,7 +68,8 @@ __global__ void u_sumsq(const __grid_constant__ UParams u) {
     const int l = lane % L;
     float acc = __fmul_rn(v[l * S], v[l * S]);
     for (int j = 1; j < S; ++j) acc = __fmaf_rn(v[l * S + j], v[l * S + j], acc);
-    for (int s = L / 2; s >= 1; s >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, s, L));
+    for (int s = L / 2; s >= 1; s >>= 1)
+      acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, s, L));
     if (lane == 0) u.sumsq[g] = acc;
   }
 }
@@ -77,7 +79,8 @@ __global__ void u_adaptive(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const QuantRules& q = p.rules;
   const int64_t groups = p.chunks * p.geo.nblocks;
-  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
+       g += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = g % p.geo.nblocks;
     float var = __fdiv_rn(u.sumsq[g], float(group_valid(p, b)));
     var = __fadd_rn(var, q.lambda);
@@ -139,7 +142,8 @@ __global__ void u_quant(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const QuantRules& q = p.rules;
   const int G = q.group;
-  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p); t += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p);
+       t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t g = t / G, i = t - g * G;
     const int64_t c = g / p.geo.nblocks, b = g - c * p.geo.nblocks;
     const int n = q.transform ? G : group_valid(p, b);
@@ -147,8 +151,10 @@ __global__ void u_quant(const __grid_constant__ UParams u) {
     float x = __fmul_rn(finite_or_zero(u.y[t]), u.r[g]);
     x = x > 448.0f ? 448.0f : (x < -448.0f ? -448.0f : x);
     uint32_t code;
-    if (q.saturate) code = fp8x2_sat(x, 0.0f, q.elem) & 0xffu;
-    else code = q.elem == ElemKind::E4M3 ? e4m3_sw(x, false) : e5m2_sw(x, false);
+    if (q.saturate)
+      code = fp8x2_sat(x, 0.0f, q.elem) & 0xffu;
+    else
+      code = q.elem == ElemFormat::E4M3 ? e4m3_sw(x, false) : e5m2_sw(x, false);
     p.wire_out[c * p.wire_out_stride + b * G + i] = uint8_t(code);
   }
 }
@@ -158,7 +164,8 @@ __global__ void u_dequant(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const QuantRules& q = p.rules;
   const int G = q.group;
-  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p); t += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p);
+       t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t g = t / G, i = t - g * G;
     const int64_t c = g / p.geo.nblocks, b = g - c * p.geo.nblocks;
     const uint8_t* w = u.src + c * p.wire_in_stride;
@@ -174,7 +181,8 @@ __global__ void u_dequant(const __grid_constant__ UParams u) {
 __global__ void u_unscale_acc(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const int G = p.rules.group;
-  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p); t += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p);
+       t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t g = t / G;
     const int64_t c = g / p.geo.nblocks, b = g - c * p.geo.nblocks;
     const uint8_t* w = u.src + c * p.wire_in_stride;
@@ -191,13 +199,16 @@ __global__ void u_unscale_acc(const __grid_constant__ UParams u) {
 __global__ void u_store(const __grid_constant__ UParams u) {
   const KernelParams& p = u.k;
   const int G = p.rules.group;
-  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p); t += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < padded_total(p);
+       t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t g = t / G, i = t - g * G;
     const int64_t c = g / p.geo.nblocks, b = g - c * p.geo.nblocks;
     if (i >= group_valid(p, b)) continue;
     const int64_t e = c * p.out_stride + b * G + i;
-    if (p.out_type == DataType::BF16) static_cast<uint16_t*>(p.out)[e] = uint16_t(float_to_bf16_bits(u.acc[t]));
-    else static_cast<float*>(p.out)[e] = u.acc[t];
+    if (p.out_type == DType::BF16)
+      static_cast<uint16_t*>(p.out)[e] = uint16_t(float_to_bf16_bits(u.acc[t]));
+    else
+      static_cast<float*>(p.out)[e] = u.acc[t];
   }
 }
 
@@ -215,8 +226,10 @@ bool UnfusedTaco::supports(const VariantSpec& v) {
 }
 
 UnfusedTaco::UnfusedTaco(const VariantSpec& spec) : q_(spec) {
-  TACO_REQUIRE_INPUT(supports(spec), "the unfused pipeline implements TACO dual-scale variants (taco, "
-                                     "taco-noh, taco-e5m2, taco-g<G>), not '{}'", q_.name());
+  TACO_REQUIRE_INPUT(supports(spec),
+                     "the unfused pipeline implements TACO dual-scale variants (taco, "
+                     "taco-noh, taco-e5m2, taco-g<G>), not '{}'",
+                     q_.name());
   int dev = 0;
   TACO_CUDA_CHECK(cudaGetDevice(&dev));
   TACO_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, dev));
@@ -227,16 +240,17 @@ void UnfusedTaco::ensure(int64_t chunks, const ChunkGeometry& g) const {
   if (y_.bytes() < padded) y_ = DeviceBuffer(padded, "cudaMalloc(unfused fp32 workspace)");
   if (acc_.bytes() < padded) acc_ = DeviceBuffer(padded, "cudaMalloc(unfused fp32 sums)");
   const size_t per_group = size_t(chunks * g.nblocks) * 4 * 4;
-  if (group_.bytes() < per_group) group_ = DeviceBuffer(per_group, "cudaMalloc(unfused group scalars)");
+  if (group_.bytes() < per_group)
+    group_ = DeviceBuffer(per_group, "cudaMalloc(unfused group scalars)");
 }
 
-#define TACO_UNFUSED_LAUNCH(kernel, grid, threads, smem)                 \
-  do {                                                                   \
-    kernel<<<(grid), (threads), (smem), stream>>>(u);                    \
-    TACO_CUDA_CHECK_LAUNCH(#kernel, stream);                             \
+#define TACO_UNFUSED_LAUNCH(kernel, grid, threads, smem) \
+  do {                                                   \
+    kernel<<<(grid), (threads), (smem), stream>>>(u);    \
+    TACO_CUDA_CHECK_LAUNCH(#kernel, stream);             \
   } while (0)
 
-void UnfusedTaco::encode(const void* in, DataType in_type, int64_t chunks, int64_t rows, int64_t cols,
+void UnfusedTaco::encode(const void* in, DType in_type, int64_t chunks, int64_t rows, int64_t cols,
                          uint8_t* wire, cudaStream_t stream) const {
   const ChunkGeometry g = q_.geometry(rows, cols);
   ensure(chunks, g);
@@ -263,19 +277,23 @@ void UnfusedTaco::encode(const void* in, DataType in_type, int64_t chunks, int64
   TACO_UNFUSED_LAUNCH(u_adaptive, grid_for(groups, sm_count_), kThreads, 0);
   if (u.k.rules.transform) {
     const int ht = int(std::min<int64_t>(G / 2, 512));
-    TACO_UNFUSED_LAUNCH(u_hadamard, unsigned(std::min<int64_t>(groups, int64_t(sm_count_) * 16)), ht, size_t(G) * 4);
+    TACO_UNFUSED_LAUNCH(u_hadamard, unsigned(std::min<int64_t>(groups, int64_t(sm_count_) * 16)),
+                        ht, size_t(G) * 4);
   }
   TACO_UNFUSED_LAUNCH(u_scales, grid_for(groups * 32, sm_count_), kThreads, 0);
   TACO_UNFUSED_LAUNCH(u_quant, grid_for(padded, sm_count_), kThreads, 0);
   // scales into the wire (v1: device-to-device copies)
-  TACO_CUDA_CHECK(cudaMemcpy2DAsync(wire + g.scale_off, size_t(g.total), u.s_q, size_t(g.nblocks) * 4,
-                                    size_t(g.nblocks) * 4, size_t(chunks), cudaMemcpyDeviceToDevice, stream));
+  TACO_CUDA_CHECK(cudaMemcpy2DAsync(wire + g.scale_off, size_t(g.total), u.s_q,
+                                    size_t(g.nblocks) * 4, size_t(g.nblocks) * 4, size_t(chunks),
+                                    cudaMemcpyDeviceToDevice, stream));
   TACO_CUDA_CHECK(cudaMemcpy2DAsync(wire + g.aux_off, size_t(g.total), u.s_a, size_t(g.nblocks) * 4,
-                                    size_t(g.nblocks) * 4, size_t(chunks), cudaMemcpyDeviceToDevice, stream));
+                                    size_t(g.nblocks) * 4, size_t(chunks), cudaMemcpyDeviceToDevice,
+                                    stream));
 }
 
-void UnfusedTaco::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
-                                int64_t cols, void* out, DataType out_type, cudaStream_t stream) const {
+void UnfusedTaco::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t chunks,
+                                int64_t rows, int64_t cols, void* out, DType out_type,
+                                cudaStream_t stream) const {
   TACO_REQUIRE_INPUT(!srcs.empty(), "unfused decode needs at least one input");
   const ChunkGeometry g = q_.geometry(rows, cols);
   ensure(chunks, g);
@@ -296,7 +314,8 @@ void UnfusedTaco::decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t
     TACO_UNFUSED_LAUNCH(u_dequant, grid_for(padded, sm_count_), kThreads, 0);
     if (u.k.rules.transform) {
       const int ht = int(std::min<int64_t>(G / 2, 512));
-      TACO_UNFUSED_LAUNCH(u_hadamard, unsigned(std::min<int64_t>(groups, int64_t(sm_count_) * 16)), ht, size_t(G) * 4);
+      TACO_UNFUSED_LAUNCH(u_hadamard, unsigned(std::min<int64_t>(groups, int64_t(sm_count_) * 16)),
+                          ht, size_t(G) * 4);
     }
     TACO_UNFUSED_LAUNCH(u_unscale_acc, grid_for(padded, sm_count_), kThreads, 0);
   }

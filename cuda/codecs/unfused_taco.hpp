@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "cuda/codecs/codec_params.hpp"
-#include "cuda/runtime/device.hpp"
 #include "cuda/codecs/gpu_quant.hpp"
+#include "cuda/runtime/device.hpp"
 
 namespace taco::gpu {
 
@@ -26,19 +26,21 @@ class UnfusedTaco {
   static bool supports(const VariantSpec& spec);
   const std::string& name() const { return q_.name(); }
 
-  void encode(const void* in, DataType in_type, int64_t chunks, int64_t rows, int64_t cols,
+  void encode(const void* in, DType in_type, int64_t chunks, int64_t rows, int64_t cols,
               uint8_t* wire, cudaStream_t stream) const;
   void decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
-                     int64_t cols, void* out, DataType out_type, cudaStream_t stream) const;
+                     int64_t cols, void* out, DType out_type, cudaStream_t stream) const;
   // Kernel launches and copies per call (for reports).
   int encode_launches() const { return (q_.spec().transform != Transform::None ? 6 : 5) + 2; }
-  int decode_launches(int nsrc) const { return (q_.spec().transform != Transform::None ? 3 : 2) * nsrc + 1; }
+  int decode_launches(int nsrc) const {
+    return (q_.spec().transform != Transform::None ? 3 : 2) * nsrc + 1;
+  }
 
  private:
   KernelParams params(int64_t chunks, int64_t rows, int64_t cols) const;
   void ensure(int64_t chunks, const ChunkGeometry& g) const;
 
-  GpuQuant q_;                  // spec, rules and geometry (its fused kernels are not used)
+  GpuQuant q_;  // spec, rules and geometry (its fused kernels are not used)
   int sm_count_ = 0;
   mutable DeviceBuffer y_, acc_, group_;  // fp32 padded groups, sums, per-group scalars
 };

@@ -13,10 +13,11 @@ namespace taco::gpu {
 using comm::Buf;
 using comm::Op;
 
-DataType io_type(DType t) {
-  if (t == DType::BF16) return DataType::BF16;
-  if (t == DType::F32) return DataType::F32;
-  throw_input_error("compressed collectives take bf16 or f32 data (the GPU codecs' inputs), not {}", dtype_name(t));
+DType io_type(DType t) {
+  if (t == DType::BF16) return DType::BF16;
+  if (t == DType::F32) return DType::F32;
+  throw_input_error("compressed collectives take bf16 or f32 data (the GPU codecs' inputs), not {}",
+                    dtype_name(t));
 }
 
 namespace {
@@ -80,14 +81,16 @@ void CommContext::allocate(const BufferSizes& s) {
   // The fabric allocates wire buffers for all local ranks at once (NCCL windows are collective).
   for (int i = 0; i < comm::kWireBufs; ++i) {
     auto bufs = fabric_->alloc_wire(std::max<size_t>(size_t(s.wire[size_t(i)]), 16));
-    for (int l = 0; l < nlocal(); ++l) ranks_[size_t(l)].wire[size_t(i)] = std::move(bufs[size_t(l)]);
+    for (int l = 0; l < nlocal(); ++l)
+      ranks_[size_t(l)].wire[size_t(i)] = std::move(bufs[size_t(l)]);
   }
   sizes_ = s;
 }
 
 void CommContext::set_codec(const VariantSpec& spec) {
   const std::string why = GpuQuant::unsupported_reason(spec);
-  TACO_REQUIRE_INPUT(why.empty(), "variant '{}' has no GPU implementation ({})", canonical_variant(spec), why);
+  TACO_REQUIRE_INPUT(why.empty(), "variant '{}' has no GPU implementation ({})",
+                     canonical_variant(spec), why);
   codec_ = spec;
   for (auto& r : ranks_) {
     (void)cudaSetDevice(r.tag.device);
@@ -100,7 +103,8 @@ GpuQuant& CommContext::codec_for(LocalRank& r, int64_t rows, int64_t cols) {
   if (!slot) {
     slot = std::make_unique<GpuQuant>(codec_);
     slot->set_max_sms(codec_sms_);
-    (void)slot->geometry(rows, cols);  // memoised: every later launch of this shape skips the layout
+    (void)slot->geometry(rows,
+                         cols);  // memoised: every later launch of this shape skips the layout
   }
   return *slot;
 }
@@ -108,8 +112,9 @@ GpuQuant& CommContext::codec_for(LocalRank& r, int64_t rows, int64_t cols) {
 uint8_t* CommContext::wire_ptr(LocalRank& r, const comm::Ref& ref, int64_t bytes) {
   TACO_ASSERT(comm::is_wire(ref.buf), "wire reference to buffer {}", int(ref.buf));
   const DeviceBuffer& b = r.wire[size_t(comm::wire_index(ref.buf))];
-  TACO_ASSERT(ref.off >= 0 && size_t(ref.off + bytes) <= b.bytes(), "wire range [{}, {}) outside W{} of {} B", ref.off,
-              ref.off + bytes, comm::wire_index(ref.buf), b.bytes());
+  TACO_ASSERT(ref.off >= 0 && size_t(ref.off + bytes) <= b.bytes(),
+              "wire range [{}, {}) outside W{} of {} B", ref.off, ref.off + bytes,
+              comm::wire_index(ref.buf), b.bytes());
   return b.as<uint8_t>() + ref.off;
 }
 
@@ -117,8 +122,9 @@ uint8_t* CommContext::elem_ptr(LocalRank& r, const comm::Ref& ref, int64_t n, DT
   TACO_ASSERT(ref.buf == Buf::In || ref.buf == Buf::Out, "element reference to a wire buffer");
   const DeviceBuffer& b = ref.buf == Buf::In ? r.in : r.out;
   const size_t es = dtype_size(t);
-  TACO_ASSERT(ref.off >= 0 && size_t(ref.off + n) * es <= b.bytes(), "element range [{}, {}) outside {} of {} B",
-              ref.off, ref.off + n, ref.buf == Buf::In ? "In" : "Out", b.bytes());
+  TACO_ASSERT(ref.off >= 0 && size_t(ref.off + n) * es <= b.bytes(),
+              "element range [{}, {}) outside {} of {} B", ref.off, ref.off + n,
+              ref.buf == Buf::In ? "In" : "Out", b.bytes());
   return b.as<uint8_t>() + size_t(ref.off) * es;
 }
 
@@ -136,10 +142,11 @@ void CommContext::run_compute(LocalRank& r, const Op& o, DType t) {
   if (o.kind == Op::Kind::Copy) {
     uint8_t* dst = elem_ptr(r, o.dst, o.bytes, t);
     const uint8_t* src = elem_ptr(r, o.srcs[0], o.bytes, t);
-    if (o.bytes) TACO_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(o.bytes) * es, cudaMemcpyDeviceToDevice, s));
+    if (o.bytes)
+      TACO_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(o.bytes) * es, cudaMemcpyDeviceToDevice, s));
     return;
   }
-  const DataType dt = io_type(t);
+  const DType dt = io_type(t);
   GpuQuant& q = codec_for(r, o.rows, o.cols);
   const int64_t n = o.numel(), wb = q.chunk_bytes(o.rows, o.cols);
   switch (o.kind) {
@@ -177,14 +184,16 @@ void CommContext::run_compute(LocalRank& r, const Op& o, DType t) {
       return;
     }
     case Op::Kind::DecodeAddEncode: {
-      TACO_ASSERT(o.count == 1 && o.srcs.size() == 2, "decode-add-encode takes one block and two sources");
-      TACO_ASSERT(r.scratch.bytes() >= size_t(n) * 4 || q.fused(), "ring scratch of {} B for {} elements",
-                  r.scratch.bytes(), n);
-      decode_add_encode(q, wire_ptr(r, o.srcs[0], wb), elem_ptr(r, o.srcs[1], n, t), dt, o.rows, o.cols,
-                        wire_ptr(r, o.dst, wb), r.scratch.as<float>(), s);
+      TACO_ASSERT(o.count == 1 && o.srcs.size() == 2,
+                  "decode-add-encode takes one block and two sources");
+      TACO_ASSERT(r.scratch.bytes() >= size_t(n) * 4 || q.fused(),
+                  "ring scratch of {} B for {} elements", r.scratch.bytes(), n);
+      decode_add_encode(q, wire_ptr(r, o.srcs[0], wb), elem_ptr(r, o.srcs[1], n, t), dt, o.rows,
+                        o.cols, wire_ptr(r, o.dst, wb), r.scratch.as<float>(), s);
       return;
     }
-    default: break;
+    default:
+      break;
   }
   throw_error("comm executor: op {} is not a compute op", int(o.kind));
 }
@@ -193,18 +202,25 @@ void CommContext::run_comm(int l, const Op& o) {
   LocalRank& r = ranks_[size_t(l)];
   const cudaStream_t s = r.net->get();
   switch (o.kind) {
-    case Op::Kind::Send: fabric_->send(l, wire_ptr(r, o.srcs[0], o.bytes), size_t(o.bytes), o.peer, s); return;
-    case Op::Kind::Recv: fabric_->recv(l, wire_ptr(r, o.dst, o.bytes), size_t(o.bytes), o.peer, s); return;
-    case Op::Kind::AllGather:
-      fabric_->all_gather_bytes(l, wire_ptr(r, o.srcs[0], o.bytes), wire_ptr(r, o.dst, o.bytes * fabric_->nranks()),
-                                size_t(o.bytes), s);
+    case Op::Kind::Send:
+      fabric_->send(l, wire_ptr(r, o.srcs[0], o.bytes), size_t(o.bytes), o.peer, s);
       return;
-    default: break;
+    case Op::Kind::Recv:
+      fabric_->recv(l, wire_ptr(r, o.dst, o.bytes), size_t(o.bytes), o.peer, s);
+      return;
+    case Op::Kind::AllGather:
+      fabric_->all_gather_bytes(l, wire_ptr(r, o.srcs[0], o.bytes),
+                                wire_ptr(r, o.dst, o.bytes * fabric_->nranks()), size_t(o.bytes),
+                                s);
+      return;
+    default:
+      break;
   }
   throw_error("comm executor: op {} is not a communication op", int(o.kind));
 }
 
-void CommContext::enqueue_plan(const std::vector<const comm::RankPlan*>& plans, DType t, RunMode mode) {
+void CommContext::enqueue_plan(const std::vector<const comm::RankPlan*>& plans, DType t,
+                               RunMode mode) {
   TACO_ASSERT(int(plans.size()) == nlocal(), "{} plans for {} local ranks", plans.size(), nlocal());
   const auto& p0 = *plans[0];
   const int P = int(p0.pieces.size());
@@ -213,7 +229,8 @@ void CommContext::enqueue_plan(const std::vector<const comm::RankPlan*>& plans, 
     const auto& pl = *plans[size_t(l)];
     TACO_ASSERT(int(pl.pieces.size()) == P && pl.rank == ranks_[size_t(l)].tag.rank,
                 "plan of local rank {} does not match", l);
-    for (const auto& pc : pl.pieces) TACO_ASSERT(int(pc.size()) == K, "pieces of different lengths");
+    for (const auto& pc : pl.pieces)
+      TACO_ASSERT(int(pc.size()) == K, "pieces of different lengths");
     try {
       TACO_CUDA_CHECK(cudaSetDevice(ranks_[size_t(l)].tag.device));
       ensure_events(ranks_[size_t(l)], size_t(P) * size_t(K));
@@ -221,12 +238,15 @@ void CommContext::enqueue_plan(const std::vector<const comm::RankPlan*>& plans, 
       rethrow_for(ranks_[size_t(l)].tag);
     }
   }
-  auto ev = [&](int l, int p, int s) { return ranks_[size_t(l)].events[size_t(p) * size_t(K) + size_t(s)]; };
+  auto ev = [&](int l, int p, int s) {
+    return ranks_[size_t(l)].events[size_t(p) * size_t(K) + size_t(s)];
+  };
   for (int w = 0; w <= P + K - 2; ++w) {
     for (int p = std::min(w, P - 1); p >= 0 && w - p < K; --p) {
       const int s = w - p;
       const bool is_comm = p0.pieces[size_t(p)][size_t(s)].comm;
-      if ((is_comm && mode == RunMode::CodecOnly) || (!is_comm && mode == RunMode::CommOnly)) continue;
+      if ((is_comm && mode == RunMode::CodecOnly) || (!is_comm && mode == RunMode::CommOnly))
+        continue;
       // Wait for the previous step of this piece where it ran on the other stream.
       for (int l = 0; l < nlocal(); ++l) {
         LocalRank& r = ranks_[size_t(l)];
@@ -236,7 +256,8 @@ void CommContext::enqueue_plan(const std::vector<const comm::RankPlan*>& plans, 
           if (s > 0 && p0.pieces[size_t(p)][size_t(s - 1)].comm != is_comm)
             TACO_CUDA_CHECK(cudaStreamWaitEvent(st, ev(l, p, s - 1), 0));
           if (!is_comm)
-            for (const Op& o : plans[size_t(l)]->pieces[size_t(p)][size_t(s)].ops) run_compute(r, o, t);
+            for (const Op& o : plans[size_t(l)]->pieces[size_t(p)][size_t(s)].ops)
+              run_compute(r, o, t);
         } catch (...) {
           rethrow_for(r.tag);
         }
@@ -265,9 +286,10 @@ void CommContext::enqueue_plain(comm::Coll c, DType t, int64_t count) {
   const size_t es = comm_dtype_bytes(t);
   for (int l = 0; l < nlocal(); ++l) {
     LocalRank& r = ranks_[size_t(l)];
-    const size_t need_out = c == comm::Coll::AllGather ? size_t(count) * es * size_t(N) : size_t(count) * es;
-    TACO_ASSERT(size_t(count) * es <= r.in.bytes() && need_out <= r.out.bytes(), "plain {}: {} elements do not fit",
-                taco::coll_name(c), count);
+    const size_t need_out =
+        c == comm::Coll::AllGather ? size_t(count) * es * size_t(N) : size_t(count) * es;
+    TACO_ASSERT(size_t(count) * es <= r.in.bytes() && need_out <= r.out.bytes(),
+                "plain {}: {} elements do not fit", taco::coll_name(c), count);
   }
   fabric_->group_start();
   for (int l = 0; l < nlocal(); ++l) {
@@ -277,9 +299,15 @@ void CommContext::enqueue_plain(comm::Coll c, DType t, int64_t count) {
     uint8_t* out = r.out.as<uint8_t>();
     const int me = r.tag.rank;
     switch (c) {
-      case comm::Coll::AllReduce: fabric_->all_reduce(l, in, out, size_t(count), t, s); break;
-      case comm::Coll::ReduceScatter: fabric_->reduce_scatter(l, in, out, size_t(count / N), t, s); break;
-      case comm::Coll::AllGather: fabric_->all_gather(l, in, out, size_t(count), t, s); break;
+      case comm::Coll::AllReduce:
+        fabric_->all_reduce(l, in, out, size_t(count), t, s);
+        break;
+      case comm::Coll::ReduceScatter:
+        fabric_->reduce_scatter(l, in, out, size_t(count / N), t, s);
+        break;
+      case comm::Coll::AllGather:
+        fabric_->all_gather(l, in, out, size_t(count), t, s);
+        break;
       case comm::Coll::AllToAll: {
         const size_t blk = size_t(count / N) * es;
         for (int q = 0; q < N; ++q) {

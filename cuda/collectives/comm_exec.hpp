@@ -1,8 +1,8 @@
 #pragma once
-// The GPU executor of comm plans (collectives/comm_plans.hpp) and of plain NCCL collectives, for every
-// local rank of a process. Each local rank owns its device buffers (In, Out, four wire buffers), a
-// compute stream for the codec kernels and a network stream for NCCL, and one GpuQuant per block
-// shape (so every launch hits the codec's geometry memo).
+// The GPU executor of comm plans (collectives/comm_plans.hpp) and of plain NCCL collectives, for
+// every local rank of a process. Each local rank owns its device buffers (In, Out, four wire
+// buffers), a compute stream for the codec kernels and a network stream for NCCL, and one GpuQuant
+// per block shape (so every launch hits the codec's geometry memo).
 //
 // Issue order (software pipelining): step s of piece p is issued in wavefront p + s, later pieces
 // first within a wavefront, each step waiting on an event of the step before it in the same piece.
@@ -16,12 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/comm_plan.hpp"
 #include "core/dtype.hpp"
+#include "cuda/codecs/gpu_quant.hpp"
 #include "cuda/collectives/comm_fabric.hpp"
 #include "cuda/collectives/comm_kernels.hpp"
-#include "collectives/comm_plan.hpp"
 #include "cuda/runtime/device.hpp"
-#include "cuda/codecs/gpu_quant.hpp"
 
 namespace taco::gpu {
 
@@ -95,7 +95,8 @@ class CommContext {
   int codec_sms_ = 0;
 };
 
-// GPU data type of a compressed collective's io dtype (bf16 or f32; InputError otherwise).
-DataType io_type(DType t);
+// The io dtype of a compressed collective, checked: bf16 or f32 (the GPU codecs' inputs);
+// InputError otherwise.
+DType io_type(DType t);
 
 }  // namespace taco::gpu

@@ -8,9 +8,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -24,7 +24,9 @@
 
 namespace taco::gpu {
 
-std::string rank_prefix(const RankTag& t) { return fmt::format("rank {} (host {}, GPU {})", t.rank, t.host, t.device); }
+std::string rank_prefix(const RankTag& t) {
+  return fmt::format("rank {} (host {}, GPU {})", t.rank, t.host, t.device);
+}
 
 std::vector<DeviceBuffer> Fabric::alloc_wire(size_t bytes) {
   std::vector<DeviceBuffer> out;
@@ -43,7 +45,8 @@ std::vector<DeviceBuffer> Fabric::alloc_wire(size_t bytes) {
 namespace {
 
 std::string version_string(int code) {
-  // 2.x codes: major * 10000 + minor * 100 + patch (NCCL >= 2.9); older: major * 1000 + minor * 100 + patch
+  // 2.x codes: major * 10000 + minor * 100 + patch (NCCL >= 2.9); older: major * 1000 + minor * 100
+  // + patch
   if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
   return fmt::format("{}.{}.{}", code / 1000, (code % 1000) / 100, code % 100);
 }
@@ -56,16 +59,23 @@ int runtime_code() {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::BF16: return ncclBfloat16;
-    case DType::F16: return ncclFloat16;
-    case DType::F32: return ncclFloat32;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::F32:
+      return ncclFloat32;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
-    case DType::F8E4M3: return ncclFloat8e4m3;
-    case DType::F8E5M2: return ncclFloat8e5m2;
+    case DType::F8E4M3:
+      return ncclFloat8e4m3;
+    case DType::F8E5M2:
+      return ncclFloat8e5m2;
 #endif
-    default: break;
+    default:
+      break;
   }
-  throw_input_error("NCCL {} has no reduction type for {}", version_string(NCCL_VERSION_CODE), dtype_name(t));
+  throw_input_error("NCCL {} has no reduction type for {}", version_string(NCCL_VERSION_CODE),
+                    dtype_name(t));
 }
 
 // Communicators: with a timeout (> 0) they are created non-blocking (ncclCommInitRankConfig with
@@ -84,7 +94,9 @@ class NcclFabric final : public Fabric {
   ~NcclFabric() override;
   std::string kind() const override { return "nccl"; }
 
-  void group_start() override { check(ncclGroupStart(), "ncclGroupStart()", -1, __FILE__, __LINE__); }
+  void group_start() override {
+    check(ncclGroupStart(), "ncclGroupStart()", -1, __FILE__, __LINE__);
+  }
   void group_end() override {
     arm("ncclGroupEnd()");
     const ncclResult_t r = ncclGroupEnd();
@@ -94,24 +106,31 @@ class NcclFabric final : public Fabric {
   // Byte messages are the compressed collectives' (and plain all-to-all / send-recv rows'): on the
   // wire communicator when it exists, and only there can they meet the windows of alloc_wire.
   void send(int l, const void* buf, size_t bytes, int peer, cudaStream_t s) override {
-    check(ncclSend(buf, bytes, ncclUint8, peer, byte_comm(l, buf), s), "ncclSend", l, __FILE__, __LINE__);
+    check(ncclSend(buf, bytes, ncclUint8, peer, byte_comm(l, buf), s), "ncclSend", l, __FILE__,
+          __LINE__);
   }
   void recv(int l, void* buf, size_t bytes, int peer, cudaStream_t s) override {
-    check(ncclRecv(buf, bytes, ncclUint8, peer, byte_comm(l, buf), s), "ncclRecv", l, __FILE__, __LINE__);
+    check(ncclRecv(buf, bytes, ncclUint8, peer, byte_comm(l, buf), s), "ncclRecv", l, __FILE__,
+          __LINE__);
   }
   void all_gather_bytes(int l, const void* src, void* dst, size_t bytes, cudaStream_t s) override {
-    check(ncclAllGather(src, dst, bytes, ncclUint8, byte_comm(l, dst), s), "ncclAllGather(bytes)", l, __FILE__,
+    check(ncclAllGather(src, dst, bytes, ncclUint8, byte_comm(l, dst), s), "ncclAllGather(bytes)",
+          l, __FILE__, __LINE__);
+  }
+  void all_reduce(int l, const void* in, void* out, size_t count, DType t,
+                  cudaStream_t s) override {
+    check(ncclAllReduce(in, out, count, nccl_type(t), ncclSum, comm(l), s), "ncclAllReduce", l,
+          __FILE__, __LINE__);
+  }
+  void reduce_scatter(int l, const void* in, void* out, size_t recvcount, DType t,
+                      cudaStream_t s) override {
+    check(ncclReduceScatter(in, out, recvcount, nccl_type(t), ncclSum, comm(l), s),
+          "ncclReduceScatter", l, __FILE__, __LINE__);
+  }
+  void all_gather(int l, const void* in, void* out, size_t count, DType t,
+                  cudaStream_t s) override {
+    check(ncclAllGather(in, out, count, nccl_type(t), comm(l), s), "ncclAllGather", l, __FILE__,
           __LINE__);
-  }
-  void all_reduce(int l, const void* in, void* out, size_t count, DType t, cudaStream_t s) override {
-    check(ncclAllReduce(in, out, count, nccl_type(t), ncclSum, comm(l), s), "ncclAllReduce", l, __FILE__, __LINE__);
-  }
-  void reduce_scatter(int l, const void* in, void* out, size_t recvcount, DType t, cudaStream_t s) override {
-    check(ncclReduceScatter(in, out, recvcount, nccl_type(t), ncclSum, comm(l), s), "ncclReduceScatter", l, __FILE__,
-          __LINE__);
-  }
-  void all_gather(int l, const void* in, void* out, size_t count, DType t, cudaStream_t s) override {
-    check(ncclAllGather(in, out, count, nccl_type(t), comm(l), s), "ncclAllGather", l, __FILE__, __LINE__);
   }
 
   std::vector<DeviceBuffer> alloc_wire(size_t bytes) override;
@@ -140,7 +159,9 @@ class NcclFabric final : public Fabric {
 
  private:
   ncclComm_t comm(int l) const {
-    if (aborted_) throw Error(fmt::format("{}: NCCL communicators were aborted after an earlier failure", where(l)));
+    if (aborted_)
+      throw Error(
+          fmt::format("{}: NCCL communicators were aborted after an earlier failure", where(l)));
     return comms_[size_t(l)];
   }
   // The wire communicator for messages in alloc_wire's buffers, else the plain one (plain rows'
@@ -156,39 +177,52 @@ class NcclFabric final : public Fabric {
   void make_wire_comms();
   void release_window(int l, void* ptr, void* win) noexcept;  // win: an ncclWindow_t or nullptr
   std::string where(int l) const {
-    return l >= 0 ? rank_prefix(tag(l)) : fmt::format("ranks {}..{} (host {})", tag(0).rank, tag(nlocal() - 1).rank,
-                                                      tag(0).host);
+    return l >= 0 ? rank_prefix(tag(l))
+                  : fmt::format("ranks {}..{} (host {})", tag(0).rank, tag(nlocal() - 1).rank,
+                                tag(0).host);
   }
   [[noreturn]] void fail(int l, const std::string& what, ncclResult_t r) {
     const char* last = nullptr;
-    if (!aborted_) last = ncclGetLastError(l >= 0 && size_t(l) < comms_.size() ? comms_[size_t(l)] : nullptr);
-    std::string msg = fmt::format("{}: {}: {} ({}){}", where(l), what, ncclGetErrorString(r), int(r),
-                                  last && *last ? fmt::format("; NCCL says: {}", last) : std::string());
-    if (fired_) msg += fmt::format("; the watchdog aborted the communicators after {} s in {} (--timeout)", timeout_s_,
-                                   fired_what_);
+    if (!aborted_)
+      last = ncclGetLastError(l >= 0 && size_t(l) < comms_.size() ? comms_[size_t(l)] : nullptr);
+    std::string msg =
+        fmt::format("{}: {}: {} ({}){}", where(l), what, ncclGetErrorString(r), int(r),
+                    last && *last ? fmt::format("; NCCL says: {}", last) : std::string());
+    if (fired_)
+      msg += fmt::format("; the watchdog aborted the communicators after {} s in {} (--timeout)",
+                         timeout_s_, fired_what_);
     abort();
     throw Error(msg);
   }
-  void check(ncclResult_t r, const char* call, int l, const char* file, int line, bool in_progress_ok = false) {
+  void check(ncclResult_t r, const char* call, int l, const char* file, int line,
+             bool in_progress_ok = false) {
     if (r == ncclSuccess || (r == ncclInProgress && in_progress_ok)) return;
     fail(l, fmt::format("{} failed at {}:{}", call, file, line), r);
   }
-  // Waits until no call is in progress on any of `cs` (non-blocking communicators), or the deadline.
+  // Waits until no call is in progress on any of `cs` (non-blocking communicators), or the
+  // deadline.
   void settle(const std::vector<ncclComm_t>& cs, const char* what) {
     const auto t0 = std::chrono::steady_clock::now();
     for (long spins = 0;; ++spins) {
       bool busy = false;
       for (int l = 0; l < int(cs.size()); ++l) {
         ncclResult_t st = ncclSuccess;
-        check(ncclCommGetAsyncError(cs[size_t(l)], &st), "ncclCommGetAsyncError", l, __FILE__, __LINE__);
-        if (st == ncclInProgress) busy = true;
-        else if (st != ncclSuccess) fail(l, fmt::format("{} failed asynchronously", what), st);
+        check(ncclCommGetAsyncError(cs[size_t(l)], &st), "ncclCommGetAsyncError", l, __FILE__,
+              __LINE__);
+        if (st == ncclInProgress)
+          busy = true;
+        else if (st != ncclSuccess)
+          fail(l, fmt::format("{} failed asynchronously", what), st);
       }
       if (!busy) return;
-      if (timeout_s_ > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s_) {
+      if (timeout_s_ > 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+              timeout_s_) {
         abort();
-        throw Error(fmt::format("{}: {} still in progress after {} s (--timeout): a peer stalled or died; "
-                                "communicators aborted", where(-1), what, timeout_s_));
+        throw Error(
+            fmt::format("{}: {} still in progress after {} s (--timeout): a peer stalled or died; "
+                        "communicators aborted",
+                        where(-1), what, timeout_s_));
       }
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
@@ -207,15 +241,20 @@ class NcclFabric final : public Fabric {
       cv_.wait_for(lk, std::chrono::milliseconds(20));
       const int64_t since = armed_ns_.load();
       if (stop_ || since == 0) continue;
-      const double held = double(std::chrono::steady_clock::now().time_since_epoch().count() - since) * 1e-9;
+      const double held =
+          double(std::chrono::steady_clock::now().time_since_epoch().count() - since) * 1e-9;
       if (held <= timeout_s_) continue;
       fired_what_ = armed_what_.load();
       fired_ = true;
       abort();  // makes the blocked call return an error, which the owning thread reports
-      for (int i = 0; i < 500 && !stop_ && armed_ns_.load() == since; ++i) cv_.wait_for(lk, std::chrono::milliseconds(20));
+      for (int i = 0; i < 500 && !stop_ && armed_ns_.load() == since; ++i)
+        cv_.wait_for(lk, std::chrono::milliseconds(20));
       if (!stop_ && armed_ns_.load() == since) {
-        std::fprintf(stderr, "taco: error: %s: %s blocked for more than %g s (--timeout) and did not return after "
-                     "ncclCommAbort; exiting\n", where(-1).c_str(), fired_what_, timeout_s_);
+        std::fprintf(
+            stderr,
+            "taco: error: %s: %s blocked for more than %g s (--timeout) and did not return after "
+            "ncclCommAbort; exiting\n",
+            where(-1).c_str(), fired_what_, timeout_s_);
         std::fflush(stderr);
         std::_Exit(1);
       }
@@ -240,11 +279,13 @@ class NcclFabric final : public Fabric {
 };
 
 NcclFabric::NcclFabric(const NcclSetup& s) : timeout_s_(s.timeout_s) {
-  TACO_ASSERT(s.ranks.size() == s.devices.size() && !s.ranks.empty(), "NCCL setup with {} ranks, {} devices",
-              s.ranks.size(), s.devices.size());
-  TACO_ASSERT(s.unique_id.size() == sizeof(ncclUniqueId), "NCCL unique id of {} bytes", s.unique_id.size());
+  TACO_ASSERT(s.ranks.size() == s.devices.size() && !s.ranks.empty(),
+              "NCCL setup with {} ranks, {} devices", s.ranks.size(), s.devices.size());
+  TACO_ASSERT(s.unique_id.size() == sizeof(ncclUniqueId), "NCCL unique id of {} bytes",
+              s.unique_id.size());
   nranks_ = s.nranks;
-  for (size_t i = 0; i < s.ranks.size(); ++i) tags_.push_back(RankTag{s.ranks[i], s.devices[i], s.host});
+  for (size_t i = 0; i < s.ranks.size(); ++i)
+    tags_.push_back(RankTag{s.ranks[i], s.devices[i], s.host});
   ncclUniqueId id;
   std::memcpy(&id, s.unique_id.data(), sizeof id);
   const bool watched = timeout_s_ > 0;
@@ -256,13 +297,14 @@ NcclFabric::NcclFabric(const NcclSetup& s) : timeout_s_(s.timeout_s) {
     const cudaError_t e = cudaSetDevice(tag(l).device);
     if (e != cudaSuccess) {
       (void)ncclGroupEnd();
-      throw Error(fmt::format("{}: cudaSetDevice({}) failed: {}", rank_prefix(tag(l)), tag(l).device,
-                              cudaGetErrorString(e)));
+      throw Error(fmt::format("{}: cudaSetDevice({}) failed: {}", rank_prefix(tag(l)),
+                              tag(l).device, cudaGetErrorString(e)));
     }
     check(ncclCommInitRankConfig(&first[size_t(l)], nranks_, id, tag(l).rank, &configs_[size_t(l)]),
           "ncclCommInitRankConfig", l, __FILE__, __LINE__, watched);
   }
-  check(ncclGroupEnd(), "ncclGroupEnd() after ncclCommInitRankConfig", -1, __FILE__, __LINE__, watched);
+  check(ncclGroupEnd(), "ncclGroupEnd() after ncclCommInitRankConfig", -1, __FILE__, __LINE__,
+        watched);
   if (!watched) {
     comms_ = first;
     if (s.copy_engine) make_wire_comms();
@@ -276,7 +318,8 @@ NcclFabric::NcclFabric(const NcclSetup& s) : timeout_s_(s.timeout_s) {
   for (auto& c : child_configs_) c.blocking = 1;
   check(ncclGroupStart(), "ncclGroupStart()", -1, __FILE__, __LINE__);
   for (int l = 0; l < nlocal(); ++l)
-    check(ncclCommSplit(init_comms_[size_t(l)], 0, tag(l).rank, &comms_[size_t(l)], &child_configs_[size_t(l)]),
+    check(ncclCommSplit(init_comms_[size_t(l)], 0, tag(l).rank, &comms_[size_t(l)],
+                        &child_configs_[size_t(l)]),
           "ncclCommSplit", l, __FILE__, __LINE__, true);
   check(ncclGroupEnd(), "ncclGroupEnd() after ncclCommSplit", -1, __FILE__, __LINE__, true);
   settle(init_comms_, "ncclCommSplit");
@@ -290,7 +333,8 @@ NcclFabric::NcclFabric(const NcclSetup& s) : timeout_s_(s.timeout_s) {
 void NcclFabric::make_wire_comms() {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
   if (runtime_code() < 22800)
-    throw_input_error("--nccl-ce needs NCCL >= 2.28 at run time; this process loaded {}", version_string(runtime_code()));
+    throw_input_error("--nccl-ce needs NCCL >= 2.28 at run time; this process loaded {}",
+                      version_string(runtime_code()));
   wire_comms_.assign(comms_.size(), nullptr);
   wire_ranges_.assign(comms_.size(), {});
   wire_configs_.assign(comms_.size(), ncclConfig_t(NCCL_CONFIG_INITIALIZER));
@@ -302,7 +346,8 @@ void NcclFabric::make_wire_comms() {
   arm("ncclCommSplit (wire communicators)");
   check(ncclGroupStart(), "ncclGroupStart()", -1, __FILE__, __LINE__);
   for (int l = 0; l < nlocal(); ++l)
-    check(ncclCommSplit(parents[size_t(l)], 0, tag(l).rank, &wire_comms_[size_t(l)], &wire_configs_[size_t(l)]),
+    check(ncclCommSplit(parents[size_t(l)], 0, tag(l).rank, &wire_comms_[size_t(l)],
+                        &wire_configs_[size_t(l)]),
           "ncclCommSplit (wire communicators)", l, __FILE__, __LINE__, true);
   const ncclResult_t r = ncclGroupEnd();
   disarm();
@@ -377,7 +422,8 @@ void NcclFabric::release_window(int l, void* ptr, void* win) noexcept {
     }
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
   // Deregistering is local; after an abort the communicator is gone and so is its window.
-  if (win && !aborted_) (void)ncclCommWindowDeregister(wire_comms_[size_t(l)], static_cast<ncclWindow_t>(win));
+  if (win && !aborted_)
+    (void)ncclCommWindowDeregister(wire_comms_[size_t(l)], static_cast<ncclWindow_t>(win));
   (void)ncclMemFree(ptr);
 #else
   (void)win;
@@ -416,14 +462,21 @@ bool nccl_supports(DType t) {
   switch (t) {
     case DType::BF16:
     case DType::F16:
-    case DType::F32: return true;
+    case DType::F32:
+      return true;
     case DType::F8E4M3:
-    case DType::F8E5M2: return NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0) && runtime_code() >= 22400;
-    default: return false;
+    case DType::F8E5M2:
+      return NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0) && runtime_code() >= 22400;
+    default:
+      return false;
   }
 }
-std::string nccl_runtime_version() { return version_string(runtime_code()); }
-std::string nccl_header_version() { return version_string(NCCL_VERSION_CODE); }
+std::string nccl_runtime_version() {
+  return version_string(runtime_code());
+}
+std::string nccl_header_version() {
+  return version_string(NCCL_VERSION_CODE);
+}
 
 std::vector<char> make_nccl_id() {
   ncclUniqueId id;
@@ -435,16 +488,30 @@ std::vector<char> make_nccl_id() {
   return out;
 }
 
-std::unique_ptr<Fabric> make_nccl_fabric(const NcclSetup& setup) { return std::make_unique<NcclFabric>(setup); }
-size_t nccl_id_bytes() { return sizeof(ncclUniqueId); }
+std::unique_ptr<Fabric> make_nccl_fabric(const NcclSetup& setup) {
+  return std::make_unique<NcclFabric>(setup);
+}
+size_t nccl_id_bytes() {
+  return sizeof(ncclUniqueId);
+}
 
 #else  // built without NCCL
 
-bool nccl_supports(DType) { return false; }
-std::string nccl_runtime_version() { return ""; }
-std::string nccl_header_version() { return ""; }
-std::vector<char> make_nccl_id() { throw_input_error("taco was built without NCCL (no nccl.h found)"); }
-size_t nccl_id_bytes() { return 128; }
+bool nccl_supports(DType) {
+  return false;
+}
+std::string nccl_runtime_version() {
+  return "";
+}
+std::string nccl_header_version() {
+  return "";
+}
+std::vector<char> make_nccl_id() {
+  throw_input_error("taco was built without NCCL (no nccl.h found)");
+}
+size_t nccl_id_bytes() {
+  return 128;
+}
 std::unique_ptr<Fabric> make_nccl_fabric(const NcclSetup&) {
   throw_input_error("taco was built without NCCL (no nccl.h found): only --loopback runs");
 }
@@ -457,7 +524,8 @@ namespace {
 class LoopbackFabric final : public Fabric {
  public:
   LoopbackFabric(int n, int device, const std::string& host) : device_(device) {
-    TACO_REQUIRE_INPUT(n >= 1 && n <= kMaxSumSources, "--loopback: 1..{} virtual ranks, got {}", kMaxSumSources, n);
+    TACO_REQUIRE_INPUT(n >= 1 && n <= kMaxSumSources, "--loopback: 1..{} virtual ranks, got {}",
+                       kMaxSumSources, n);
     nranks_ = n;
     for (int r = 0; r < n; ++r) tags_.push_back(RankTag{r, device, host});
     TACO_CUDA_CHECK(cudaSetDevice(device));
@@ -490,17 +558,23 @@ class LoopbackFabric final : public Fabric {
   void all_gather_bytes(int l, const void* src, void* dst, size_t bytes, cudaStream_t s) override {
     post({Kind::AllGather, l, src, dst, bytes, -1, DType::BF16, s});
   }
-  void all_reduce(int l, const void* in, void* out, size_t count, DType t, cudaStream_t s) override {
+  void all_reduce(int l, const void* in, void* out, size_t count, DType t,
+                  cudaStream_t s) override {
     post({Kind::AllReduce, l, in, out, count, -1, t, s});
   }
-  void reduce_scatter(int l, const void* in, void* out, size_t recvcount, DType t, cudaStream_t s) override {
+  void reduce_scatter(int l, const void* in, void* out, size_t recvcount, DType t,
+                      cudaStream_t s) override {
     post({Kind::ReduceScatter, l, in, out, recvcount, -1, t, s});
   }
-  void all_gather(int l, const void* in, void* out, size_t count, DType t, cudaStream_t s) override {
+  void all_gather(int l, const void* in, void* out, size_t count, DType t,
+                  cudaStream_t s) override {
     post({Kind::AllGather, l, in, out, count * comm_dtype_bytes(t), -1, t, s});
   }
   void check_async() override {}
-  void abort() noexcept override { ops_.clear(); depth_ = 0; }
+  void abort() noexcept override {
+    ops_.clear();
+    depth_ = 0;
+  }
 
  private:
   enum class Kind { Send, Recv, AllGather, AllReduce, ReduceScatter };
@@ -516,7 +590,8 @@ class LoopbackFabric final : public Fabric {
   };
   void post(const Pending& p) {
     TACO_ASSERT(p.l >= 0 && p.l < nranks_, "loopback: rank {} of {}", p.l, nranks_);
-    TACO_ASSERT(p.k == Kind::Send || p.k == Kind::Recv || p.peer < 0, "loopback: peer on a collective");
+    TACO_ASSERT(p.k == Kind::Send || p.k == Kind::Recv || p.peer < 0,
+                "loopback: peer on a collective");
     TACO_ASSERT(p.peer < nranks_, "loopback: peer {} of {}", p.peer, nranks_);
     if (depth_ == 0) {  // outside a group: a group of one call (only valid for one rank)
       ops_.push_back(p);
@@ -539,47 +614,53 @@ class LoopbackFabric final : public Fabric {
     TACO_CUDA_CHECK(cudaSetDevice(device_));
     std::vector<cudaStream_t> stream(size_t(nranks_), nullptr);
     for (const auto& o : ops) {
-      if (stream[size_t(o.l)] && stream[size_t(o.l)] != o.s) fail("one rank used two streams in one group");
+      if (stream[size_t(o.l)] && stream[size_t(o.l)] != o.s)
+        fail("one rank used two streams in one group");
       stream[size_t(o.l)] = o.s;
     }
     // The collectives of a group must be posted by every rank, in the same order.
     std::vector<std::vector<const Pending*>> colls(static_cast<size_t>(nranks_));
     std::map<std::pair<int, int>, std::vector<const Pending*>> sends, recvs;
     for (const auto& o : ops) {
-      if (o.k == Kind::Send) sends[{o.l, o.peer}].push_back(&o);
-      else if (o.k == Kind::Recv) recvs[{o.peer, o.l}].push_back(&o);
-      else colls[size_t(o.l)].push_back(&o);
+      if (o.k == Kind::Send)
+        sends[{o.l, o.peer}].push_back(&o);
+      else if (o.k == Kind::Recv)
+        recvs[{o.peer, o.l}].push_back(&o);
+      else
+        colls[size_t(o.l)].push_back(&o);
     }
     for (int r = 1; r < nranks_; ++r)
       if (colls[size_t(r)].size() != colls[0].size())
-        fail(fmt::format("rank {} posts {} collectives in a group, rank 0 posts {}", r, colls[size_t(r)].size(),
-                         colls[0].size()));
+        fail(fmt::format("rank {} posts {} collectives in a group, rank 0 posts {}", r,
+                         colls[size_t(r)].size(), colls[0].size()));
     for (const auto& [pair, ss] : sends) {
       const auto it = recvs.find(pair);
       const size_t nr = it == recvs.end() ? 0 : it->second.size();
       if (nr != ss.size())
-        fail(fmt::format("rank {} sends {} messages to rank {}, which posts {} receives", pair.first, ss.size(),
-                         pair.second, nr));
+        fail(fmt::format("rank {} sends {} messages to rank {}, which posts {} receives",
+                         pair.first, ss.size(), pair.second, nr));
     }
     for (const auto& [pair, rs] : recvs)
       if (!sends.count(pair))
-        fail(fmt::format("rank {} receives {} messages from rank {}, which sends none", pair.second, rs.size(),
-                         pair.first));
+        fail(fmt::format("rank {} receives {} messages from rank {}, which sends none", pair.second,
+                         rs.size(), pair.first));
     std::vector<int> part;
     for (int r = 0; r < nranks_; ++r)
       if (stream[size_t(r)]) part.push_back(r);
     for (int r : part) TACO_CUDA_CHECK(cudaEventRecord(ready_[size_t(r)], stream[size_t(r)]));
     for (int r : part)
-      for (int q : part) TACO_CUDA_CHECK(cudaStreamWaitEvent(stream[size_t(r)], ready_[size_t(q)], 0));
+      for (int q : part)
+        TACO_CUDA_CHECK(cudaStreamWaitEvent(stream[size_t(r)], ready_[size_t(q)], 0));
     // point to point
     for (const auto& [pair, ss] : sends) {
       const auto& rs = recvs[pair];
       for (size_t i = 0; i < ss.size(); ++i) {
         if (ss[i]->n != rs[i]->n)
-          fail(fmt::format("rank {} sends {} B to rank {}, which expects {} B", pair.first, ss[i]->n, pair.second,
-                           rs[i]->n));
+          fail(fmt::format("rank {} sends {} B to rank {}, which expects {} B", pair.first,
+                           ss[i]->n, pair.second, rs[i]->n));
         if (ss[i]->n)
-          TACO_CUDA_CHECK(cudaMemcpyAsync(rs[i]->dst, ss[i]->src, ss[i]->n, cudaMemcpyDeviceToDevice, rs[i]->s));
+          TACO_CUDA_CHECK(cudaMemcpyAsync(rs[i]->dst, ss[i]->src, ss[i]->n,
+                                          cudaMemcpyDeviceToDevice, rs[i]->s));
       }
     }
     // collectives, k-th of every rank together
@@ -588,7 +669,8 @@ class LoopbackFabric final : public Fabric {
       for (int r = 1; r < nranks_; ++r) {
         const Pending& b = *colls[size_t(r)][k];
         if (b.k != a.k || b.n != a.n || b.t != a.t)
-          fail(fmt::format("rank {} posts a different collective than rank 0 (call {} of the group)", r, k));
+          fail(fmt::format(
+              "rank {} posts a different collective than rank 0 (call {} of the group)", r, k));
       }
       for (int r = 0; r < nranks_; ++r) {
         const Pending& me = *colls[size_t(r)][k];
@@ -597,25 +679,30 @@ class LoopbackFabric final : public Fabric {
             for (int q = 0; q < nranks_; ++q) {
               uint8_t* to = static_cast<uint8_t*>(me.dst) + size_t(q) * a.n;
               if (a.n && to != colls[size_t(q)][k]->src)  // in place: the own part is already there
-                TACO_CUDA_CHECK(cudaMemcpyAsync(to, colls[size_t(q)][k]->src, a.n, cudaMemcpyDeviceToDevice, me.s));
+                TACO_CUDA_CHECK(cudaMemcpyAsync(to, colls[size_t(q)][k]->src, a.n,
+                                                cudaMemcpyDeviceToDevice, me.s));
             }
             break;
           case Kind::AllReduce:
           case Kind::ReduceScatter: {
             SumSources src{};
             src.n = nranks_;
-            const size_t off = a.k == Kind::ReduceScatter ? size_t(r) * a.n * comm_dtype_bytes(a.t) : 0;
-            for (int q = 0; q < nranks_; ++q) src.src[q] = static_cast<const uint8_t*>(colls[size_t(q)][k]->src) + off;
+            const size_t off =
+                a.k == Kind::ReduceScatter ? size_t(r) * a.n * comm_dtype_bytes(a.t) : 0;
+            for (int q = 0; q < nranks_; ++q)
+              src.src[q] = static_cast<const uint8_t*>(colls[size_t(q)][k]->src) + off;
             sum_buffers(src, a.t, int64_t(a.n), me.dst, me.s);
             break;
           }
-          default: fail("internal: unexpected call kind");
+          default:
+            fail("internal: unexpected call kind");
         }
       }
     }
     for (int r : part) TACO_CUDA_CHECK(cudaEventRecord(done_[size_t(r)], stream[size_t(r)]));
     for (int r : part)
-      for (int q : part) TACO_CUDA_CHECK(cudaStreamWaitEvent(stream[size_t(r)], done_[size_t(q)], 0));
+      for (int q : part)
+        TACO_CUDA_CHECK(cudaStreamWaitEvent(stream[size_t(r)], done_[size_t(q)], 0));
   }
 
   int device_;
@@ -630,7 +717,8 @@ std::unique_ptr<Fabric> make_loopback_fabric(int nranks, int device, const std::
   return std::make_unique<LoopbackFabric>(nranks, device, host);
 }
 
-void wait_streams(Fabric& f, const std::vector<std::vector<cudaStream_t>>& streams, double timeout_s, const char* what) {
+void wait_streams(Fabric& f, const std::vector<std::vector<cudaStream_t>>& streams,
+                  double timeout_s, const char* what) {
   const auto t0 = std::chrono::steady_clock::now();
   auto last_poll = t0;
   for (long spins = 0;; ++spins) {
@@ -644,7 +732,8 @@ void wait_streams(Fabric& f, const std::vector<std::vector<cudaStream_t>>& strea
         }
         if (e != cudaSuccess) {
           const std::string msg = fmt::format("{}: {} failed on the GPU: cudaStreamQuery: {} ({})",
-                                              rank_prefix(f.tag(int(l))), what, cudaGetErrorString(e), cudaGetErrorName(e));
+                                              rank_prefix(f.tag(int(l))), what,
+                                              cudaGetErrorString(e), cudaGetErrorName(e));
           f.abort();
           throw Error(msg);
         }
@@ -663,8 +752,10 @@ void wait_streams(Fabric& f, const std::vector<std::vector<cudaStream_t>>& strea
       std::string who;
       for (int l : busy) who += (who.empty() ? "" : ", ") + rank_prefix(f.tag(l));
       f.abort();
-      throw Error(fmt::format("{}: {} did not finish within {} s (--timeout): a peer stalled, died or disagrees on "
-                              "the sequence of collectives; communicators aborted", who, what, timeout_s));
+      throw Error(fmt::format(
+          "{}: {} did not finish within {} s (--timeout): a peer stalled, died or disagrees on "
+          "the sequence of collectives; communicators aborted",
+          who, what, timeout_s));
     }
     if (spins > 20000) std::this_thread::sleep_for(std::chrono::microseconds(20));
   }

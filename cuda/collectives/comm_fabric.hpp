@@ -40,11 +40,15 @@ class Fabric {
   virtual void send(int local, const void* buf, size_t bytes, int peer, cudaStream_t s) = 0;
   virtual void recv(int local, void* buf, size_t bytes, int peer, cudaStream_t s) = 0;
   // dst + q * bytes receives rank q's `bytes` from src, for every rank q.
-  virtual void all_gather_bytes(int local, const void* src, void* dst, size_t bytes, cudaStream_t s) = 0;
+  virtual void all_gather_bytes(int local, const void* src, void* dst, size_t bytes,
+                                cudaStream_t s) = 0;
   // Plain (uncompressed) collectives in dtype t, reduction op sum.
-  virtual void all_reduce(int local, const void* in, void* out, size_t count, DType t, cudaStream_t s) = 0;
-  virtual void reduce_scatter(int local, const void* in, void* out, size_t recvcount, DType t, cudaStream_t s) = 0;
-  virtual void all_gather(int local, const void* in, void* out, size_t count, DType t, cudaStream_t s) = 0;
+  virtual void all_reduce(int local, const void* in, void* out, size_t count, DType t,
+                          cudaStream_t s) = 0;
+  virtual void reduce_scatter(int local, const void* in, void* out, size_t recvcount, DType t,
+                              cudaStream_t s) = 0;
+  virtual void all_gather(int local, const void* in, void* out, size_t count, DType t,
+                          cudaStream_t s) = 0;
 
   // A zeroed wire buffer (the compressed collectives' messages) of `bytes` for every local rank.
   // Collective: every process allocates the same sizes in the same order. Default: cudaMalloc.
@@ -73,8 +77,9 @@ struct NcclSetup {
   int nranks = 1;
   std::vector<int> ranks;    // global rank of each local GPU
   std::vector<int> devices;  // CUDA device of each local GPU
-  std::vector<char> unique_id;  // ncclUniqueId bytes shared by every process (make_nccl_id on rank 0)
-  double timeout_s = 300;    // <= 0: blocking communicators, no deadline
+  std::vector<char>
+      unique_id;           // ncclUniqueId bytes shared by every process (make_nccl_id on rank 0)
+  double timeout_s = 300;  // <= 0: blocking communicators, no deadline
   std::string host;
   // Compressed collectives' messages on a second communicator with NCCL_CTA_POLICY_ZERO, their
   // wire buffers from ncclMemAlloc registered as symmetric windows (NCCL >= 2.28): NCCL then
@@ -89,7 +94,7 @@ std::unique_ptr<Fabric> make_loopback_fabric(int nranks, int device, const std::
 
 // Waits until every stream is idle, polling the fabric for asynchronous errors; after
 // `timeout_s` (> 0) aborts the fabric and throws naming `what` and the stalled local ranks.
-void wait_streams(Fabric& f, const std::vector<std::vector<cudaStream_t>>& streams_per_local, double timeout_s,
-                  const char* what);
+void wait_streams(Fabric& f, const std::vector<std::vector<cudaStream_t>>& streams_per_local,
+                  double timeout_s, const char* what);
 
 }  // namespace taco::gpu

@@ -18,14 +18,21 @@ namespace taco::gpu {
 
 int64_t exact_integer_limit(DType t) {
   switch (t) {
-    case DType::BF16: return 256;
-    case DType::F16: return 2048;
-    case DType::F32: return int64_t(1) << 24;
-    case DType::F8E4M3: return 16;
-    case DType::F8E5M2: return 8;
-    default: break;
+    case DType::BF16:
+      return 256;
+    case DType::F16:
+      return 2048;
+    case DType::F32:
+      return int64_t(1) << 24;
+    case DType::F8E4M3:
+      return 16;
+    case DType::F8E5M2:
+      return 8;
+    default:
+      break;
   }
-  throw_input_error("collectives: dtype {} is not one of bf16, f16, f32, f8e4m3, f8e5m2", dtype_name(t));
+  throw_input_error("collectives: dtype {} is not one of bf16, f16, f32, f8e4m3, f8e5m2",
+                    dtype_name(t));
 }
 
 int data_k(DType t, int nranks) {
@@ -43,7 +50,8 @@ namespace {
 constexpr int kThreads = 256;
 
 int grid_for(int64_t n, int per_thread = 4) {
-  const int64_t blocks = (n + int64_t(kThreads) * per_thread - 1) / (int64_t(kThreads) * per_thread);
+  const int64_t blocks =
+      (n + int64_t(kThreads) * per_thread - 1) / (int64_t(kThreads) * per_thread);
   return int(std::max<int64_t>(1, std::min<int64_t>(blocks, 65536)));
 }
 
@@ -67,39 +75,53 @@ __device__ __forceinline__ float gen_value(const DataGen& g, int rank, int64_t i
 
 __device__ __forceinline__ float load_as_float(const void* p, int64_t i, DType t) {
   switch (t) {
-    case DType::BF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
-    case DType::F16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::BF16:
+      return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
+    case DType::F16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::F32:
+      return static_cast<const float*>(p)[i];
     case DType::F8E4M3: {
-      const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<const __nv_fp8_storage_t*>(p)[i], __NV_E4M3);
+      const __half_raw h =
+          __nv_cvt_fp8_to_halfraw(static_cast<const __nv_fp8_storage_t*>(p)[i], __NV_E4M3);
       return __half2float(__half(h));
     }
     case DType::F8E5M2: {
-      const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<const __nv_fp8_storage_t*>(p)[i], __NV_E5M2);
+      const __half_raw h =
+          __nv_cvt_fp8_to_halfraw(static_cast<const __nv_fp8_storage_t*>(p)[i], __NV_E5M2);
       return __half2float(__half(h));
     }
-    default: return __uint_as_float(0x7fc00000u);
+    default:
+      return __uint_as_float(0x7fc00000u);
   }
 }
 
 // Round to nearest even into t (values here are exact, or sums that round like NCCL's).
 __device__ __forceinline__ void store_from_float(void* p, int64_t i, DType t, float x) {
   switch (t) {
-    case DType::BF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x); break;
-    case DType::F16: static_cast<__half*>(p)[i] = __float2half_rn(x); break;
-    case DType::F32: static_cast<float*>(p)[i] = x; break;
+    case DType::BF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x);
+      break;
+    case DType::F16:
+      static_cast<__half*>(p)[i] = __float2half_rn(x);
+      break;
+    case DType::F32:
+      static_cast<float*>(p)[i] = x;
+      break;
     case DType::F8E4M3:
       static_cast<__nv_fp8_storage_t*>(p)[i] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
       break;
     case DType::F8E5M2:
       static_cast<__nv_fp8_storage_t*>(p)[i] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
 __global__ void fill_kernel(void* out, DType t, int64_t count, int rank, DataGen g) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x)
     store_from_float(out, i, t, gen_value(g, rank, i));
 }
 
@@ -114,26 +136,29 @@ __global__ void check_kernel(const void* out, CheckSpec sp, CheckStats* st) {
     int64_t src = i;  // the source element index (sets the exponent)
     int terms = 1;
     switch (sp.kind) {
-      case CheckKind::AllReduce:
-      case CheckKind::ReduceScatter: {
-        src = sp.kind == CheckKind::AllReduce ? i : sp.out_offset + i;
-        for (int q = 0; q < N; ++q) ref = __fadd_rn(ref, gen_value(sp.gen, q, src));  // exact: |partial| <= N K 2^e
+      case Coll::AllReduce:
+      case Coll::ReduceScatter: {
+        src = sp.kind == Coll::AllReduce ? i : sp.out_offset + i;
+        for (int q = 0; q < N; ++q)
+          ref = __fadd_rn(ref, gen_value(sp.gen, q, src));  // exact: |partial| <= N K 2^e
         terms = N;
         break;
       }
-      case CheckKind::AllGather: {
+      case Coll::AllGather: {
         const int q = int(i / sp.count);
         src = i - int64_t(q) * sp.count;
         ref = gen_value(sp.gen, q, src);
         break;
       }
-      case CheckKind::AllToAll: {
+      case Coll::AllToAll: {
         const int q = int(i / sp.block);
         src = int64_t(sp.rank) * sp.block + (i - int64_t(q) * sp.block);
         ref = gen_value(sp.gen, q, src);
         break;
       }
-      case CheckKind::SendRecv: ref = gen_value(sp.gen, (sp.rank + N - 1) % N, i); break;
+      case Coll::SendRecv:
+        ref = gen_value(sp.gen, (sp.rank + N - 1) % N, i);
+        break;
     }
     const float x = load_as_float(out, i, sp.dtype);
     const bool fin = isfinite(x);
@@ -166,43 +191,50 @@ __global__ void check_kernel(const void* out, CheckSpec sp, CheckStats* st) {
     if (nonfin) atomicAdd(&st->nonfinite, nonfin);
     atomicAdd(&st->err_sq, esq);
     atomicAdd(&st->ref_sq, rsq);
-    atomicMax(&st->max_abs_bits, __float_as_uint(emax));  // non-negative floats order like their bits
+    atomicMax(&st->max_abs_bits,
+              __float_as_uint(emax));  // non-negative floats order like their bits
   }
 }
 
 __global__ void sum_kernel(SumSources s, DType t, int64_t count, void* out) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
     float acc = load_as_float(s.src[0], i, t);
     for (int k = 1; k < s.n; ++k) acc = __fadd_rn(acc, load_as_float(s.src[k], i, t));
     store_from_float(out, i, t, acc);
   }
 }
 
-__global__ void add_own_kernel(float* acc, const void* own, DataType t, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float o = t == DataType::BF16 ? __uint_as_float(uint32_t(static_cast<const uint16_t*>(own)[i]) << 16)
-                                        : static_cast<const float*>(own)[i];
+__global__ void add_own_kernel(float* acc, const void* own, DType t, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float o = t == DType::BF16
+                        ? __uint_as_float(uint32_t(static_cast<const uint16_t*>(own)[i]) << 16)
+                        : static_cast<const float*>(own)[i];
     acc[i] = __fadd_rn(acc[i], o);
   }
 }
 
 }  // namespace
 
-void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows,
-                       int64_t cols, uint8_t* wire_out, float* scratch, cudaStream_t s) {
+void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* own, DType own_type,
+                       int64_t rows, int64_t cols, uint8_t* wire_out, float* scratch,
+                       cudaStream_t s) {
   const int64_t n = rows * cols;
   if (!q.fused()) {
-    TACO_ASSERT(scratch != nullptr, "decode_add_encode: codec {} needs an fp32 scratch buffer", q.name());
-    q.decode(wire_in, 1, rows, cols, scratch, DataType::F32, s);
+    TACO_ASSERT(scratch != nullptr, "decode_add_encode: codec {} needs an fp32 scratch buffer",
+                q.name());
+    q.decode(wire_in, 1, rows, cols, scratch, DType::F32, s);
     add_own_kernel<<<grid_for(n), kThreads, 0, s>>>(scratch, own, own_type, n);
     TACO_CUDA_CHECK_LAUNCH("add_own_kernel", s);
-    q.encode(scratch, DataType::F32, 1, rows, cols, wire_out, s);
+    q.encode(scratch, DType::F32, 1, rows, cols, wire_out, s);
     return;
   }
   q.decode_add_encode(wire_in, own, own_type, rows, cols, wire_out, s);
 }
 
-void fill_structured(void* out, DType t, int64_t count, int rank, const DataGen& g, cudaStream_t s) {
+void fill_structured(void* out, DType t, int64_t count, int rank, const DataGen& g,
+                     cudaStream_t s) {
   (void)comm_dtype_bytes(t);
   if (count <= 0) return;
   fill_kernel<<<grid_for(count), kThreads, 0, s>>>(out, t, count, rank, g);

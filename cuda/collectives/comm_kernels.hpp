@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "collectives/collective_kind.hpp"
 #include "core/dtype.hpp"
 #include "cuda/codecs/codec_params.hpp"
 #include "cuda/codecs/gpu_quant.hpp"
@@ -36,11 +37,8 @@ struct DataGen {
 // out[i] = value(rank, i) for i in [0, count), in dtype t.
 void fill_structured(void* out, DType t, int64_t count, int rank, const DataGen& g, cudaStream_t s);
 
-// What a rank's output should be.
-enum class CheckKind : int32_t { AllReduce = 0, ReduceScatter = 1, AllGather = 2, AllToAll = 3, SendRecv = 4 };
-
 struct CheckSpec {
-  CheckKind kind = CheckKind::AllReduce;
+  Coll kind = Coll::AllReduce;  // what a rank's output should be
   int32_t rank = 0, nranks = 1;
   int64_t count = 0;       // per-rank input elements
   int64_t out_count = 0;   // output elements to check
@@ -55,8 +53,8 @@ struct CheckSpec {
 struct CheckStats {
   unsigned long long nwrong = 0;
   unsigned long long nonfinite = 0;
-  double err_sq = 0;      // sum (out - ref)^2
-  double ref_sq = 0;      // sum ref^2
+  double err_sq = 0;              // sum (out - ref)^2
+  double ref_sq = 0;              // sum ref^2
   unsigned int max_abs_bits = 0;  // float bits of max |out - ref| (finite outputs)
   unsigned int pad = 0;
 };
@@ -66,8 +64,9 @@ void check_output(const void* out, const CheckSpec& spec, CheckStats* d_stats, c
 // wire_out = encode(decode(wire_in) + own) for one [rows, cols] block: own is the rank's raw
 // chunk (bf16 or f32), added in fp32 after the decoded partial sum. Flat-group codecs run one
 // fused kernel; row / tensor codecs decode into `scratch` (rows*cols floats), add, then encode.
-void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* own, DataType own_type, int64_t rows,
-                       int64_t cols, uint8_t* wire_out, float* scratch, cudaStream_t s);
+void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* own, DType own_type,
+                       int64_t rows, int64_t cols, uint8_t* wire_out, float* scratch,
+                       cudaStream_t s);
 
 // out[i] = src[0][i] + src[1][i] + ... (fp32, in order), rounded once to t.
 inline constexpr int kMaxSumSources = 16;

@@ -25,7 +25,8 @@ std::string hostname() {
 }
 
 bool Mpi::launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"})
+  for (const char* v :
+       {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"})
     if (std::getenv(v)) return true;
   return false;
 }
@@ -46,20 +47,23 @@ std::string Mpi::who() const {
 
 namespace {
 
-MPI_Comm& as_comm(void*& p) { return *reinterpret_cast<MPI_Comm*>(&p); }
+MPI_Comm& as_comm(void*& p) {
+  return *reinterpret_cast<MPI_Comm*>(&p);
+}
 
 }  // namespace
 
-#define TACO_MPI_CHECK(call)                                                                               \
-  do {                                                                                                     \
-    const int taco_mpi_rc_ = (call);                                                                       \
-    if (taco_mpi_rc_ != MPI_SUCCESS) {                                                                     \
-      char taco_mpi_msg_[MPI_MAX_ERROR_STRING] = {0};                                                      \
-      int taco_mpi_len_ = 0;                                                                               \
-      MPI_Error_string(taco_mpi_rc_, taco_mpi_msg_, &taco_mpi_len_);                                       \
-      throw ::taco::Error(fmt::format("{}: {} failed at {}:{}: {}", who(), #call, __FILE__, __LINE__,      \
-                                      std::string(taco_mpi_msg_, size_t(taco_mpi_len_))));                 \
-    }                                                                                                      \
+#define TACO_MPI_CHECK(call)                                                                \
+  do {                                                                                      \
+    const int taco_mpi_rc_ = (call);                                                        \
+    if (taco_mpi_rc_ != MPI_SUCCESS) {                                                      \
+      char taco_mpi_msg_[MPI_MAX_ERROR_STRING] = {0};                                       \
+      int taco_mpi_len_ = 0;                                                                \
+      MPI_Error_string(taco_mpi_rc_, taco_mpi_msg_, &taco_mpi_len_);                        \
+      throw ::taco::Error(fmt::format("{}: {} failed at {}:{}: {}", who(), #call, __FILE__, \
+                                      __LINE__,                                             \
+                                      std::string(taco_mpi_msg_, size_t(taco_mpi_len_))));  \
+    }                                                                                       \
   } while (0)
 
 static_assert(sizeof(MPI_Comm) <= sizeof(void*), "MPI_Comm must fit in a pointer");
@@ -77,7 +81,8 @@ Mpi::Mpi(double timeout_s) : timeout_s_(timeout_s), host_(hostname()) {
   TACO_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   TACO_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
   MPI_Comm local;
-  TACO_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+  TACO_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
   as_comm(local_comm_) = local;
   TACO_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
   TACO_MPI_CHECK(MPI_Comm_size(local, &local_size_));
@@ -106,12 +111,15 @@ void wait_request(MPI_Request& req, double timeout_s, const std::string& who, co
       char msg[MPI_MAX_ERROR_STRING] = {0};
       int len = 0;
       MPI_Error_string(rc, msg, &len);
-      throw Error(fmt::format("{}: MPI_Test({}) failed: {}", who, what, std::string(msg, size_t(len))));
+      throw Error(
+          fmt::format("{}: MPI_Test({}) failed: {}", who, what, std::string(msg, size_t(len))));
     }
     if (done) return;
-    if (timeout_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
-      throw Error(fmt::format("{}: {} did not complete within {} s (--timeout): a peer process stalled or died",
-                              who, what, timeout_s));
+    if (timeout_s > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
+      throw Error(fmt::format(
+          "{}: {} did not complete within {} s (--timeout): a peer process stalled or died", who,
+          what, timeout_s));
     if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
@@ -135,14 +143,16 @@ void Mpi::bcast(void* data, size_t bytes, int root, const char* what) {
 void Mpi::allreduce_sum(std::vector<double>& v, const char* what) {
   if (!active_ || v.empty()) return;
   MPI_Request req;
-  TACO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+  TACO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_DOUBLE, MPI_SUM,
+                                MPI_COMM_WORLD, &req));
   wait_request(req, timeout_s_, who(), what);
 }
 
 void Mpi::allreduce_max(std::vector<double>& v, const char* what) {
   if (!active_ || v.empty()) return;
   MPI_Request req;
-  TACO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req));
+  TACO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_DOUBLE, MPI_MAX,
+                                MPI_COMM_WORLD, &req));
   wait_request(req, timeout_s_, who(), what);
 }
 
@@ -151,8 +161,10 @@ void Mpi::allreduce_min_max(uint64_t v, uint64_t& mn, uint64_t& mx, const char* 
   if (!active_) return;
   unsigned long long lo = v, hi = v;
   MPI_Request req[2];
-  TACO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD, &req[0]));
-  TACO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD, &req[1]));
+  TACO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN,
+                                MPI_COMM_WORLD, &req[0]));
+  TACO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
+                                MPI_COMM_WORLD, &req[1]));
   wait_request(req[0], timeout_s_, who(), what);
   wait_request(req[1], timeout_s_, who(), what);
   mn = lo;
@@ -165,7 +177,8 @@ std::vector<std::string> Mpi::allgather(const std::string& mine, const char* wha
   std::vector<char> send(kLen, 0), recv(kLen * size_t(size_), 0);
   std::memcpy(send.data(), mine.data(), std::min(mine.size(), kLen - 1));
   MPI_Request req;
-  TACO_MPI_CHECK(MPI_Iallgather(send.data(), int(kLen), MPI_CHAR, recv.data(), int(kLen), MPI_CHAR, MPI_COMM_WORLD, &req));
+  TACO_MPI_CHECK(MPI_Iallgather(send.data(), int(kLen), MPI_CHAR, recv.data(), int(kLen), MPI_CHAR,
+                                MPI_COMM_WORLD, &req));
   wait_request(req, timeout_s_, who(), what);
   std::vector<std::string> out;
   for (int r = 0; r < size_; ++r) out.emplace_back(recv.data() + size_t(r) * kLen);
@@ -181,17 +194,25 @@ void Mpi::abort(int code) const noexcept {
 
 Mpi::Mpi(double timeout_s) : timeout_s_(timeout_s), host_(hostname()) {
   if (launched_by_mpi())
-    throw_input_error("taco was built without MPI but runs under an MPI launcher: rebuild with MPI (Debian/Ubuntu: "
-                      "libopenmpi-dev, scripts/setup.sh) or run one process driving all GPUs (taco comm -g N)");
+    throw_input_error(
+        "taco was built without MPI but runs under an MPI launcher: rebuild with MPI "
+        "(Debian/Ubuntu: "
+        "libopenmpi-dev, scripts/setup.sh) or run one process driving all GPUs (taco comm -g N)");
 }
 Mpi::~Mpi() = default;
 void Mpi::barrier(const char*) {}
 void Mpi::bcast(void*, size_t, int, const char*) {}
 void Mpi::allreduce_sum(std::vector<double>&, const char*) {}
 void Mpi::allreduce_max(std::vector<double>&, const char*) {}
-void Mpi::allreduce_min_max(uint64_t v, uint64_t& mn, uint64_t& mx, const char*) { mn = mx = v; }
-std::vector<std::string> Mpi::allgather(const std::string& mine, const char*) { return {mine}; }
-void Mpi::abort(int code) const noexcept { std::_Exit(code); }
+void Mpi::allreduce_min_max(uint64_t v, uint64_t& mn, uint64_t& mx, const char*) {
+  mn = mx = v;
+}
+std::vector<std::string> Mpi::allgather(const std::string& mine, const char*) {
+  return {mine};
+}
+void Mpi::abort(int code) const noexcept {
+  std::_Exit(code);
+}
 
 #endif
 

@@ -18,18 +18,18 @@ void throw_out_of_memory(size_t bytes, const char* what, const char* file, int l
   if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
     mem = fmt::format("; device has {:.2f} GiB free of {:.2f} GiB", double(free_b) / (1u << 30),
                       double(total_b) / (1u << 30));
-  std::string size = bytes ? fmt::format(" of {} bytes ({:.2f} GiB)", bytes,
-                                         double(bytes) / (1u << 30))
-                           : std::string();
-  throw DeviceOutOfMemory(fmt::format("GPU out of memory: {}{} failed at {}:{}{}", what, size,
-                                      file, line, mem));
+  std::string size =
+      bytes ? fmt::format(" of {} bytes ({:.2f} GiB)", bytes, double(bytes) / (1u << 30))
+            : std::string();
+  throw DeviceOutOfMemory(
+      fmt::format("GPU out of memory: {}{} failed at {}:{}{}", what, size, file, line, mem));
 }
 
 void check_launch(const char* kernel, cudaStream_t stream, const char* file, int line) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
-    throw taco::Error(fmt::format("CUDA error launching {} at {}:{}: {} ({})", kernel, file,
-                                  line, cudaGetErrorString(err), cudaGetErrorName(err)));
+    throw taco::Error(fmt::format("CUDA error launching {} at {}:{}: {} ({})", kernel, file, line,
+                                  cudaGetErrorString(err), cudaGetErrorName(err)));
 #if defined(TACO_CUDA_SYNC_CHECK) && TACO_CUDA_SYNC_CHECK
   const cudaError_t serr = cudaStreamSynchronize(stream);
   if (serr != cudaSuccess)

@@ -29,11 +29,11 @@ void check_launch(const char* kernel, cudaStream_t stream, const char* file, int
 
 }  // namespace taco::gpu
 
-#define TACO_CUDA_CHECK(call)                                                                 \
-  do {                                                                                        \
-    const cudaError_t taco_cuda_status_ = (call);                                             \
-    if (taco_cuda_status_ != cudaSuccess)                                                     \
-      ::taco::gpu::throw_cuda_error(taco_cuda_status_, #call, __FILE__, __LINE__);            \
+#define TACO_CUDA_CHECK(call)                                                      \
+  do {                                                                             \
+    const cudaError_t taco_cuda_status_ = (call);                                  \
+    if (taco_cuda_status_ != cudaSuccess)                                          \
+      ::taco::gpu::throw_cuda_error(taco_cuda_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
 #define TACO_CUDA_CHECK_LAUNCH(kernel_name, stream) \

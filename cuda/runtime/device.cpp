@@ -23,8 +23,10 @@ DeviceBuffer::DeviceBuffer(size_t bytes, const char* what) : bytes_(bytes) {
 void DeviceBuffer::reset() noexcept {
   // Never throws (destructors, moves); errors surface elsewhere.
   if (ptr_) {
-    if (release_) release_(ptr_);
-    else (void)cudaFree(ptr_);
+    if (release_)
+      release_(ptr_);
+    else
+      (void)cudaFree(ptr_);
   }
   ptr_ = nullptr;
   bytes_ = 0;
@@ -41,17 +43,25 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
-CudaStream::CudaStream() { TACO_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+CudaStream::CudaStream() {
+  TACO_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+}
 CudaStream::~CudaStream() {
   if (s_) (void)cudaStreamDestroy(s_);
 }
-void CudaStream::synchronize() const { TACO_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+void CudaStream::synchronize() const {
+  TACO_CUDA_CHECK(cudaStreamSynchronize(s_));
+}
 
-CudaEvent::CudaEvent() { TACO_CUDA_CHECK(cudaEventCreate(&e_)); }
+CudaEvent::CudaEvent() {
+  TACO_CUDA_CHECK(cudaEventCreate(&e_));
+}
 CudaEvent::~CudaEvent() {
   if (e_) (void)cudaEventDestroy(e_);
 }
-void CudaEvent::record(cudaStream_t s) const { TACO_CUDA_CHECK(cudaEventRecord(e_, s)); }
+void CudaEvent::record(cudaStream_t s) const {
+  TACO_CUDA_CHECK(cudaEventRecord(e_, s));
+}
 float CudaEvent::elapsed_ms_since(const CudaEvent& start) const {
   float ms = 0;
   TACO_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e_, e_));

@@ -22,13 +22,17 @@ class DeviceBuffer {
   ~DeviceBuffer() { reset(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)),
-                                            bytes_(std::exchange(o.bytes_, 0)),
-                                            release_(std::exchange(o.release_, nullptr)) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)),
+        bytes_(std::exchange(o.bytes_, 0)),
+        release_(std::exchange(o.release_, nullptr)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
 
   void* get() const { return ptr_; }
-  template <typename T> T* as() const { return static_cast<T*>(ptr_); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:
@@ -40,7 +44,7 @@ class DeviceBuffer {
 
 class CudaStream {
  public:
-  CudaStream();                       // non-blocking stream
+  CudaStream();  // non-blocking stream
   ~CudaStream();
   CudaStream(const CudaStream&) = delete;
   CudaStream& operator=(const CudaStream&) = delete;
@@ -53,7 +57,7 @@ class CudaStream {
 
 class CudaEvent {
  public:
-  CudaEvent();                        // timing event
+  CudaEvent();  // timing event
   ~CudaEvent();
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;
@@ -74,10 +78,10 @@ struct DeviceInfo {
   int l2_bytes = 0;
   size_t global_mem_bytes = 0;
   int mem_bus_width_bits = 0;
-  int mem_clock_khz = 0;          // 0 where the runtime no longer reports it
-  int runtime_version = 0;        // cudaRuntimeGetVersion, e.g. 13000
-  int driver_api_version = 0;     // cudaDriverGetVersion (the CUDA version the driver supports)
-  std::string driver_version;     // NVIDIA driver, e.g. "580.159.04" (nvidia-smi), "" if unknown
+  int mem_clock_khz = 0;       // 0 where the runtime no longer reports it
+  int runtime_version = 0;     // cudaRuntimeGetVersion, e.g. 13000
+  int driver_api_version = 0;  // cudaDriverGetVersion (the CUDA version the driver supports)
+  std::string driver_version;  // NVIDIA driver, e.g. "580.159.04" (nvidia-smi), "" if unknown
 };
 
 // Number of visible CUDA devices; 0 when there is none or the driver is missing (never throws).

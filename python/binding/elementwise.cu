@@ -23,22 +23,31 @@ unsigned blocks_for(int64_t n) {
 
 __device__ __forceinline__ float load_as_float(const void* p, int type, int64_t i) {
   switch (type) {
-    case 1: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case 2: return __half2float(static_cast<const __half*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
+    case 1:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case 2:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
   }
 }
 
 __device__ __forceinline__ void store_from_float(void* p, int type, int64_t i, float v) {
   switch (type) {
-    case 1: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    case 2: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
+    case 1:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+      break;
+    case 2:
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+      break;
+    default:
+      static_cast<float*>(p)[i] = v;
   }
 }
 
 __global__ void convert_kernel(const void* in, int in_type, void* out, int out_type, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
     store_from_float(out, out_type, i, load_as_float(in, in_type, i));
 }
 
@@ -47,22 +56,28 @@ struct Sources {
 };
 
 __global__ void sum_bf16_kernel(Sources s, int nsrc, int64_t n, void* out, int out_type) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     float acc = __uint_as_float(uint32_t(s.p[0][i]) << 16);
     for (int k = 1; k < nsrc; ++k) acc = __fadd_rn(acc, __uint_as_float(uint32_t(s.p[k][i]) << 16));
     store_from_float(out, out_type, i, acc);
   }
 }
 
-__device__ __forceinline__ float finite_or_zero(float v, int zero) { return zero && !isfinite(v) ? 0.0f : v; }
+__device__ __forceinline__ float finite_or_zero(float v, int zero) {
+  return zero && !isfinite(v) ? 0.0f : v;
+}
 
-__global__ void add_kernel(const void* a, int a_type, const float* b, float* out, int64_t n, int zero) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+__global__ void add_kernel(const void* a, int a_type, const float* b, float* out, int64_t n,
+                           int zero) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
     out[i] = __fadd_rn(finite_or_zero(load_as_float(a, a_type, i), zero), b[i]);
 }
 
 __global__ void sub_kernel(const float* a, const float* b, float* out, int64_t n, int zero) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
     out[i] = __fsub_rn(a[i], finite_or_zero(b[i], zero));
 }
 
@@ -74,7 +89,8 @@ void convert(const void* in, int in_type, void* out, int out_type, int64_t n, cu
   check(cudaGetLastError(), "convert kernel");
 }
 
-void sum_bf16(const uint16_t* const* srcs, int nsrc, int64_t n, void* out, int out_type, cudaStream_t stream) {
+void sum_bf16(const uint16_t* const* srcs, int nsrc, int64_t n, void* out, int out_type,
+              cudaStream_t stream) {
   if (nsrc < 1 || nsrc > 16) throw std::invalid_argument("sum_bf16: 1 to 16 sources");
   if (n <= 0) return;
   Sources s{};
@@ -90,7 +106,8 @@ void add_f32(const void* a, int a_type, const float* b, float* out, int64_t n, b
   check(cudaGetLastError(), "add kernel");
 }
 
-void sub_f32(const float* a, const float* b, float* out, int64_t n, bool zero_nonfinite, cudaStream_t stream) {
+void sub_f32(const float* a, const float* b, float* out, int64_t n, bool zero_nonfinite,
+             cudaStream_t stream) {
   if (n <= 0) return;
   sub_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n, zero_nonfinite ? 1 : 0);
   check(cudaGetLastError(), "sub kernel");

@@ -29,8 +29,10 @@ DType dtype_of(const nb::ndarray<>& a, const char* what) {
     if (d.code == uint8_t(C::Float) && d.bits == 16) return DType::F16;
     if (d.code == uint8_t(C::UInt) && d.bits == 8) return DType::U8;
   }
-  throw nb::type_error((std::string(what) + ": dtype must be float32, bfloat16 or float16 (uint8 for wires), got "
-                        "DLPack code " + std::to_string(d.code) + " with " + std::to_string(d.bits) + " bits")
+  throw nb::type_error((std::string(what) +
+                        ": dtype must be float32, bfloat16 or float16 (uint8 for wires), got "
+                        "DLPack code " +
+                        std::to_string(d.code) + " with " + std::to_string(d.bits) + " bits")
                            .c_str());
 }
 
@@ -41,14 +43,19 @@ Buf to_buf(const nb::ndarray<>& a, const char* what) {
   for (size_t i = a.ndim(); i-- > 0;) {
     const int64_t n = int64_t(a.shape(i));
     if (n != 1 && a.stride_ptr() && a.stride(i) != expect)
-      throw nb::value_error((std::string(what) + ": the array is not contiguous (call .contiguous() first)").c_str());
+      throw nb::value_error(
+          (std::string(what) + ": the array is not contiguous (call .contiguous() first)").c_str());
     expect *= n;
   }
   b.numel = int64_t(a.size());
   b.data = a.data();
-  if (a.device_type() == nb::device::cpu::value) b.device = -1;
-  else if (a.device_type() == nb::device::cuda::value) b.device = a.device_id();
-  else throw nb::type_error((std::string(what) + ": arrays must live on the CPU or a CUDA device").c_str());
+  if (a.device_type() == nb::device::cpu::value)
+    b.device = -1;
+  else if (a.device_type() == nb::device::cuda::value)
+    b.device = a.device_id();
+  else
+    throw nb::type_error(
+        (std::string(what) + ": arrays must live on the CPU or a CUDA device").c_str());
   return b;
 }
 
@@ -58,11 +65,14 @@ Buf to_buf(const nb::ndarray<>& a, const char* what) {
 Buf arg(nb::handle h, const char* what) {
   if (nb::isinstance<nb::tuple>(h)) {
     const auto t = nb::borrow<nb::tuple>(h);
-    if (t.size() != 4) throw nb::value_error((std::string(what) + ": a raw buffer is (ptr, dtype, numel, device)").c_str());
+    if (t.size() != 4)
+      throw nb::value_error(
+          (std::string(what) + ": a raw buffer is (ptr, dtype, numel, device)").c_str());
     Buf b;
     b.data = reinterpret_cast<void*>(nb::cast<uintptr_t>(t[0]));
     const int code = nb::cast<int>(t[1]);
-    if (code < 0 || code > 3) throw nb::type_error((std::string(what) + ": bad dtype code").c_str());
+    if (code < 0 || code > 3)
+      throw nb::type_error((std::string(what) + ": bad dtype code").c_str());
     b.dtype = DType(code);
     b.numel = nb::cast<int64_t>(t[2]);
     b.device = nb::cast<int>(t[3]);
@@ -70,7 +80,8 @@ Buf arg(nb::handle h, const char* what) {
   }
   nb::ndarray<> a;
   if (!nb::try_cast(h, a, false))
-    throw nb::type_error((std::string(what) + ": expected a DLPack array (numpy, torch, ...)").c_str());
+    throw nb::type_error(
+        (std::string(what) + ": expected a DLPack array (numpy, torch, ...)").c_str());
   return to_buf(a, what);
 }
 
@@ -80,12 +91,15 @@ std::vector<Buf> args(nb::handle seq, const char* what) {
   return out;
 }
 
-Shape shape(int64_t chunks, int64_t rows, int64_t cols) { return Shape{chunks, rows, cols}; }
+Shape shape(int64_t chunks, int64_t rows, int64_t cols) {
+  return Shape{chunks, rows, cols};
+}
 
 }  // namespace
 
 NB_MODULE(_C, m) {
-  m.doc() = "taco's codecs on DLPack arrays (CPU reference and CUDA kernels); use taco.codec instead";
+  m.doc() =
+      "taco's codecs on DLPack arrays (CPU reference and CUDA kernels); use taco.codec instead";
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
@@ -105,46 +119,53 @@ NB_MODULE(_C, m) {
       .def_prop_ro("feedback", &TensorCodec::feedback)
       .def_prop_ro("gpu_unsupported_reason", &TensorCodec::gpu_unsupported_reason)
       .def("params_json", [](const TensorCodec& c) { return c.params().dump(); })
-      .def("layout_json", [](const TensorCodec& c, int64_t rows, int64_t cols) { return c.layout(rows, cols).dump(); })
+      .def("layout_json", [](const TensorCodec& c, int64_t rows,
+                             int64_t cols) { return c.layout(rows, cols).dump(); })
       .def("chunk_bytes", &TensorCodec::chunk_bytes, nb::arg("rows"), nb::arg("cols"))
       .def(
           "encode",
-          [](const TensorCodec& c, nb::handle x, nb::handle wire, int64_t chunks, int64_t rows, int64_t cols,
-             uintptr_t stream) { c.encode(arg(x, "input"), shape(chunks, rows, cols), arg(wire, "wire"), stream); },
-          nb::arg("x"), nb::arg("wire"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"), nb::arg("stream") = 0)
-      .def(
-          "decode_reduce",
-          [](const TensorCodec& c, nb::handle wires, nb::handle out, int64_t chunks, int64_t rows, int64_t cols,
-             uintptr_t stream) {
-            c.decode_reduce(args(wires, "wire"), shape(chunks, rows, cols), arg(out, "output"), stream);
+          [](const TensorCodec& c, nb::handle x, nb::handle wire, int64_t chunks, int64_t rows,
+             int64_t cols, uintptr_t stream) {
+            c.encode(arg(x, "input"), shape(chunks, rows, cols), arg(wire, "wire"), stream);
           },
-          nb::arg("wires"), nb::arg("out"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"), nb::arg("stream") = 0)
-      .def(
-          "decode_reduce_encode",
-          [](const TensorCodec& c, nb::handle wires, nb::handle wire_out, int64_t chunks, int64_t rows, int64_t cols,
-             uintptr_t stream) {
-            c.decode_reduce_encode(args(wires, "wire"), shape(chunks, rows, cols), arg(wire_out, "wire_out"), stream);
-          },
-          nb::arg("wires"), nb::arg("wire_out"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
+          nb::arg("x"), nb::arg("wire"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
           nb::arg("stream") = 0)
       .def(
+          "decode_reduce",
+          [](const TensorCodec& c, nb::handle wires, nb::handle out, int64_t chunks, int64_t rows,
+             int64_t cols, uintptr_t stream) {
+            c.decode_reduce(args(wires, "wire"), shape(chunks, rows, cols), arg(out, "output"),
+                            stream);
+          },
+          nb::arg("wires"), nb::arg("out"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
+          nb::arg("stream") = 0)
+      .def(
+          "decode_reduce_encode",
+          [](const TensorCodec& c, nb::handle wires, nb::handle wire_out, int64_t chunks,
+             int64_t rows, int64_t cols, uintptr_t stream) {
+            c.decode_reduce_encode(args(wires, "wire"), shape(chunks, rows, cols),
+                                   arg(wire_out, "wire_out"), stream);
+          },
+          nb::arg("wires"), nb::arg("wire_out"), nb::arg("chunks"), nb::arg("rows"),
+          nb::arg("cols"), nb::arg("stream") = 0)
+      .def(
           "decode_add_encode",
-          [](const TensorCodec& c, nb::handle wire_in, nb::handle own, nb::handle wire_out, int64_t rows, int64_t cols,
-             uintptr_t stream) {
-            c.decode_add_encode(arg(wire_in, "wire_in"), arg(own, "own"), rows, cols, arg(wire_out, "wire_out"),
-                                stream);
+          [](const TensorCodec& c, nb::handle wire_in, nb::handle own, nb::handle wire_out,
+             int64_t rows, int64_t cols, uintptr_t stream) {
+            c.decode_add_encode(arg(wire_in, "wire_in"), arg(own, "own"), rows, cols,
+                                arg(wire_out, "wire_out"), stream);
           },
           nb::arg("wire_in"), nb::arg("own"), nb::arg("wire_out"), nb::arg("rows"), nb::arg("cols"),
           nb::arg("stream") = 0)
       .def(
           "encode_ef",
-          [](const TensorCodec& c, nb::handle x, nb::handle residual, nb::handle wire, int64_t chunks, int64_t rows,
-             int64_t cols, uintptr_t stream) {
-            c.encode_ef(arg(x, "input"), arg(residual, "residual"), shape(chunks, rows, cols), arg(wire, "wire"),
-                        stream);
+          [](const TensorCodec& c, nb::handle x, nb::handle residual, nb::handle wire,
+             int64_t chunks, int64_t rows, int64_t cols, uintptr_t stream) {
+            c.encode_ef(arg(x, "input"), arg(residual, "residual"), shape(chunks, rows, cols),
+                        arg(wire, "wire"), stream);
           },
-          nb::arg("x"), nb::arg("residual"), nb::arg("wire"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"),
-          nb::arg("stream") = 0);
+          nb::arg("x"), nb::arg("residual"), nb::arg("wire"), nb::arg("chunks"), nb::arg("rows"),
+          nb::arg("cols"), nb::arg("stream") = 0);
 
   m.def("variants", [] {
     nb::list out;
@@ -161,23 +182,27 @@ NB_MODULE(_C, m) {
 
   m.def(
       "simulate_collective",
-      [](const std::string& variant, const std::string& algorithm, std::vector<nb::ndarray<>> inputs, int64_t rows,
-         int64_t cols) {
+      [](const std::string& variant, const std::string& algorithm,
+         std::vector<nb::ndarray<>> inputs, int64_t rows, int64_t cols) {
         std::vector<const float*> ptrs;
         for (const auto& a : inputs) {
           const Buf b = to_buf(a, "input");
           if (b.dtype != DType::F32 || b.device != -1 || b.numel != rows * cols)
-            throw nb::value_error("simulate_collective: inputs must be host float32 arrays of rows * cols elements");
+            throw nb::value_error(
+                "simulate_collective: inputs must be host float32 arrays of rows * cols elements");
           ptrs.push_back(static_cast<const float*>(b.data));
         }
         auto outs = taco::py::simulate_collective(variant, algorithm, ptrs, rows, cols);
         nb::list res;
         for (auto& o : outs) {
           auto* heap = new std::vector<float>(std::move(o));
-          nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
-          res.append(nb::ndarray<nb::numpy, float, nb::ndim<1>>(heap->data(), {heap->size()}, owner));
+          nb::capsule owner(heap,
+                            [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+          res.append(
+              nb::ndarray<nb::numpy, float, nb::ndim<1>>(heap->data(), {heap->size()}, owner));
         }
         return res;
       },
-      nb::arg("variant"), nb::arg("algorithm"), nb::arg("inputs"), nb::arg("rows"), nb::arg("cols"));
+      nb::arg("variant"), nb::arg("algorithm"), nb::arg("inputs"), nb::arg("rows"),
+      nb::arg("cols"));
 }

@@ -4,16 +4,16 @@
 
 #include "codecs/quant_codec.hpp"
 #include "codecs/structured/structured.hpp"
+#include "collectives/sim_collectives.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "collectives/sim_collectives.hpp"
 
 #ifdef TACO_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cuda/codecs/gpu_quant.hpp"
 #include "cuda/runtime/cuda_check.hpp"
 #include "cuda/runtime/device.hpp"
-#include "cuda/codecs/gpu_quant.hpp"
 #include "elementwise.hpp"
 #endif
 
@@ -21,15 +21,21 @@ namespace taco::py {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "float32";
-    case DType::BF16: return "bfloat16";
-    case DType::F16: return "float16";
-    case DType::U8: return "uint8";
+    case DType::F32:
+      return "float32";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F16:
+      return "float16";
+    case DType::U8:
+      return "uint8";
   }
   return "?";
 }
 
-size_t dtype_size(DType t) { return t == DType::F32 ? 4 : t == DType::U8 ? 1 : 2; }
+size_t dtype_size(DType t) {
+  return t == DType::F32 ? 4 : t == DType::U8 ? 1 : 2;
+}
 
 bool gpu_backend_built() {
 #ifdef TACO_HAVE_CUDA
@@ -45,10 +51,14 @@ namespace {
 
 float host_value(const Buf& b, int64_t i) {
   switch (b.dtype) {
-    case DType::F32: return static_cast<const float*>(b.data)[i];
-    case DType::BF16: return bf16_to_float(static_cast<const uint16_t*>(b.data)[i]);
-    case DType::F16: return fp16_to_float(static_cast<const uint16_t*>(b.data)[i]);
-    case DType::U8: break;
+    case DType::F32:
+      return static_cast<const float*>(b.data)[i];
+    case DType::BF16:
+      return bf16_to_float(static_cast<const uint16_t*>(b.data)[i]);
+    case DType::F16:
+      return fp16_to_float(static_cast<const uint16_t*>(b.data)[i]);
+    case DType::U8:
+      break;
   }
   throw_error("host_value: not a value buffer");
 }
@@ -74,7 +84,9 @@ HostF32 host_f32(const Buf& b, int64_t off, int64_t n) {
 // Writes n fp32 values to the buffer from element `off`, rounding once to its type.
 void store_host(const float* v, const Buf& out, int64_t off, int64_t n) {
   switch (out.dtype) {
-    case DType::F32: std::memcpy(static_cast<float*>(out.data) + off, v, size_t(n) * 4); return;
+    case DType::F32:
+      std::memcpy(static_cast<float*>(out.data) + off, v, size_t(n) * 4);
+      return;
     case DType::BF16: {
       auto* o = static_cast<uint16_t*>(out.data) + off;
       for (int64_t i = 0; i < n; ++i) o[i] = float_to_bf16(v[i]);
@@ -85,19 +97,22 @@ void store_host(const float* v, const Buf& out, int64_t off, int64_t n) {
       for (int64_t i = 0; i < n; ++i) o[i] = float_to_fp16(v[i]);
       return;
     }
-    case DType::U8: break;
+    case DType::U8:
+      break;
   }
   throw_error("store_host: not a value buffer");
 }
 
-uint8_t* bytes(const Buf& b) { return static_cast<uint8_t*>(b.data); }
+uint8_t* bytes(const Buf& b) {
+  return static_cast<uint8_t*>(b.data);
+}
 
 // A decode kernel's sources per launch (gpu::kMaxSources, the elementwise bf16 sum's 16 too).
 constexpr size_t kMaxDeviceSources = 16;
 
-
 #ifdef TACO_HAVE_CUDA
-static_assert(kMaxDeviceSources == size_t(gpu::kMaxSources), "the decode kernels' source limit changed");
+static_assert(kMaxDeviceSources == size_t(gpu::kMaxSources),
+              "the decode kernels' source limit changed");
 
 std::vector<const uint16_t*> bf16_sources(const std::vector<Buf>& wires) {
   std::vector<const uint16_t*> src;
@@ -110,8 +125,6 @@ std::vector<const uint8_t*> wire_sources(const std::vector<Buf>& wires) {
   for (const Buf& w : wires) src.push_back(static_cast<const uint8_t*>(w.data));
   return src;
 }
-
-gpu::DataType kernel_type(DType t) { return t == DType::BF16 ? gpu::DataType::BF16 : gpu::DataType::F32; }
 
 // Makes `device` current for the scope of a call and restores the caller's device.
 // Touches the device only when it differs: every CUDA runtime call is host time paid per launch.
@@ -167,10 +180,11 @@ TensorCodec::TensorCodec(const std::string& variant) {
   auto s = structured::make_structured_codec(variant);
   if (!s) {
     from_spec(variant);
-    TACO_REQUIRE_INPUT(spec_.family != VariantSpec::Family::TahQuant,
-                       "variant '{}': TAH-Quant's wire size depends on the data (flagged tiles), which a "
-                       "tensor codec with fixed-size wires cannot carry; taco study and taco codec run it",
-                       variant);
+    TACO_REQUIRE_INPUT(
+        spec_.family != VariantSpec::Family::TahQuant,
+        "variant '{}': TAH-Quant's wire size depends on the data (flagged tiles), which a "
+        "tensor codec with fixed-size wires cannot carry; taco study and taco codec run it",
+        variant);
     name_ = cpu_->name();
     return;
   }
@@ -180,13 +194,17 @@ TensorCodec::TensorCodec(const std::string& variant) {
     cpu_ = std::move(s);  // subspace, low rank, tensor train, TopK: CPU only
     return;
   }
-  TACO_REQUIRE_INPUT(fb->kind() == structured::FeedbackKind::ErrorFeedback,
-                     "variant '{}': AQ-SGD keeps a cache per training sample; taco study runs it on traces (in "
-                     "training use ef:<variant> or a plain variant)", variant);
+  TACO_REQUIRE_INPUT(
+      fb->kind() == structured::FeedbackKind::ErrorFeedback,
+      "variant '{}': AQ-SGD keeps a cache per training sample; taco study runs it on traces (in "
+      "training use ef:<variant> or a plain variant)",
+      variant);
   feedback_ = true;
   const std::string inner = fb->inner().name();
-  if (structured::is_structured_variant(inner)) cpu_ = structured::make_structured_codec(inner);
-  else from_spec(inner);
+  if (structured::is_structured_variant(inner))
+    cpu_ = structured::make_structured_codec(inner);
+  else
+    from_spec(inner);
 }
 
 TensorCodec::~TensorCodec() = default;
@@ -204,16 +222,19 @@ std::string TensorCodec::gpu_unsupported_reason() const {
 int64_t TensorCodec::chunk_bytes(int64_t rows, int64_t cols) const {
   TACO_REQUIRE_INPUT(rows >= 1 && cols >= 1, "codec {}: empty shape [{}, {}]", name(), rows, cols);
   switch (family_) {
-    case Family::Quant: return static_cast<const QuantCodec&>(*cpu_).layout(rows, cols).total;
-    case Family::Bf16: return 2 * rows * cols;
-    case Family::Other: break;
+    case Family::Quant:
+      return static_cast<const QuantCodec&>(*cpu_).layout(rows, cols).total;
+    case Family::Bf16:
+      return 2 * rows * cols;
+    case Family::Other:
+      break;
   }
   // Structured and TAH-Quant wires have a size fixed by the shape: learn it once per shape.
   const auto key = std::make_pair(rows, cols);
   auto it = bytes_memo_.find(key);
   if (it == bytes_memo_.end()) {
-    TACO_REQUIRE_INPUT(rows <= (int64_t(1) << 28) / cols, "codec {}: shape [{}, {}] is too large", name(), rows,
-                       cols);
+    TACO_REQUIRE_INPUT(rows <= (int64_t(1) << 28) / cols, "codec {}: shape [{}, {}] is too large",
+                       name(), rows, cols);
     const std::vector<float> probe(size_t(rows * cols), 1.0f);
     it = bytes_memo_.emplace(key, int64_t(cpu_->encode(probe.data(), rows, cols).size())).first;
   }
@@ -238,40 +259,48 @@ nlohmann::json TensorCodec::layout(int64_t rows, int64_t cols) const {
 // ---- argument checks (one message each, naming the codec) ---------------------------------------
 
 void TensorCodec::check_shape(const Shape& s) const {
-  TACO_REQUIRE_INPUT(s.chunks >= 1 && s.rows >= 1 && s.cols >= 1, "codec {}: empty shape {} x [{}, {}]", name(),
-                     s.chunks, s.rows, s.cols);
-  TACO_REQUIRE_INPUT(s.rows <= (int64_t(1) << 40) / s.cols / s.chunks, "codec {}: shape {} x [{}, {}] is too large",
-                     name(), s.chunks, s.rows, s.cols);
+  TACO_REQUIRE_INPUT(s.chunks >= 1 && s.rows >= 1 && s.cols >= 1,
+                     "codec {}: empty shape {} x [{}, {}]", name(), s.chunks, s.rows, s.cols);
+  TACO_REQUIRE_INPUT(s.rows <= (int64_t(1) << 40) / s.cols / s.chunks,
+                     "codec {}: shape {} x [{}, {}] is too large", name(), s.chunks, s.rows,
+                     s.cols);
 }
 
 void TensorCodec::check_values(const Buf& b, const Shape& s, const char* what) const {
-  if (b.dtype == DType::U8) throw_input_error("codec {}: {} must be float32, bfloat16 or float16, got uint8", name(), what);
-  TACO_REQUIRE_INPUT(b.numel == s.numel(), "codec {}: {} has {} elements, the call covers {} x [{}, {}] = {}", name(),
+  if (b.dtype == DType::U8)
+    throw_input_error("codec {}: {} must be float32, bfloat16 or float16, got uint8", name(), what);
+  TACO_REQUIRE_INPUT(b.numel == s.numel(),
+                     "codec {}: {} has {} elements, the call covers {} x [{}, {}] = {}", name(),
                      what, b.numel, s.chunks, s.rows, s.cols, s.numel());
 }
 
 void TensorCodec::check_wire(const Buf& b, const Shape& s, const char* what) const {
-  TACO_REQUIRE_INPUT(b.dtype == DType::U8, "codec {}: {} must be a uint8 buffer, got {}", name(), what,
-                     dtype_name(b.dtype));
+  TACO_REQUIRE_INPUT(b.dtype == DType::U8, "codec {}: {} must be a uint8 buffer, got {}", name(),
+                     what, dtype_name(b.dtype));
   const int64_t need = s.chunks * chunk_bytes(s.rows, s.cols);
-  TACO_REQUIRE_INPUT(b.numel == need, "codec {}: {} has {} bytes, {} x [{}, {}] encodes to {}", name(), what, b.numel,
-                     s.chunks, s.rows, s.cols, need);
+  TACO_REQUIRE_INPUT(b.numel == need, "codec {}: {} has {} bytes, {} x [{}, {}] encodes to {}",
+                     name(), what, b.numel, s.chunks, s.rows, s.cols, need);
 }
 
 int TensorCodec::common_device(const std::vector<const Buf*>& bufs) const {
   const int d = bufs.front()->device;
   for (const Buf* b : bufs)
-    TACO_REQUIRE_INPUT(b->device == d, "codec {}: buffers on different devices ({} and {}; -1 = CPU)", name(), d,
+    TACO_REQUIRE_INPUT(b->device == d,
+                       "codec {}: buffers on different devices ({} and {}; -1 = CPU)", name(), d,
                        b->device);
   if (d >= 0) {
     const std::string why = gpu_unsupported_reason();
-    TACO_REQUIRE_INPUT(why.empty(), "codec {}: no CUDA kernels for this variant ({}); move the tensor to the CPU or "
-                       "pick a GPU variant (taco.codec.variants())", name(), why);
+    TACO_REQUIRE_INPUT(
+        why.empty(),
+        "codec {}: no CUDA kernels for this variant ({}); move the tensor to the CPU or "
+        "pick a GPU variant (taco.codec.variants())",
+        name(), why);
   }
   return d;
 }
 
-int TensorCodec::sources_device(const std::vector<Buf>& wires, const Shape& s, const Buf& dest) const {
+int TensorCodec::sources_device(const std::vector<Buf>& wires, const Shape& s,
+                                const Buf& dest) const {
   TACO_REQUIRE_INPUT(!wires.empty(), "codec {}: a decode needs at least one wire", name());
   std::vector<const Buf*> all{&dest};
   for (const Buf& w : wires) {
@@ -280,7 +309,8 @@ int TensorCodec::sources_device(const std::vector<Buf>& wires, const Shape& s, c
   }
   const int dev = common_device(all);
   TACO_REQUIRE_INPUT(dev < 0 || wires.size() <= kMaxDeviceSources,
-                     "codec {}: at most {} wires per decode on CUDA, got {}", name(), kMaxDeviceSources, wires.size());
+                     "codec {}: at most {} wires per decode on CUDA, got {}", name(),
+                     kMaxDeviceSources, wires.size());
   return dev;
 }
 
@@ -312,9 +342,12 @@ void TensorCodec::encode(const Buf& x, const Shape& s, const Buf& wire, uintptr_
     std::vector<uint8_t> w;
     for (int64_t c = 0; c < s.chunks; ++c) {
       cpu_->encode_into(v.p + c * per, s.rows, s.cols, w);
-      TACO_REQUIRE_INPUT(int64_t(w.size()) == cb, "codec {}: its wire size depends on the data ({} bytes here, {} "
-                         "for another tensor of this shape), which a tensor codec with fixed-size wires cannot "
-                         "carry", name(), w.size(), cb);
+      TACO_REQUIRE_INPUT(
+          int64_t(w.size()) == cb,
+          "codec {}: its wire size depends on the data ({} bytes here, {} "
+          "for another tensor of this shape), which a tensor codec with fixed-size wires cannot "
+          "carry",
+          name(), w.size(), cb);
       std::memcpy(bytes(wire) + c * cb, w.data(), w.size());
     }
     return;
@@ -330,9 +363,9 @@ void TensorCodec::encode(const Buf& x, const Shape& s, const Buf& wire, uintptr_
   if (x.dtype == DType::F16) {
     Scratch f(size_t(s.numel()) * 4, st);
     dev::convert(x.data, int(DType::F16), f.p, int(DType::F32), s.numel(), st);
-    q.encode(f.p, gpu::DataType::F32, s.chunks, s.rows, s.cols, bytes(wire), st);
+    q.encode(f.p, DType::F32, s.chunks, s.rows, s.cols, bytes(wire), st);
   } else {
-    q.encode(x.data, kernel_type(x.dtype), s.chunks, s.rows, s.cols, bytes(wire), st);
+    q.encode(x.data, x.dtype, s.chunks, s.rows, s.cols, bytes(wire), st);
   }
 #else
   (void)stream;
@@ -367,18 +400,18 @@ void TensorCodec::decode_reduce(const std::vector<Buf>& wires, const Shape& s, c
   const auto src = wire_sources(wires);
   if (out.dtype == DType::F16) {
     Scratch f(size_t(s.numel()) * 4, st);
-    q.decode_reduce(src, s.chunks, s.rows, s.cols, f.p, gpu::DataType::F32, st);
+    q.decode_reduce(src, s.chunks, s.rows, s.cols, f.p, DType::F32, st);
     dev::convert(f.p, int(DType::F32), out.data, int(DType::F16), s.numel(), st);
   } else {
-    q.decode_reduce(src, s.chunks, s.rows, s.cols, out.data, kernel_type(out.dtype), st);
+    q.decode_reduce(src, s.chunks, s.rows, s.cols, out.data, out.dtype, st);
   }
 #else
   (void)stream;
 #endif
 }
 
-void TensorCodec::decode_reduce_encode(const std::vector<Buf>& wires, const Shape& s, const Buf& wire_out,
-                                       uintptr_t stream) const {
+void TensorCodec::decode_reduce_encode(const std::vector<Buf>& wires, const Shape& s,
+                                       const Buf& wire_out, uintptr_t stream) const {
   check_shape(s);
   check_wire(wire_out, s, "the output wire");
   const int dev = sources_device(wires, s, wire_out);
@@ -425,7 +458,7 @@ void TensorCodec::decode_add_encode(const Buf& wire_in, const Buf& own, int64_t 
   const auto st = reinterpret_cast<cudaStream_t>(stream);
   const gpu::GpuQuant* q = family_ == Family::Quant ? gpu(dev).quant.get() : nullptr;
   if (q && q->fused() && own.dtype != DType::F16) {
-    q->decode_add_encode(bytes(wire_in), own.data, kernel_type(own.dtype), rows, cols, bytes(wire_out), st);
+    q->decode_add_encode(bytes(wire_in), own.data, own.dtype, rows, cols, bytes(wire_out), st);
     return;
   }
   // Unfused: the same fp32 sum, decoded + own, then encoded.
@@ -442,8 +475,9 @@ void TensorCodec::encode_ef(const Buf& x, const Buf& residual, const Shape& s, c
                             uintptr_t stream) const {
   check_shape(s);
   check_values(x, s, "the input");
-  TACO_REQUIRE_INPUT(residual.dtype == DType::F32, "codec {}: the error-feedback residual must be float32, got {}",
-                     name(), dtype_name(residual.dtype));
+  TACO_REQUIRE_INPUT(residual.dtype == DType::F32,
+                     "codec {}: the error-feedback residual must be float32, got {}", name(),
+                     dtype_name(residual.dtype));
   check_values(residual, s, "the residual");
   check_wire(wire, s, "the wire buffer");
   const int dev = common_device({&x, &residual, &wire});
@@ -465,7 +499,7 @@ void TensorCodec::encode_ef(const Buf& x, const Buf& residual, const Shape& s, c
   const auto st = reinterpret_cast<cudaStream_t>(stream);
   float* e = static_cast<float*>(residual.data);
   if (family_ == Family::Quant && x.dtype != DType::F16) {  // one fused kernel
-    gpu(dev).quant->encode_ef(x.data, kernel_type(x.dtype), e, s.chunks, s.rows, s.cols, bytes(wire), st);
+    gpu(dev).quant->encode_ef(x.data, x.dtype, e, s.chunks, s.rows, s.cols, bytes(wire), st);
     return;
   }
   // bf16 passthrough and fp16 input: the same step from elementwise kernels
@@ -492,13 +526,15 @@ std::vector<VariantInfo> variant_infos() {
 #endif
     out.push_back(std::move(v));
   }
-  for (const auto& p : structured::structured_presets()) out.push_back({p.name, p.definition, p.description, false});
+  for (const auto& p : structured::structured_presets())
+    out.push_back({p.name, p.definition, p.description, false});
   return out;
 }
 
-std::vector<std::vector<float>> simulate_collective(const std::string& variant, const std::string& algorithm,
-                                                    const std::vector<const float*>& inputs, int64_t rows,
-                                                    int64_t cols) {
+std::vector<std::vector<float>> simulate_collective(const std::string& variant,
+                                                    const std::string& algorithm,
+                                                    const std::vector<const float*>& inputs,
+                                                    int64_t rows, int64_t cols) {
   TACO_REQUIRE_INPUT(!inputs.empty(), "simulate_collective: no inputs");
   const auto codec = make_codec(variant);
   const sim::SimulatedCommunicator comm(int(inputs.size()), *codec);

@@ -3,14 +3,15 @@
 // fp32 / bf16 / fp16 values on the CPU or on a CUDA device. It is what the Python binding calls.
 //
 // The variant is parsed once, at construction. CPU buffers run the CPU reference codec; CUDA
-// buffers run the fused kernels (cuda/codecs/gpu_quant.hpp) on the caller's stream, with no host copy and
-// no synchronisation. Both produce the same bytes (the GPU tests check it), so a wire made on one
-// side decodes on the other.
+// buffers run the fused kernels (cuda/codecs/gpu_quant.hpp) on the caller's stream, with no host
+// copy and no synchronisation. Both produce the same bytes (the GPU tests check it), so a wire made
+// on one side decodes on the other.
 //
 // Shapes: an operation covers `chunks` blocks of [rows, cols] elements laid side by side, block k
 // at element k * rows * cols of the values and at byte k * chunk_bytes(rows, cols) of the wire:
 // exactly what `chunks` separate Codec::encode() calls return, concatenated. Sums are in fp32, in
-// source order, rounded once to the output type (the collectives' semantics, collectives/sim_collectives).
+// source order, rounded once to the output type (the collectives' semantics,
+// collectives/sim_collectives).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -64,17 +65,20 @@ class TensorCodec {
 
   void encode(const Buf& x, const Shape& s, const Buf& wire, uintptr_t stream) const;
   // out = sum_i decode(wires[i]) (one wire: a plain decode).
-  void decode_reduce(const std::vector<Buf>& wires, const Shape& s, const Buf& out, uintptr_t stream) const;
+  void decode_reduce(const std::vector<Buf>& wires, const Shape& s, const Buf& out,
+                     uintptr_t stream) const;
   // wire_out = encode(sum_i decode(wires[i])): the two-shot all-reduce's owner step.
   void decode_reduce_encode(const std::vector<Buf>& wires, const Shape& s, const Buf& wire_out,
                             uintptr_t stream) const;
   // wire_out = encode(decode(wire_in) + own), one chunk: a ring all-reduce hop.
-  void decode_add_encode(const Buf& wire_in, const Buf& own, int64_t rows, int64_t cols, const Buf& wire_out,
-                         uintptr_t stream) const;
-  // Error feedback, the study's ef: step (docs/variants.md): v = x + e in fp32 (a non-finite x counts
-  // as 0); wire = encode(v); e <- v - decode(wire) (a non-finite decode counts as 0). residual: fp32,
-  // same numel as x, updated in place. CUDA: one fused kernel (GpuQuant::encode_ef).
-  void encode_ef(const Buf& x, const Buf& residual, const Shape& s, const Buf& wire, uintptr_t stream) const;
+  void decode_add_encode(const Buf& wire_in, const Buf& own, int64_t rows, int64_t cols,
+                         const Buf& wire_out, uintptr_t stream) const;
+  // Error feedback, the study's ef: step (docs/variants.md): v = x + e in fp32 (a non-finite x
+  // counts as 0); wire = encode(v); e <- v - decode(wire) (a non-finite decode counts as 0).
+  // residual: fp32, same numel as x, updated in place. CUDA: one fused kernel
+  // (GpuQuant::encode_ef).
+  void encode_ef(const Buf& x, const Buf& residual, const Shape& s, const Buf& wire,
+                 uintptr_t stream) const;
 
  private:
   enum class Family : uint8_t { Quant, Bf16, Other };
@@ -88,10 +92,11 @@ class TensorCodec {
 
   std::string name_;
   std::unique_ptr<Codec> cpu_;  // the codec itself (for ef:, the inner codec)
-  VariantSpec spec_{};       // Family::Quant and Family::Bf16
+  VariantSpec spec_{};          // Family::Quant and Family::Bf16
   Family family_ = Family::Other;
   bool feedback_ = false;
-  mutable std::map<std::pair<int64_t, int64_t>, int64_t> bytes_memo_;  // Family::Other: encoded sizes
+  mutable std::map<std::pair<int64_t, int64_t>, int64_t>
+      bytes_memo_;  // Family::Other: encoded sizes
   mutable std::map<int, std::unique_ptr<GpuState>> gpu_;
 };
 
@@ -102,11 +107,12 @@ struct VariantInfo {
 };
 std::vector<VariantInfo> variant_infos();
 
-// The study's simulated collective (collectives/sim_collectives.hpp) on fp32 host inputs, one per rank:
-// the oracle the Python collectives are tested against.
-std::vector<std::vector<float>> simulate_collective(const std::string& variant, const std::string& algorithm,
-                                                    const std::vector<const float*>& inputs, int64_t rows,
-                                                    int64_t cols);
+// The study's simulated collective (collectives/sim_collectives.hpp) on fp32 host inputs, one per
+// rank: the oracle the Python collectives are tested against.
+std::vector<std::vector<float>> simulate_collective(const std::string& variant,
+                                                    const std::string& algorithm,
+                                                    const std::vector<const float*>& inputs,
+                                                    int64_t rows, int64_t cols);
 
 bool gpu_backend_built();
 

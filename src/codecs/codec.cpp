@@ -5,7 +5,8 @@
 
 namespace taco {
 
-void Codec::decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols, float* out) const {
+void Codec::decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols,
+                          float* out) const {
   TACO_REQUIRE_INPUT(!wires.empty(), "codec {}: decode-reduce of no wires", name());
   const size_t n = size_t(rows * cols);
   decode(wires[0].data, wires[0].size, rows, cols, out);
@@ -16,8 +17,9 @@ void Codec::decode_reduce(const std::vector<WireView>& wires, int64_t rows, int6
   }
 }
 
-void Codec::decode_reduce_encode(const std::vector<WireView>& wires, int64_t rows, int64_t cols, bool round_bf16,
-                                 std::vector<uint8_t>& wire_out, EncodeStats* stats) const {
+void Codec::decode_reduce_encode(const std::vector<WireView>& wires, int64_t rows, int64_t cols,
+                                 bool round_bf16, std::vector<uint8_t>& wire_out,
+                                 EncodeStats* stats) const {
   std::vector<float> sum(size_t(rows * cols));
   decode_reduce(wires, rows, cols, sum.data());
   if (round_bf16)

@@ -28,8 +28,8 @@ namespace taco {
 
 // Counters an encoder fills while it runs (for saturation_frac and NaN/Inf reporting).
 struct EncodeStats {
-  int64_t saturated = 0;   // element codes at the format's largest magnitude
-  int64_t nonfinite = 0;   // NaN/Inf inputs (codecs map them to 0, the TACO policy)
+  int64_t saturated = 0;  // element codes at the format's largest magnitude
+  int64_t nonfinite = 0;  // NaN/Inf inputs (codecs map them to 0, the TACO policy)
 };
 
 // Bytes another call wrote: one encoded [rows, cols] block.
@@ -69,7 +69,8 @@ class Codec {
   //
   // out = decode(wires[0]) + decode(wires[1]) + ..., added left to right in fp32 (the order
   // every rank uses, so ranks that reduce the same wires get the same bits).
-  virtual void decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols, float* out) const;
+  virtual void decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols,
+                             float* out) const;
   // wire_out = encode(s), s the sum decode_reduce() computes; round_bf16: s is first rounded to
   // bf16 (nearest even), as the owner of a bf16 all-reduce's shard holds it.
   virtual void decode_reduce_encode(const std::vector<WireView>& wires, int64_t rows, int64_t cols,
@@ -77,7 +78,8 @@ class Codec {
                                     EncodeStats* stats = nullptr) const;
   // wire_out = encode(decode(wire_in) + own), the sum in fp32: one hop of a ring all-reduce.
   virtual void decode_add_encode(WireView wire_in, const float* own, int64_t rows, int64_t cols,
-                                 std::vector<uint8_t>& wire_out, EncodeStats* stats = nullptr) const;
+                                 std::vector<uint8_t>& wire_out,
+                                 EncodeStats* stats = nullptr) const;
 };
 
 // Builds a codec from a preset name ("taco", "fp8-g128", ...) or the variant grammar

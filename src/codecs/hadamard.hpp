@@ -18,7 +18,9 @@
 
 namespace taco {
 
-inline float hadamard_scale(int n) { return float(1.0 / std::sqrt(double(n))); }
+inline float hadamard_scale(int n) {
+  return float(1.0 / std::sqrt(double(n)));
+}
 
 namespace detail {
 // Stages h = 1 and 2 together: per quad the same four adds/subtracts in the same order as two

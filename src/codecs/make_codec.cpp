@@ -17,11 +17,12 @@ class Bf16Codec final : public Codec {
  public:
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override {
-    return {{"variant", name_},      {"definition", name_}, {"family", "quant"},
-            {"elem_format", "bf16"}, {"elem_bits", 16},     {"scale_format", "none"},
+    return {{"variant", name_},      {"definition", name_},   {"family", "quant"},
+            {"elem_format", "bf16"}, {"elem_bits", 16},       {"scale_format", "none"},
             {"granularity", "none"}, {"group_size", nullptr}, {"transform", "none"}};
   }
-  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats* stats) const override {
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats* stats) const override {
     std::vector<uint8_t> wire;
     encode_into(x, rows, cols, wire, stats);
     return wire;
@@ -40,10 +41,12 @@ class Bf16Codec final : public Codec {
     }
     if (stats) stats->nonfinite += nonfin;
   }
-  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const override {
+  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+              float* out) const override {
     const int64_t n = checked_numel(rows, cols);
-    TACO_REQUIRE_INPUT(int64_t(nbytes) == 2 * n, "codec bf16: wire buffer has {} bytes, but [{}, {}] encodes to {}",
-                       nbytes, rows, cols, 2 * n);
+    TACO_REQUIRE_INPUT(int64_t(nbytes) == 2 * n,
+                       "codec bf16: wire buffer has {} bytes, but [{}, {}] encodes to {}", nbytes,
+                       rows, cols, 2 * n);
 #pragma omp parallel for schedule(static) if (n >= (1 << 15))
     for (int64_t i = 0; i < n; ++i)
       out[i] = bf16_to_float(uint16_t(wire[size_t(2 * i)] | (wire[size_t(2 * i + 1)] << 8)));
@@ -69,9 +72,12 @@ std::unique_ptr<Codec> make_codec(const std::string& variant) {
 std::unique_ptr<Codec> make_codec(const VariantSpec& spec) {
   std::string name = canonical_variant(spec);
   switch (spec.family) {
-    case VariantSpec::Family::Bf16: return std::make_unique<Bf16Codec>();
-    case VariantSpec::Family::Quant: return std::make_unique<QuantCodec>(spec.quant, std::move(name));
-    case VariantSpec::Family::TahQuant: return std::make_unique<TahQuantCodec>(spec.tah, std::move(name));
+    case VariantSpec::Family::Bf16:
+      return std::make_unique<Bf16Codec>();
+    case VariantSpec::Family::Quant:
+      return std::make_unique<QuantCodec>(spec.quant, std::move(name));
+    case VariantSpec::Family::TahQuant:
+      return std::make_unique<TahQuantCodec>(spec.tah, std::move(name));
   }
   throw_error("unknown codec family {}", int(spec.family));
 }

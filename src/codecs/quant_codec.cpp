@@ -32,19 +32,25 @@ namespace taco {
 
 namespace {
 
-constexpr float kTacoClamp = 448.0f;    // the authors' hard-coded +-448, E5M2 included
-constexpr float kTwoLevelMax = 448.0f;  // UE4M3 max: the per-tensor scale maps block scales here
+constexpr float kTacoClamp = 448.0f;       // the authors' hard-coded +-448, E5M2 included
+constexpr float kTwoLevelMax = 448.0f;     // UE4M3 max: the per-tensor scale maps block scales here
 constexpr int64_t kParallelMin = 1 << 15;  // elements below which OpenMP is not worth starting
 
 // CUDA fminf/fmaxf semantics (IEEE minNum/maxNum: a NaN operand is ignored), as the authors'
 // clampf, so clampf(NaN, lo, hi) == hi.
-inline float clampf(float x, float lo, float hi) { return std::fmax(std::fmin(x, hi), lo); }
-inline float safe_div(float a, float b) { return std::fabs(b) < 1e-12f ? 0.0f : a / b; }
+inline float clampf(float x, float lo, float hi) {
+  return std::fmax(std::fmin(x, hi), lo);
+}
+inline float safe_div(float a, float b) {
+  return std::fabs(b) < 1e-12f ? 0.0f : a / b;
+}
 // Non-finite -> 0, branch-free (vectorizes).
 inline float finite_or_zero(float x) {
   return (float_bits(x) & 0x7f800000u) == 0x7f800000u ? 0.0f : x;
 }
-inline int64_t is_nonfinite(float x) { return (float_bits(x) & 0x7f800000u) == 0x7f800000u; }
+inline int64_t is_nonfinite(float x) {
+  return (float_bits(x) & 0x7f800000u) == 0x7f800000u;
+}
 // |x| as integer bits, with non-finite values as 0 (the bits order like the magnitudes).
 inline int32_t abs_bits_finite(float x) {
   const int32_t a = int32_t(float_bits(x) & 0x7fffffffu);
@@ -68,8 +74,12 @@ inline uint32_t get_le(const uint8_t* p, int nbytes) {
   for (int i = 0; i < nbytes; ++i) v |= uint32_t(p[i]) << (8 * i);
   return v;
 }
-inline void put_f32(uint8_t* p, float f) { put_le(p, float_bits(f), 4); }
-inline float get_f32(const uint8_t* p) { return bits_float(get_le(p, 4)); }
+inline void put_f32(uint8_t* p, float f) {
+  put_le(p, float_bits(f), 4);
+}
+inline float get_f32(const uint8_t* p) {
+  return bits_float(get_le(p, 4));
+}
 
 // Element encoders: code of t (already divided by the scale); z is the zero point (asym only).
 struct EncE4M3 {
@@ -184,7 +194,8 @@ QuantCodec::QuantCodec(const QuantSpec& spec, std::string name, bool allow_simd)
         v = s_.asym ? float(c) : float(int4_from_nibble(uint32_t(c)));
         sat = s_.asym ? (c == 0 || c == 15) : (v == 7.0f || v == -7.0f);
         break;
-      default: throw_error("unknown element format {}", int(s_.elem));
+      default:
+        throw_error("unknown element format {}", int(s_.elem));
     }
     lut_[size_t(c)] = v;
     is_sat_[size_t(c)] = sat ? 1 : 0;
@@ -200,8 +211,10 @@ nlohmann::json QuantCodec::params() const {
   j["elem_bits"] = bits_;
   j["asym"] = s_.asym;
   j["granularity"] = granularity_name(s_.gran);
-  if (s_.gran == Granularity::Group || s_.gran == Granularity::Tile) j["group_size"] = s_.block;
-  else j["group_size"] = nullptr;
+  if (s_.gran == Granularity::Group || s_.gran == Granularity::Tile)
+    j["group_size"] = s_.block;
+  else
+    j["group_size"] = nullptr;
   j["scale_format"] = scale_format_name(s_.scale);
   j["scale_round"] = scale_round_name(s_.sround);
   j["two_level_scale"] = two_level_;
@@ -219,37 +232,62 @@ nlohmann::json QuantCodec::params() const {
   }
   if (s_.taco) j["pre_clamp"] = kTacoClamp;
   j["saturate"] = s_.saturate;
-  j["tail_policy"] = s_.transform != Transform::None ? "store all G codes of a zero-padded tail group"
-                                                     : "store the tail's valid codes";
-  if (s_.sround == ScaleRound::OcpFloor) j["mx_scale_rule"] = "OCP MX v1.0: 2^(floor(log2 amax) - emax)";
-  j["nonfinite_policy"] = s_.taco ? "NaN/Inf -> 0 after the transform (TACO)" : "NaN/Inf inputs -> 0";
+  j["tail_policy"] = s_.transform != Transform::None
+                         ? "store all G codes of a zero-padded tail group"
+                         : "store the tail's valid codes";
+  if (s_.sround == ScaleRound::OcpFloor)
+    j["mx_scale_rule"] = "OCP MX v1.0: 2^(floor(log2 amax) - emax)";
+  j["nonfinite_policy"] =
+      s_.taco ? "NaN/Inf -> 0 after the transform (TACO)" : "NaN/Inf inputs -> 0";
   return j;
 }
 
-QuantLayout quant_layout(const QuantSpec& spec, int64_t rows, int64_t cols, const std::string& name) {
+QuantLayout quant_layout(const QuantSpec& spec, int64_t rows, int64_t cols,
+                         const std::string& name) {
   TACO_REQUIRE_INPUT(rows > 0 && cols > 0, "codec {}: empty shape [{}, {}]", name, rows, cols);
-  TACO_REQUIRE_INPUT(rows <= (int64_t(1) << 40) / cols, "codec {}: shape [{}, {}] is too large", name, rows, cols);
+  TACO_REQUIRE_INPUT(rows <= (int64_t(1) << 40) / cols, "codec {}: shape [{}, {}] is too large",
+                     name, rows, cols);
   QuantLayout L;
   L.numel = rows * cols;
   const int64_t B = spec.block;
   switch (spec.gran) {
-    case Granularity::Tensor: L.blocks = 1; break;
-    case Granularity::Row: L.blocks = rows; break;
-    case Granularity::Col: L.blocks = cols; break;
-    case Granularity::Group: L.blocks = (L.numel + B - 1) / B; break;
+    case Granularity::Tensor:
+      L.blocks = 1;
+      break;
+    case Granularity::Row:
+      L.blocks = rows;
+      break;
+    case Granularity::Col:
+      L.blocks = cols;
+      break;
+    case Granularity::Group:
+      L.blocks = (L.numel + B - 1) / B;
+      break;
     case Granularity::Tile:
       TACO_REQUIRE_INPUT(rows % B == 0 && cols % B == 0,
-                         "codec {}: shape [{}, {}] is not a multiple of the {}x{} tile", name, rows, cols, B, B);
+                         "codec {}: shape [{}, {}] is not a multiple of the {}x{} tile", name, rows,
+                         cols, B, B);
       L.blocks = (rows / B) * (cols / B);
       break;
-    default: throw_error("unknown granularity {}", int(spec.gran));
+    default:
+      throw_error("unknown granularity {}", int(spec.gran));
   }
   switch (spec.gran) {
-    case Granularity::Group: L.block_len = B; break;
-    case Granularity::Tile: L.block_len = B * B; break;
-    case Granularity::Row: L.block_len = cols; break;
-    case Granularity::Col: L.block_len = rows; break;
-    default: L.block_len = L.numel; break;
+    case Granularity::Group:
+      L.block_len = B;
+      break;
+    case Granularity::Tile:
+      L.block_len = B * B;
+      break;
+    case Granularity::Row:
+      L.block_len = cols;
+      break;
+    case Granularity::Col:
+      L.block_len = rows;
+      break;
+    default:
+      L.block_len = L.numel;
+      break;
   }
   const bool padded = spec.gran == Granularity::Group && spec.transform != Transform::None;
   L.ncodes = padded ? L.blocks * B : L.numel;
@@ -264,7 +302,9 @@ QuantLayout quant_layout(const QuantSpec& spec, int64_t rows, int64_t cols, cons
   return L;
 }
 
-QuantLayout QuantCodec::layout(int64_t rows, int64_t cols) const { return quant_layout(s_, rows, cols, name_); }
+QuantLayout QuantCodec::layout(int64_t rows, int64_t cols) const {
+  return quant_layout(s_, rows, cols, name_);
+}
 
 // ---- scales ---------------------------------------------------------------------------------
 
@@ -305,7 +345,8 @@ struct QuantKernels {
 
   // Group of a flat codec with a transform: copy, zero non-finite values and the padding, signs,
   // Hadamard, zero any non-finite result (overflow near FLT_MAX).
-  static TACO_KERNEL void prepare_group(const QuantCodec& c, const float* x, int64_t m, float* buf) {
+  static TACO_KERNEL void prepare_group(const QuantCodec& c, const float* x, int64_t m,
+                                        float* buf) {
     const int G = c.s_.block;
     for (int64_t i = 0; i < m; ++i) buf[i] = finite_or_zero(x[i]);
     for (int64_t i = m; i < G; ++i) buf[i] = 0.0f;
@@ -324,7 +365,8 @@ struct QuantKernels {
   }
 
   // Statistic of v[0, n) over finite values: amax (sym) or lo = min(min v, 0), hi = max(max v, 0).
-  static TACO_KERNEL void block_stat(const QuantCodec& c, const float* v, int64_t n, float& a, float& b) {
+  static TACO_KERNEL void block_stat(const QuantCodec& c, const float* v, int64_t n, float& a,
+                                     float& b) {
     if (c.s_.asym) {
       float lo = 0.0f, hi = 0.0f;
       for (int64_t i = 0; i < n; ++i) {
@@ -347,8 +389,8 @@ struct QuantKernels {
 
   // Two-level scales: the largest ideal block scale over [b0, b1), as float bits.
   template <class Unused>
-  static TACO_KERNEL Counts flat_max_ideal(const QuantCodec& c, const float* x, const Flat& f, uint32_t* result,
-                                           int64_t b0, int64_t b1) {
+  static TACO_KERNEL Counts flat_max_ideal(const QuantCodec& c, const float* x, const Flat& f,
+                                           uint32_t* result, int64_t b0, int64_t b1) {
     uint32_t mx = 0;
     for (int64_t b = b0; b < b1; ++b) {
       alignas(64) float buf[kMaxGroup];
@@ -370,9 +412,10 @@ struct QuantKernels {
 
   // g<G> and row blocks: statistics, scale, codes (one byte per code; 4-bit ones packed later).
   template <class Q>
-  static TACO_KERNEL Counts flat_encode(const QuantCodec& c, const Q& q, const float* x, const Flat& f,
-                                        const QuantLayout& L, uint8_t* codes, uint8_t* wire, float tensor_scale,
-                                        bool want, int64_t b0, int64_t b1) {
+  static TACO_KERNEL Counts flat_encode(const QuantCodec& c, const Q& q, const float* x,
+                                        const Flat& f, const QuantLayout& L, uint8_t* codes,
+                                        uint8_t* wire, float tensor_scale, bool want, int64_t b0,
+                                        int64_t b1) {
     const int G = c.s_.block, sbytes = c.sbytes_;
     Counts n_out;
     for (int64_t b = b0; b < b1; ++b) {
@@ -405,11 +448,12 @@ struct QuantKernels {
 
   // TACO rules, one group at a time (the step list is in quant_codec.hpp).
   template <class F>
-  static TACO_KERNEL Counts taco_encode(const QuantCodec& c, const float* x, const QuantLayout& L, uint8_t* wire,
-                                        bool want, int64_t b0, int64_t b1) {
+  static TACO_KERNEL Counts taco_encode(const QuantCodec& c, const float* x, const QuantLayout& L,
+                                        uint8_t* wire, bool want, int64_t b0, int64_t b1) {
     const int G = c.s_.block;
     const int64_t numel = L.numel;
-    const bool transformed = c.s_.transform != Transform::None, dual = c.s_.dual, sat_mode = c.s_.saturate;
+    const bool transformed = c.s_.transform != Transform::None, dual = c.s_.dual,
+               sat_mode = c.s_.saturate;
     const float T = c.s_.target, lambda = c.s_.lambda, Fmax = elem_max(c.s_.elem, false);
     Counts n_out;
     for (int64_t b = b0; b < b1; ++b) {
@@ -469,9 +513,9 @@ struct QuantKernels {
 
   // tensor / col / tile: codes of rows [r0, r1) with the per-block scales already known.
   template <class Q>
-  static TACO_KERNEL Counts strided_encode(const QuantCodec& c, const Q& q, const float* src, int64_t cols,
-                                           const float* scale, const int32_t* zero, uint8_t* codes, bool want,
-                                           int64_t r0, int64_t r1) {
+  static TACO_KERNEL Counts strided_encode(const QuantCodec& c, const Q& q, const float* src,
+                                           int64_t cols, const float* scale, const int32_t* zero,
+                                           uint8_t* codes, bool want, int64_t r0, int64_t r1) {
     const int64_t T = c.s_.block;
     const int64_t tiles_per_row = c.s_.gran == Granularity::Tile ? cols / T : 0;
     Counts n_out;
@@ -481,15 +525,18 @@ struct QuantKernels {
       if (c.s_.gran == Granularity::Tensor) {
         const float s = scale[0];
         const int32_t z = zero[0];
-        for (int64_t col = 0; col < cols; ++col) cr[col] = uint8_t(q(finite_or_zero(xr[col]) / s, z));
+        for (int64_t col = 0; col < cols; ++col)
+          cr[col] = uint8_t(q(finite_or_zero(xr[col]) / s, z));
       } else if (c.s_.gran == Granularity::Col) {
-        for (int64_t col = 0; col < cols; ++col) cr[col] = uint8_t(q(finite_or_zero(xr[col]) / scale[col], zero[col]));
+        for (int64_t col = 0; col < cols; ++col)
+          cr[col] = uint8_t(q(finite_or_zero(xr[col]) / scale[col], zero[col]));
       } else {
         for (int64_t j = 0; j < tiles_per_row; ++j) {
           const int64_t b = (r / T) * tiles_per_row + j;
           const float s = scale[b];
           const int32_t z = zero[b];
-          for (int64_t col = j * T; col < (j + 1) * T; ++col) cr[col] = uint8_t(q(finite_or_zero(xr[col]) / s, z));
+          for (int64_t col = j * T; col < (j + 1) * T; ++col)
+            cr[col] = uint8_t(q(finite_or_zero(xr[col]) / s, z));
         }
       }
       if (want)
@@ -499,13 +546,15 @@ struct QuantKernels {
   }
 
   template <class Unused>
-  static TACO_KERNEL Counts flat_decode(const QuantCodec& c, const uint8_t* wire, const Flat& f, const QuantLayout& L,
-                                        float tensor_scale, float* out, int64_t b0, int64_t b1) {
+  static TACO_KERNEL Counts flat_decode(const QuantCodec& c, const uint8_t* wire, const Flat& f,
+                                        const QuantLayout& L, float tensor_scale, float* out,
+                                        int64_t b0, int64_t b1) {
     const int G = c.s_.block, bits = c.bits_, sbytes = c.sbytes_;
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t off = b * f.len, m = std::min(f.len, f.numel - off);
       const uint32_t code = get_le(wire + L.scale_off + b * sbytes, sbytes);
-      const float s = c.two_level_ ? decode_scale(code, c.s_.scale) * tensor_scale : decode_scale(code, c.s_.scale);
+      const float s = c.two_level_ ? decode_scale(code, c.s_.scale) * tensor_scale
+                                   : decode_scale(code, c.s_.scale);
       const float z = c.s_.asym ? float(wire[L.aux_off + b]) : 0.0f;
       if (f.transformed) {
         alignas(64) float v[kMaxGroup];
@@ -517,15 +566,16 @@ struct QuantKernels {
         const uint8_t* cw = wire + off;
         for (int64_t i = 0; i < m; ++i) out[off + i] = (c.lut_[cw[i]] - z) * s;
       } else {
-        for (int64_t i = 0; i < m; ++i) out[off + i] = (c.lut_[code_at(wire, off + i, bits)] - z) * s;
+        for (int64_t i = 0; i < m; ++i)
+          out[off + i] = (c.lut_[code_at(wire, off + i, bits)] - z) * s;
       }
     }
     return {};
   }
 
   template <class Unused>
-  static TACO_KERNEL Counts taco_decode(const QuantCodec& c, const uint8_t* wire, const QuantLayout& L, float* out,
-                                        int64_t b0, int64_t b1) {
+  static TACO_KERNEL Counts taco_decode(const QuantCodec& c, const uint8_t* wire,
+                                        const QuantLayout& L, float* out, int64_t b0, int64_t b1) {
     const int G = c.s_.block;
     const bool transformed = c.s_.transform != Transform::None, dual = c.s_.dual;
     for (int64_t b = b0; b < b1; ++b) {
@@ -553,8 +603,9 @@ struct QuantKernels {
 
   // tensor / col / tile: values of rows [r0, r1) (the inverse transform runs afterwards).
   template <class Unused>
-  static TACO_KERNEL Counts strided_decode(const QuantCodec& c, const uint8_t* wire, int64_t cols, const float* scale,
-                                           const float* zero, float* out, int64_t r0, int64_t r1) {
+  static TACO_KERNEL Counts strided_decode(const QuantCodec& c, const uint8_t* wire, int64_t cols,
+                                           const float* scale, const float* zero, float* out,
+                                           int64_t r0, int64_t r1) {
     const int64_t T = c.s_.block;
     const int64_t tiles_per_row = c.s_.gran == Granularity::Tile ? cols / T : 0;
     const int bits = c.bits_;
@@ -562,7 +613,8 @@ struct QuantKernels {
       float* o = out + r * cols;
       const int64_t i0 = r * cols;
       if (c.s_.gran == Granularity::Col) {
-        for (int64_t col = 0; col < cols; ++col) o[col] = (c.lut_[code_at(wire, i0 + col, bits)] - zero[col]) * scale[col];
+        for (int64_t col = 0; col < cols; ++col)
+          o[col] = (c.lut_[code_at(wire, i0 + col, bits)] - zero[col]) * scale[col];
         continue;
       }
       // tensor: one block; tile: runs of T columns share a block
@@ -570,7 +622,8 @@ struct QuantKernels {
       for (int64_t j = 0; j < cols / width; ++j) {
         const int64_t b = c.s_.gran == Granularity::Tensor ? 0 : (r / T) * tiles_per_row + j;
         const float s = scale[b], z = zero[b];
-        for (int64_t col = j * width; col < (j + 1) * width; ++col) o[col] = (c.lut_[code_at(wire, i0 + col, bits)] - z) * s;
+        for (int64_t col = j * width; col < (j + 1) * width; ++col)
+          o[col] = (c.lut_[code_at(wire, i0 + col, bits)] - z) * s;
       }
     }
     return {};
@@ -578,24 +631,26 @@ struct QuantKernels {
 
   // Transform (encode side) or inverse transform (decode side) of 1 x T pieces [g0, g1).
   template <class Unused>
-  static TACO_KERNEL Counts transform_pieces(const QuantCodec& c, const float* x, float* y, bool inverse, int64_t g0,
-                                             int64_t g1) {
+  static TACO_KERNEL Counts transform_pieces(const QuantCodec& c, const float* x, float* y,
+                                             bool inverse, int64_t g0, int64_t g1) {
     const int64_t T = c.s_.block;
     for (int64_t g = g0; g < g1; ++g) {
-      if (inverse) inverse_transform(c, y + g * T);
-      else prepare_group(c, x + g * T, T, y + g * T);
+      if (inverse)
+        inverse_transform(c, y + g * T);
+      else
+        prepare_group(c, x + g * T, T, y + g * T);
     }
     return {};
   }
 
-#define TACO_ISA_PAIR(kernel)                                                         \
-  template <class K, class... A>                                                     \
-  TACO_TARGET_AVX2 static Counts kernel##_avx2(A&&... a) {                            \
-    return kernel<K>(std::forward<A>(a)...);                                          \
-  }                                                                                   \
-  template <class K, class... A>                                                     \
-  static Counts kernel##_base(A&&... a) {                                             \
-    return kernel<K>(std::forward<A>(a)...);                                          \
+#define TACO_ISA_PAIR(kernel)                              \
+  template <class K, class... A>                           \
+  TACO_TARGET_AVX2 static Counts kernel##_avx2(A&&... a) { \
+    return kernel<K>(std::forward<A>(a)...);               \
+  }                                                        \
+  template <class K, class... A>                           \
+  static Counts kernel##_base(A&&... a) {                  \
+    return kernel<K>(std::forward<A>(a)...);               \
   }
   TACO_ISA_PAIR(flat_max_ideal)
   TACO_ISA_PAIR(flat_encode)
@@ -609,15 +664,17 @@ struct QuantKernels {
 };
 
 // Calls the AVX2 or the baseline instance of a kernel over [0, n) in parallel ranges.
-#define TACO_RUN(kernel, K, n, per_task, par, ...)                                                    \
-  run_ranges((n), (per_task), (par), [&](int64_t lo_, int64_t hi_) {                                 \
-    return simd_ ? QuantKernels::kernel##_avx2<K>(*this, __VA_ARGS__, lo_, hi_)                      \
-                 : QuantKernels::kernel##_base<K>(*this, __VA_ARGS__, lo_, hi_);                     \
+#define TACO_RUN(kernel, K, n, per_task, par, ...)                               \
+  run_ranges((n), (per_task), (par), [&](int64_t lo_, int64_t hi_) {             \
+    return simd_ ? QuantKernels::kernel##_avx2<K>(*this, __VA_ARGS__, lo_, hi_)  \
+                 : QuantKernels::kernel##_base<K>(*this, __VA_ARGS__, lo_, hi_); \
   })
 
 namespace {
 // Blocks per parallel task: about 16K elements.
-int64_t per_task(int64_t block_len) { return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, block_len)); }
+int64_t per_task(int64_t block_len) {
+  return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, block_len));
+}
 }  // namespace
 
 // ---- encode ---------------------------------------------------------------------------------
@@ -638,21 +695,34 @@ void QuantCodec::encode_into(const float* x, int64_t rows, int64_t cols, std::ve
   Counters c;
   c.want = stats != nullptr;
   if (s_.taco) {
-    if (s_.elem == ElemFormat::E4M3) encode_taco<E4M3Traits>(x, L, wire.data(), c);
-    else encode_taco<E5M2Traits>(x, L, wire.data(), c);
+    if (s_.elem == ElemFormat::E4M3)
+      encode_taco<E4M3Traits>(x, L, wire.data(), c);
+    else
+      encode_taco<E5M2Traits>(x, L, wire.data(), c);
   } else {
     switch (s_.elem) {
-      case ElemFormat::E4M3: encode_dispatch(EncE4M3{s_.saturate}, x, rows, cols, L, wire.data(), c); break;
-      case ElemFormat::E5M2: encode_dispatch(EncE5M2{s_.saturate}, x, rows, cols, L, wire.data(), c); break;
-      case ElemFormat::E2M1: encode_dispatch(EncE2M1{}, x, rows, cols, L, wire.data(), c); break;
+      case ElemFormat::E4M3:
+        encode_dispatch(EncE4M3{s_.saturate}, x, rows, cols, L, wire.data(), c);
+        break;
+      case ElemFormat::E5M2:
+        encode_dispatch(EncE5M2{s_.saturate}, x, rows, cols, L, wire.data(), c);
+        break;
+      case ElemFormat::E2M1:
+        encode_dispatch(EncE2M1{}, x, rows, cols, L, wire.data(), c);
+        break;
       case ElemFormat::INT8:
       case ElemFormat::INT4: {
         const uint32_t mask = bits_ == 8 ? 0xffu : 0xfu;
-        if (s_.asym) encode_dispatch(EncIntAsym{int32_t(elem_max(s_.elem, true))}, x, rows, cols, L, wire.data(), c);
-        else encode_dispatch(EncIntSym{elem_max(s_.elem, false), mask}, x, rows, cols, L, wire.data(), c);
+        if (s_.asym)
+          encode_dispatch(EncIntAsym{int32_t(elem_max(s_.elem, true))}, x, rows, cols, L,
+                          wire.data(), c);
+        else
+          encode_dispatch(EncIntSym{elem_max(s_.elem, false), mask}, x, rows, cols, L, wire.data(),
+                          c);
         break;
       }
-      default: throw_error("unknown element format {}", int(s_.elem));
+      default:
+        throw_error("unknown element format {}", int(s_.elem));
     }
   }
   if (stats) {
@@ -673,7 +743,8 @@ void QuantCodec::encode_dispatch(const Q& q, const float* x, int64_t rows, int64
   }
   if (s_.gran == Granularity::Group || s_.gran == Granularity::Row) {
     const int64_t len = s_.gran == Granularity::Group ? s_.block : cols;
-    encode_flat(q, x, Flat{L.numel, len, L.blocks, s_.transform != Transform::None}, L, codes, wire, c);
+    encode_flat(q, x, Flat{L.numel, len, L.blocks, s_.transform != Transform::None}, L, codes, wire,
+                c);
   } else {
     encode_strided(q, x, rows, cols, L, codes, wire, c);
   }
@@ -709,14 +780,16 @@ void QuantCodec::encode_flat(const Q& q, const float* x, const Flat& f, const Qu
     tensor_scale = tensor_scale < FLT_MIN ? FLT_MIN : tensor_scale;
     put_f32(wire + L.tensor_off, tensor_scale);
   }
-  const Counts r = TACO_RUN(flat_encode, Q, f.blocks, pt, par, q, x, f, L, codes, wire, tensor_scale, c.want);
+  const Counts r =
+      TACO_RUN(flat_encode, Q, f.blocks, pt, par, q, x, f, L, codes, wire, tensor_scale, c.want);
   c.saturated += r.saturated;
   c.nonfinite += r.nonfinite;
 }
 
 template <class Q>
 void QuantCodec::encode_strided(const Q& q, const float* x, int64_t rows, int64_t cols,
-                                const QuantLayout& L, uint8_t* codes, uint8_t* wire, Counters& c) const {
+                                const QuantLayout& L, uint8_t* codes, uint8_t* wire,
+                                Counters& c) const {
   const int64_t n = L.numel, nb = L.blocks, T = s_.block;
   const bool par = n >= kParallelMin;
   const int64_t tiles_per_row = s_.gran == Granularity::Tile ? cols / T : 0;
@@ -763,14 +836,15 @@ void QuantCodec::encode_strided(const Q& q, const float* x, int64_t rows, int64_
     // two threads touch the same block, and max/min are order-free. Magnitudes are compared as
     // int32 bits (vectorizes); asym keeps float min/max.
     const bool by_cols = s_.gran == Granularity::Col;
-    const int64_t width = by_cols ? 1 : T;                  // columns per block in a row
-    const int64_t chunk = by_cols ? 256 : cols;             // columns a task owns
+    const int64_t width = by_cols ? 1 : T;       // columns per block in a row
+    const int64_t chunk = by_cols ? 256 : cols;  // columns a task owns
     const int64_t col_tasks = (cols + chunk - 1) / chunk;
-    const int64_t row_tasks = by_cols ? 1 : rows / T;       // tile rows
+    const int64_t row_tasks = by_cols ? 1 : rows / T;  // tile rows
     std::vector<int32_t> mbits(size_t(nb), 0);
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t u = 0; u < col_tasks * row_tasks; ++u) {
-      const int64_t tr = u / col_tasks, c0 = (u % col_tasks) * chunk, c1 = std::min(cols, c0 + chunk);
+      const int64_t tr = u / col_tasks, c0 = (u % col_tasks) * chunk,
+                    c1 = std::min(cols, c0 + chunk);
       const int64_t r0 = by_cols ? 0 : tr * T, r1 = by_cols ? rows : (tr + 1) * T;
       const int64_t base = by_cols ? 0 : tr * tiles_per_row;  // block of column 0 in this row band
       for (int64_t r = r0; r < r1; ++r) {
@@ -826,25 +900,28 @@ void QuantCodec::encode_strided(const Q& q, const float* x, int64_t rows, int64_
     scale[size_t(b)] = bs.s;
     zero[size_t(b)] = bs.z;
   }
-  const Counts r = TACO_RUN(strided_encode, Q, rows, per_task(cols), par, q, src, cols, scale.data(), zero.data(),
-                            codes, c.want);
+  const Counts r = TACO_RUN(strided_encode, Q, rows, per_task(cols), par, q, src, cols,
+                            scale.data(), zero.data(), codes, c.want);
   c.saturated += r.saturated;
 }
 
 template <class F>
-void QuantCodec::encode_taco(const float* x, const QuantLayout& L, uint8_t* wire, Counters& c) const {
-  const Counts r = TACO_RUN(taco_encode, F, L.blocks, per_task(s_.block), L.numel >= kParallelMin, x, L, wire, c.want);
+void QuantCodec::encode_taco(const float* x, const QuantLayout& L, uint8_t* wire,
+                             Counters& c) const {
+  const Counts r = TACO_RUN(taco_encode, F, L.blocks, per_task(s_.block), L.numel >= kParallelMin,
+                            x, L, wire, c.want);
   c.saturated += r.saturated;
   c.nonfinite += r.nonfinite;
 }
 
 // ---- decode ---------------------------------------------------------------------------------
 
-void QuantCodec::decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const {
+void QuantCodec::decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+                        float* out) const {
   const QuantLayout L = layout(rows, cols);
   TACO_REQUIRE_INPUT(int64_t(nbytes) == L.total,
-                     "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name_, nbytes,
-                     rows, cols, L.total);
+                     "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name_,
+                     nbytes, rows, cols, L.total);
   if (s_.taco) return decode_taco(wire, L, out);
   if (s_.gran == Granularity::Group || s_.gran == Granularity::Row) {
     const int64_t len = s_.gran == Granularity::Group ? s_.block : cols;
@@ -853,23 +930,27 @@ void QuantCodec::decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_
   decode_strided(wire, rows, cols, L, out);
 }
 
-void QuantCodec::decode_flat(const uint8_t* wire, const Flat& f, const QuantLayout& L, float* out) const {
+void QuantCodec::decode_flat(const uint8_t* wire, const Flat& f, const QuantLayout& L,
+                             float* out) const {
   const float tensor_scale = two_level_ ? get_f32(wire + L.tensor_off) : 1.0f;
-  TACO_RUN(flat_decode, void, f.blocks, per_task(f.len), f.numel >= kParallelMin, wire, f, L, tensor_scale, out);
+  TACO_RUN(flat_decode, void, f.blocks, per_task(f.len), f.numel >= kParallelMin, wire, f, L,
+           tensor_scale, out);
 }
 
-void QuantCodec::decode_strided(const uint8_t* wire, int64_t rows, int64_t cols, const QuantLayout& L,
-                                float* out) const {
+void QuantCodec::decode_strided(const uint8_t* wire, int64_t rows, int64_t cols,
+                                const QuantLayout& L, float* out) const {
   const int64_t nb = L.blocks, T = s_.block, n = L.numel;
   const bool par = n >= kParallelMin;
   const float tensor_scale = two_level_ ? get_f32(wire + L.tensor_off) : 1.0f;
   std::vector<float> scale(static_cast<size_t>(nb)), zero(size_t(nb), 0.0f);
   for (int64_t b = 0; b < nb; ++b) {
     const uint32_t code = get_le(wire + L.scale_off + b * sbytes_, sbytes_);
-    scale[size_t(b)] = two_level_ ? decode_scale(code, s_.scale) * tensor_scale : decode_scale(code, s_.scale);
+    scale[size_t(b)] =
+        two_level_ ? decode_scale(code, s_.scale) * tensor_scale : decode_scale(code, s_.scale);
     if (s_.asym) zero[size_t(b)] = float(wire[L.aux_off + b]);
   }
-  TACO_RUN(strided_decode, void, rows, per_task(cols), par, wire, cols, scale.data(), zero.data(), out);
+  TACO_RUN(strided_decode, void, rows, per_task(cols), par, wire, cols, scale.data(), zero.data(),
+           out);
   if (s_.transform != Transform::None)
     TACO_RUN(transform_pieces, void, n / T, per_task(T), par, nullptr, out, true);
 }

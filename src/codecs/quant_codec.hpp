@@ -91,7 +91,8 @@ struct QuantLayout {
 
 // The layout of a [rows, cols] chunk, for the CPU codec and the GPU kernels alike; InputError
 // (naming the codec `name`) when the shape does not suit the spec.
-QuantLayout quant_layout(const QuantSpec& spec, int64_t rows, int64_t cols, const std::string& name);
+QuantLayout quant_layout(const QuantSpec& spec, int64_t rows, int64_t cols,
+                         const std::string& name);
 
 class QuantCodec final : public Codec {
  public:
@@ -116,15 +117,17 @@ class QuantCodec final : public Codec {
   struct Counters;
   struct BlockScale;
   struct Flat;
-  template <class Q> void encode_flat(const Q& q, const float* x, const Flat& f, const QuantLayout& L,
-                                      uint8_t* codes, uint8_t* wire, Counters& c) const;
-  template <class Q> void encode_strided(const Q& q, const float* x, int64_t rows, int64_t cols,
-                                         const QuantLayout& L, uint8_t* codes, uint8_t* wire,
-                                         Counters& c) const;
-  template <class F> void encode_taco(const float* x, const QuantLayout& L, uint8_t* wire,
-                                      Counters& c) const;
-  template <class Q> void encode_dispatch(const Q& q, const float* x, int64_t rows, int64_t cols,
-                                          const QuantLayout& L, uint8_t* wire, Counters& c) const;
+  template <class Q>
+  void encode_flat(const Q& q, const float* x, const Flat& f, const QuantLayout& L, uint8_t* codes,
+                   uint8_t* wire, Counters& c) const;
+  template <class Q>
+  void encode_strided(const Q& q, const float* x, int64_t rows, int64_t cols, const QuantLayout& L,
+                      uint8_t* codes, uint8_t* wire, Counters& c) const;
+  template <class F>
+  void encode_taco(const float* x, const QuantLayout& L, uint8_t* wire, Counters& c) const;
+  template <class Q>
+  void encode_dispatch(const Q& q, const float* x, int64_t rows, int64_t cols, const QuantLayout& L,
+                       uint8_t* wire, Counters& c) const;
   void decode_flat(const uint8_t* wire, const Flat& f, const QuantLayout& L, float* out) const;
   void decode_strided(const uint8_t* wire, int64_t rows, int64_t cols, const QuantLayout& L,
                       float* out) const;
@@ -140,10 +143,10 @@ class QuantCodec final : public Codec {
   bool two_level_;
   int sbytes_;
   float hconst_ = 1.0f;
-  std::vector<uint32_t> signs_;       // RHT sign masks (empty otherwise)
-  std::array<float, 256> lut_{};      // code -> element value (ints: the integer)
-  std::array<uint8_t, 256> is_sat_{}; // code at the largest magnitude the codec emits
-  bool simd_ = false;                 // run the AVX2 instances of the kernels
+  std::vector<uint32_t> signs_;        // RHT sign masks (empty otherwise)
+  std::array<float, 256> lut_{};       // code -> element value (ints: the integer)
+  std::array<uint8_t, 256> is_sat_{};  // code at the largest magnitude the codec emits
+  bool simd_ = false;                  // run the AVX2 instances of the kernels
 };
 
 }  // namespace taco

@@ -15,7 +15,9 @@ namespace {
 
 constexpr float kFp16Max = 65504.0f;
 
-inline float finite_or_zero(float x) { return (float_bits(x) & 0x7f800000u) == 0x7f800000u ? 0.0f : x; }
+inline float finite_or_zero(float x) {
+  return (float_bits(x) & 0x7f800000u) == 0x7f800000u ? 0.0f : x;
+}
 
 // Largest fp16 <= v (v finite), clamped to [-65504, 65504].
 uint16_t fp16_round_down(float v) {
@@ -23,9 +25,12 @@ uint16_t fp16_round_down(float v) {
   uint16_t h = float_to_fp16(v);
   if (fp16_to_float(h) > v) {
     // One step toward -inf: magnitude up for negatives, down for positives (+0 -> -2^-24).
-    if (h == 0) h = 0x8001;
-    else if (h & 0x8000) ++h;
-    else --h;
+    if (h == 0)
+      h = 0x8001;
+    else if (h & 0x8000)
+      ++h;
+    else
+      --h;
   }
   return h;
 }
@@ -50,11 +55,14 @@ inline uint32_t get_bits(const uint8_t* p, int64_t bit, int nbits) {
   return v;
 }
 
-int64_t bytes_for_bits(int64_t bits) { return (bits + 7) / 8; }
+int64_t bytes_for_bits(int64_t bits) {
+  return (bits + 7) / 8;
+}
 
 }  // namespace
 
-TahQuantCodec::TahQuantCodec(const TahSpec& spec, std::string name) : t_(spec), name_(std::move(name)) {
+TahQuantCodec::TahQuantCodec(const TahSpec& spec, std::string name)
+    : t_(spec), name_(std::move(name)) {
   TACO_REQUIRE_INPUT(t_.tile >= 8 && t_.tile <= 1024 && (t_.tile & (t_.tile - 1)) == 0,
                      "tahquant: tile {} is not a power of two in [8, 1024]", t_.tile);
   TACO_REQUIRE_INPUT(t_.hi_bits >= 1 && t_.hi_bits <= 8 && t_.lo_bits >= 1 && t_.lo_bits <= 8,
@@ -65,26 +73,27 @@ TahQuantCodec::TahQuantCodec(const TahSpec& spec, std::string name) : t_(spec), 
 }
 
 nlohmann::json TahQuantCodec::params() const {
-  return {{"variant", name_},
-          {"definition", grammar_string(VariantSpec{VariantSpec::Family::TahQuant, QuantSpec{}, t_})},
-          {"family", "tahquant"},
-          {"elem_format", fmt::format("uint{}/uint{}", t_.hi_bits, t_.lo_bits)},
-          {"hi_bits", t_.hi_bits},
-          {"lo_bits", t_.lo_bits},
-          {"hi_pct", t_.hi_pct},
-          {"scale_format", "fp16"},
-          {"granularity", "tile"},
-          {"group_size", t_.tile},
-          {"transform", "pivot+hadamard (flagged tiles)"},
-          {"pivot_rule", "first >= 2 * second"},
-          {"token_rule", "lowest entropy -> lo bits"}};
+  return {
+      {"variant", name_},
+      {"definition", grammar_string(VariantSpec{VariantSpec::Family::TahQuant, QuantSpec{}, t_})},
+      {"family", "tahquant"},
+      {"elem_format", fmt::format("uint{}/uint{}", t_.hi_bits, t_.lo_bits)},
+      {"hi_bits", t_.hi_bits},
+      {"lo_bits", t_.lo_bits},
+      {"hi_pct", t_.hi_pct},
+      {"scale_format", "fp16"},
+      {"granularity", "tile"},
+      {"group_size", t_.tile},
+      {"transform", "pivot+hadamard (flagged tiles)"},
+      {"pivot_rule", "first >= 2 * second"},
+      {"token_rule", "lowest entropy -> lo bits"}};
 }
 
 void TahQuantCodec::check_shape(int64_t rows, int64_t cols) const {
   TACO_REQUIRE_INPUT(rows > 0 && cols > 0 && rows <= (int64_t(1) << 40) / cols,
                      "codec {}: unusable shape [{}, {}]", name_, rows, cols);
-  TACO_REQUIRE_INPUT(cols % t_.tile == 0, "codec {}: cols {} is not a multiple of the tile {}", name_,
-                     cols, t_.tile);
+  TACO_REQUIRE_INPUT(cols % t_.tile == 0, "codec {}: cols {} is not a multiple of the tile {}",
+                     name_, cols, t_.tile);
 }
 
 int64_t TahQuantCodec::wire_bytes(int64_t rows, int64_t cols, int64_t flagged) const {
@@ -94,7 +103,8 @@ int64_t TahQuantCodec::wire_bytes(int64_t rows, int64_t cols, int64_t flagged) c
          bytes_for_bits(flagged * pivot_bits_);
 }
 
-std::vector<uint8_t> TahQuantCodec::encode(const float* x, int64_t rows, int64_t cols, EncodeStats* stats) const {
+std::vector<uint8_t> TahQuantCodec::encode(const float* x, int64_t rows, int64_t cols,
+                                           EncodeStats* stats) const {
   check_shape(rows, cols);
   const int tile = t_.tile;
   const int64_t tiles_per_row = cols / tile, tiles = rows * tiles_per_row;
@@ -145,7 +155,8 @@ std::vector<uint8_t> TahQuantCodec::encode(const float* x, int64_t rows, int64_t
     const int bits = p < n_lo ? t_.lo_bits : t_.hi_bits;
     const int32_t qmax = (1 << bits) - 1;
     // cols is a multiple of tile >= 8, so every token's codes start on a byte boundary.
-    const int64_t bit0 = p < n_lo ? p * cols * t_.lo_bits : lo_bits_total + (p - n_lo) * cols * t_.hi_bits;
+    const int64_t bit0 =
+        p < n_lo ? p * cols * t_.lo_bits : lo_bits_total + (p - n_lo) * cols * t_.hi_bits;
     BitWriter w{codes.data()};
     const float* xr = x + order[size_t(p)] * cols;
     float v[1024];
@@ -218,22 +229,26 @@ std::vector<uint8_t> TahQuantCodec::encode(const float* x, int64_t rows, int64_t
   return wire;
 }
 
-void TahQuantCodec::decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const {
+void TahQuantCodec::decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+                           float* out) const {
   check_shape(rows, cols);
   const int tile = t_.tile;
   const int64_t tiles_per_row = cols / tile, tiles = rows * tiles_per_row;
   const int64_t n_lo = low_tokens(rows);
   const int64_t map_bytes = bytes_for_bits(rows) + bytes_for_bits(tiles);
-  TACO_REQUIRE_INPUT(int64_t(nbytes) >= map_bytes, "codec {}: wire buffer of {} bytes is too short for [{}, {}]",
-                     name_, nbytes, rows, cols);
+  TACO_REQUIRE_INPUT(int64_t(nbytes) >= map_bytes,
+                     "codec {}: wire buffer of {} bytes is too short for [{}, {}]", name_, nbytes,
+                     rows, cols);
   const uint8_t* tile_map = wire + bytes_for_bits(rows);
   int64_t flagged = 0, lo_seen = 0;
   for (int64_t r = 0; r < rows; ++r) lo_seen += get_bits(wire, r, 1);
   for (int64_t t = 0; t < tiles; ++t) flagged += get_bits(tile_map, t, 1);
-  TACO_REQUIRE_INPUT(int64_t(nbytes) == wire_bytes(rows, cols, flagged),
-                     "codec {}: wire buffer has {} bytes, but [{}, {}] with {} flagged tiles encodes to {}",
-                     name_, nbytes, rows, cols, flagged, wire_bytes(rows, cols, flagged));
-  TACO_REQUIRE_INPUT(lo_seen == n_lo, "codec {}: token bitmap marks {} low-precision tokens, expected {}", name_,
+  TACO_REQUIRE_INPUT(
+      int64_t(nbytes) == wire_bytes(rows, cols, flagged),
+      "codec {}: wire buffer has {} bytes, but [{}, {}] with {} flagged tiles encodes to {}", name_,
+      nbytes, rows, cols, flagged, wire_bytes(rows, cols, flagged));
+  TACO_REQUIRE_INPUT(lo_seen == n_lo,
+                     "codec {}: token bitmap marks {} low-precision tokens, expected {}", name_,
                      lo_seen, n_lo);
   std::vector<int64_t> order;
   order.reserve(size_t(rows));
@@ -255,7 +270,8 @@ void TahQuantCodec::decode(const uint8_t* wire, size_t nbytes, int64_t rows, int
 #pragma omp parallel for schedule(static) if (rows * cols >= (1 << 15))
   for (int64_t p = 0; p < rows; ++p) {
     const int bits = p < n_lo ? t_.lo_bits : t_.hi_bits;
-    const int64_t bit0 = p < n_lo ? p * cols * t_.lo_bits : lo_bits_total + (p - n_lo) * cols * t_.hi_bits;
+    const int64_t bit0 =
+        p < n_lo ? p * cols * t_.lo_bits : lo_bits_total + (p - n_lo) * cols * t_.hi_bits;
     float* orow = out + order[size_t(p)] * cols;
     int64_t k = first_pivot[size_t(p)];
     float v[1024];
@@ -263,7 +279,8 @@ void TahQuantCodec::decode(const uint8_t* wire, size_t nbytes, int64_t rows, int
       const int64_t ti = p * tiles_per_row + j;
       const float z = fp16_to_float(uint16_t(zeros[2 * ti] | (zeros[2 * ti + 1] << 8)));
       const float s = fp16_to_float(uint16_t(scales[2 * ti] | (scales[2 * ti + 1] << 8)));
-      for (int i = 0; i < tile; ++i) v[i] = float(get_bits(codes, bit0 + (j * tile + i) * bits, bits)) * s + z;
+      for (int i = 0; i < tile; ++i)
+        v[i] = float(get_bits(codes, bit0 + (j * tile + i) * bits, bits)) * s + z;
       if (get_bits(tile_map, ti, 1)) {
         fwht(v, tile);
         const uint32_t piv = get_bits(pivots, pivot_bits_ * k++, pivot_bits_);

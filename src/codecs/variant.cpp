@@ -15,20 +15,28 @@ namespace taco {
 
 std::string_view granularity_name(Granularity g) {
   switch (g) {
-    case Granularity::Tensor: return "tensor";
-    case Granularity::Row: return "row";
-    case Granularity::Col: return "col";
-    case Granularity::Group: return "group";
-    case Granularity::Tile: return "tile";
+    case Granularity::Tensor:
+      return "tensor";
+    case Granularity::Row:
+      return "row";
+    case Granularity::Col:
+      return "col";
+    case Granularity::Group:
+      return "group";
+    case Granularity::Tile:
+      return "tile";
   }
   throw_error("unknown granularity {}", int(g));
 }
 
 std::string_view transform_name(Transform t) {
   switch (t) {
-    case Transform::None: return "none";
-    case Transform::Hadamard: return "hadamard";
-    case Transform::RandHadamard: return "rht";
+    case Transform::None:
+      return "none";
+    case Transform::Hadamard:
+      return "hadamard";
+    case Transform::RandHadamard:
+      return "rht";
   }
   throw_error("unknown transform {}", int(t));
 }
@@ -43,14 +51,19 @@ bool QuantSpec::operator==(const QuantSpec& o) const {
 bool VariantSpec::operator==(const VariantSpec& o) const {
   if (family != o.family) return false;
   switch (family) {
-    case Family::Quant: return quant == o.quant;
-    case Family::TahQuant: return tah == o.tah;
-    case Family::Bf16: return true;
+    case Family::Quant:
+      return quant == o.quant;
+    case Family::TahQuant:
+      return tah == o.tah;
+    case Family::Bf16:
+      return true;
   }
   throw_error("unknown codec family {}", int(family));
 }
 
-float default_target(const QuantSpec& s) { return s.taco ? 448.0f : elem_max(s.elem, s.asym); }
+float default_target(const QuantSpec& s) {
+  return s.taco ? 448.0f : elem_max(s.elem, s.asym);
+}
 
 const std::vector<Preset>& preset_table() {
   static const std::vector<Preset> table = {
@@ -61,11 +74,13 @@ const std::vector<Preset>& preset_table() {
       {"fp8-g128", "e4m3:g128", "FP8 E4M3, fp32 scale per flat group of 128"},
       {"fp8-g32", "e4m3:g32", "FP8 E4M3, fp32 scale per flat group of 32"},
       {"fp8-g128-had", "e4m3:g128:had", "FP8 E4M3, Hadamard-128 then fp32 scale per group"},
-      {"fp8-1x128-e8m0", "e4m3:g128:se8m0", "FP8 E4M3, 1x128 groups, power-of-two E8M0 scale "
-                                            "rounded up (DeepSeek style)"},
+      {"fp8-1x128-e8m0", "e4m3:g128:se8m0",
+       "FP8 E4M3, 1x128 groups, power-of-two E8M0 scale "
+       "rounded up (DeepSeek style)"},
       {"fp8-tile128", "e4m3:tile128", "FP8 E4M3, fp32 scale per 128x128 tile"},
-      {"taco", "e4m3:g128:had:dual", "TACO: adaptive scale + Hadamard-128 + dual fp32 scales, "
-                                     "E4M3 (reference configuration)"},
+      {"taco", "e4m3:g128:had:dual",
+       "TACO: adaptive scale + Hadamard-128 + dual fp32 scales, "
+       "E4M3 (reference configuration)"},
       {"taco-noh", "e4m3:g128:dual", "TACO without the Hadamard transform"},
       {"taco-nosa", "e4m3:g128:had:taco", "TACO without the adaptive scale (one fp32 scale)"},
       {"taco-e5m2", "e5m2:g128:had:dual", "TACO with E5M2 codes (still clamped to +-448)"},
@@ -87,8 +102,9 @@ const std::vector<Preset>& preset_table() {
       {"int8-g128-asym", "int8:asym:g128", "UINT8 asymmetric (zero point), fp32 scale per 128"},
       {"int4-g32", "int4:g32", "INT4 symmetric, fp32 scale per group of 32"},
       {"int4-g32-had", "int4:g32:had", "INT4 symmetric, Hadamard-32, fp32 scale per group"},
-      {"tahquant", "tahquant", "TAH-Quant: entropy-chosen 4/3-bit tokens, pivot swap + "
-                               "Hadamard-64 tiles, fp16 zero/scale per tile"},
+      {"tahquant", "tahquant",
+       "TAH-Quant: entropy-chosen 4/3-bit tokens, pivot swap + "
+       "Hadamard-64 tiles, fp16 zero/scale per tile"},
   };
   return table;
 }
@@ -96,7 +112,8 @@ const std::vector<Preset>& preset_table() {
 namespace {
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
   return s;
 }
 
@@ -122,19 +139,23 @@ float parse_float(const std::string& variant, const std::string& tok, const std:
 }
 
 int64_t parse_int(const std::string& variant, const std::string& tok, const std::string& v) {
-  TACO_REQUIRE_INPUT(!v.empty() && v.size() <= 18 &&
-                         std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }),
-                     "variant '{}': token '{}' needs a non-negative integer", variant, tok);
+  TACO_REQUIRE_INPUT(
+      !v.empty() && v.size() <= 18 &&
+          std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }),
+      "variant '{}': token '{}' needs a non-negative integer", variant, tok);
   return std::stoll(v);
 }
 
-bool is_pow2_in(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
+bool is_pow2_in(int64_t v, int64_t lo, int64_t hi) {
+  return v >= lo && v <= hi && (v & (v - 1)) == 0;
+}
 
 // Size after a prefix ("g128" -> 128), or -1 when the token does not have that form.
 int64_t sized_token(const std::string& tok, const std::string& prefix) {
   if (tok.size() <= prefix.size() || tok.compare(0, prefix.size(), prefix) != 0) return -1;
   const std::string rest = tok.substr(prefix.size());
-  if (rest.size() > 9 || !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
+  if (rest.size() > 9 ||
+      !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return -1;
   return std::stoll(rest);
 }
@@ -147,21 +168,25 @@ VariantSpec parse_tahquant(const std::string& variant, const std::vector<std::st
     const std::string& t = toks[i];
     const size_t eq = t.find('=');
     TACO_REQUIRE_INPUT(eq != std::string::npos,
-                       "variant '{}': unknown tahquant token '{}' (tile=, hi=, lo=, pct=)", variant, t);
+                       "variant '{}': unknown tahquant token '{}' (tile=, hi=, lo=, pct=)", variant,
+                       t);
     const std::string key = t.substr(0, eq), val = t.substr(eq + 1);
     TACO_REQUIRE_INPUT(seen.insert(key).second, "variant '{}': '{}' given twice", variant, key);
     const int64_t n = parse_int(variant, t, val);
     if (key == "tile") {
-      TACO_REQUIRE_INPUT(is_pow2_in(n, 8, 1024), "variant '{}': tile must be a power of two in [8, 1024]", variant);
+      TACO_REQUIRE_INPUT(is_pow2_in(n, 8, 1024),
+                         "variant '{}': tile must be a power of two in [8, 1024]", variant);
       v.tah.tile = int(n);
     } else if (key == "hi" || key == "lo") {
-      TACO_REQUIRE_INPUT(n >= 1 && n <= 8, "variant '{}': '{}' bits must be in [1, 8]", variant, key);
+      TACO_REQUIRE_INPUT(n >= 1 && n <= 8, "variant '{}': '{}' bits must be in [1, 8]", variant,
+                         key);
       (key == "hi" ? v.tah.hi_bits : v.tah.lo_bits) = int(n);
     } else if (key == "pct") {
       TACO_REQUIRE_INPUT(n <= 100, "variant '{}': pct must be in [0, 100]", variant);
       v.tah.hi_pct = int(n);
     } else {
-      throw_input_error("variant '{}': unknown tahquant token '{}' (tile=, hi=, lo=, pct=)", variant, t);
+      throw_input_error("variant '{}': unknown tahquant token '{}' (tile=, hi=, lo=, pct=)",
+                        variant, t);
     }
   }
   return v;
@@ -182,12 +207,14 @@ VariantSpec parse_grammar(const std::string& variant) {
   QuantSpec& s = v.quant;
   std::set<std::string> seen;  // token kinds
   auto once = [&](const std::string& kind, const std::string& tok) {
-    TACO_REQUIRE_INPUT(seen.insert(kind).second, "variant '{}': {} given twice (at '{}')", variant, kind, tok);
+    TACO_REQUIRE_INPUT(seen.insert(kind).second, "variant '{}': {} given twice (at '{}')", variant,
+                       kind, tok);
   };
   bool have_round = false, have_target = false, have_lambda = false, have_seed = false;
   for (const std::string& t : toks) {
     int64_t n;
-    if (t == "e4m3" || t == "fp8" || t == "e5m2" || t == "e2m1" || t == "fp4" || t == "int8" || t == "int4") {
+    if (t == "e4m3" || t == "fp8" || t == "e5m2" || t == "e2m1" || t == "fp4" || t == "int8" ||
+        t == "int4") {
       once("element format", t);
       s.elem = parse_elem_format(t);
     } else if (t == "asym") {
@@ -195,19 +222,20 @@ VariantSpec parse_grammar(const std::string& variant) {
       s.asym = true;
     } else if (t == "tensor" || t == "row" || t == "col") {
       once("granularity", t);
-      s.gran = t == "tensor" ? Granularity::Tensor : (t == "row" ? Granularity::Row : Granularity::Col);
+      s.gran =
+          t == "tensor" ? Granularity::Tensor : (t == "row" ? Granularity::Row : Granularity::Col);
     } else if ((n = sized_token(t, "g")) >= 0) {
       once("granularity", t);
       TACO_REQUIRE_INPUT(is_pow2_in(n, kMinGroup, kMaxGroup),
-                         "variant '{}': group size in '{}' must be a power of two in [{}, {}]", variant,
-                         t, kMinGroup, kMaxGroup);
+                         "variant '{}': group size in '{}' must be a power of two in [{}, {}]",
+                         variant, t, kMinGroup, kMaxGroup);
       s.gran = Granularity::Group;
       s.block = int(n);
     } else if ((n = sized_token(t, "tile")) >= 0) {
       once("granularity", t);
       TACO_REQUIRE_INPUT(is_pow2_in(n, kMinGroup, kMaxGroup),
-                         "variant '{}': tile size in '{}' must be a power of two in [{}, {}]", variant,
-                         t, kMinGroup, kMaxGroup);
+                         "variant '{}': tile size in '{}' must be a power of two in [{}, {}]",
+                         variant, t, kMinGroup, kMaxGroup);
       s.gran = Granularity::Tile;
       s.block = int(n);
     } else if (t == "sf32" || t == "sfp32" || t == "sbf16" || t == "sf16" || t == "sfp16" ||
@@ -246,56 +274,68 @@ VariantSpec parse_grammar(const std::string& variant) {
       throw_input_error("variant '{}': unknown token '{}' (see `taco codec list`)", variant, t);
     }
   }
-  TACO_REQUIRE_INPUT(seen.count("element format"),
-                     "variant '{}': not a preset and no element format (e4m3, e5m2, e2m1, int8, int4)", variant);
+  TACO_REQUIRE_INPUT(
+      seen.count("element format"),
+      "variant '{}': not a preset and no element format (e4m3, e5m2, e2m1, int8, int4)", variant);
   TACO_REQUIRE_INPUT(seen.count("granularity"),
                      "variant '{}': no granularity (tensor, row, col, g<G>, tile<T>)", variant);
   TACO_REQUIRE_INPUT(!have_seed || s.transform == Transform::RandHadamard,
                      "variant '{}': seed= needs rht", variant);
   TACO_REQUIRE_INPUT(!have_lambda || s.dual, "variant '{}': lambda= needs dual", variant);
   if (!have_round) s.sround = default_scale_round(s.scale);
-  TACO_REQUIRE_INPUT(!(have_target && s.sround == ScaleRound::OcpFloor),
-                     "variant '{}': T= has no effect with sround=ocp (the OCP rule uses the element emax)",
-                     variant);
+  TACO_REQUIRE_INPUT(
+      !(have_target && s.sround == ScaleRound::OcpFloor),
+      "variant '{}': T= has no effect with sround=ocp (the OCP rule uses the element emax)",
+      variant);
   validate(s, fmt::format("variant '{}'", variant));
   if (!have_target) s.target = default_target(s);
   return v;
 }
 
-std::string fmt_float(float f) { return fmt::format("{}", f); }
+std::string fmt_float(float f) {
+  return fmt::format("{}", f);
+}
 
 }  // namespace
 
 void validate(const QuantSpec& s, const std::string& label) {
   const std::string e(elem_format_name(s.elem));
   const bool grouped = s.gran == Granularity::Group || s.gran == Granularity::Tile;
-  TACO_REQUIRE_INPUT(!s.asym || !elem_is_float(s.elem), "{}: asym needs int8 or int4, not {}", label, e);
+  TACO_REQUIRE_INPUT(!s.asym || !elem_is_float(s.elem), "{}: asym needs int8 or int4, not {}",
+                     label, e);
   TACO_REQUIRE_INPUT(s.saturate || s.elem == ElemFormat::E4M3 || s.elem == ElemFormat::E5M2,
                      "{}: nosat needs e4m3 or e5m2 ({} always saturates)", label, e);
   TACO_REQUIRE_INPUT(s.transform == Transform::None || grouped,
                      "{}: had/rht need g<G> or tile<T> blocks (the transform size), not {}", label,
                      granularity_name(s.gran));
-  TACO_REQUIRE_INPUT(!grouped || (s.block >= kMinGroup && s.block <= kMaxGroup && (s.block & (s.block - 1)) == 0),
-                     "{}: block size {} is not a power of two in [{}, {}]", label, s.block, kMinGroup, kMaxGroup);
+  TACO_REQUIRE_INPUT(
+      !grouped || (s.block >= kMinGroup && s.block <= kMaxGroup && (s.block & (s.block - 1)) == 0),
+      "{}: block size {} is not a power of two in [{}, {}]", label, s.block, kMinGroup, kMaxGroup);
   if (s.scale == ScaleFormat::F32) {
-    TACO_REQUIRE_INPUT(s.sround == ScaleRound::Exact, "{}: fp32 scales are exact; sround= applies to "
-                                                      "bf16, fp16, e8m0 and ue4m3 scales", label);
+    TACO_REQUIRE_INPUT(s.sround == ScaleRound::Exact,
+                       "{}: fp32 scales are exact; sround= applies to "
+                       "bf16, fp16, e8m0 and ue4m3 scales",
+                       label);
   } else {
-    TACO_REQUIRE_INPUT(s.sround != ScaleRound::Exact, "{}: {} scales need a rounding (up, rne, ocp)", label,
+    TACO_REQUIRE_INPUT(s.sround != ScaleRound::Exact,
+                       "{}: {} scales need a rounding (up, rne, ocp)", label,
                        scale_format_name(s.scale));
   }
-  TACO_REQUIRE_INPUT(s.sround != ScaleRound::OcpFloor || (s.scale == ScaleFormat::E8M0 && elem_is_float(s.elem) && !s.asym),
-                     "{}: sround=ocp (OCP MX) needs se8m0 scales and a float element format", label);
+  TACO_REQUIRE_INPUT(s.sround != ScaleRound::OcpFloor ||
+                         (s.scale == ScaleFormat::E8M0 && elem_is_float(s.elem) && !s.asym),
+                     "{}: sround=ocp (OCP MX) needs se8m0 scales and a float element format",
+                     label);
   TACO_REQUIRE_INPUT(!s.dual || s.taco, "{}: dual implies taco", label);
   if (s.taco) {
-    TACO_REQUIRE_INPUT(s.gran == Granularity::Group, "{}: taco/dual need g<G> groups, not {}", label,
-                       granularity_name(s.gran));
+    TACO_REQUIRE_INPUT(s.gran == Granularity::Group, "{}: taco/dual need g<G> groups, not {}",
+                       label, granularity_name(s.gran));
     TACO_REQUIRE_INPUT(s.elem == ElemFormat::E4M3 || s.elem == ElemFormat::E5M2,
                        "{}: taco/dual need an FP8 element format (e4m3, e5m2), not {}", label, e);
-    TACO_REQUIRE_INPUT(s.scale == ScaleFormat::F32, "{}: taco/dual store fp32 scales, not {}", label,
-                       scale_format_name(s.scale));
+    TACO_REQUIRE_INPUT(s.scale == ScaleFormat::F32, "{}: taco/dual store fp32 scales, not {}",
+                       label, scale_format_name(s.scale));
   }
-  TACO_REQUIRE_INPUT(s.target == 0 || (std::isfinite(s.target) && s.target > 0), "{}: T must be positive", label);
+  TACO_REQUIRE_INPUT(s.target == 0 || (std::isfinite(s.target) && s.target > 0),
+                     "{}: T must be positive", label);
   TACO_REQUIRE_INPUT(std::isfinite(s.lambda) && s.lambda >= 0, "{}: lambda must be >= 0", label);
 }
 
@@ -309,7 +349,8 @@ VariantSpec parse_variant(const std::string& variant) {
 
 std::string grammar_string(const VariantSpec& v) {
   switch (v.family) {
-    case VariantSpec::Family::Bf16: return "bf16";
+    case VariantSpec::Family::Bf16:
+      return "bf16";
     case VariantSpec::Family::TahQuant: {
       std::string out = "tahquant";
       const TahSpec d;
@@ -319,30 +360,47 @@ std::string grammar_string(const VariantSpec& v) {
       if (v.tah.hi_pct != d.hi_pct) out += fmt::format(":pct={}", v.tah.hi_pct);
       return out;
     }
-    case VariantSpec::Family::Quant: break;
-    default: throw_error("unknown codec family {}", int(v.family));
+    case VariantSpec::Family::Quant:
+      break;
+    default:
+      throw_error("unknown codec family {}", int(v.family));
   }
   const QuantSpec& s = v.quant;
   std::string out(elem_format_name(s.elem));
   if (s.asym) out += ":asym";
   switch (s.gran) {
-    case Granularity::Tensor: out += ":tensor"; break;
-    case Granularity::Row: out += ":row"; break;
-    case Granularity::Col: out += ":col"; break;
-    case Granularity::Group: out += fmt::format(":g{}", s.block); break;
-    case Granularity::Tile: out += fmt::format(":tile{}", s.block); break;
-    default: throw_error("unknown granularity {}", int(s.gran));
+    case Granularity::Tensor:
+      out += ":tensor";
+      break;
+    case Granularity::Row:
+      out += ":row";
+      break;
+    case Granularity::Col:
+      out += ":col";
+      break;
+    case Granularity::Group:
+      out += fmt::format(":g{}", s.block);
+      break;
+    case Granularity::Tile:
+      out += fmt::format(":tile{}", s.block);
+      break;
+    default:
+      throw_error("unknown granularity {}", int(s.gran));
   }
   if (s.scale != ScaleFormat::F32) out += fmt::format(":s{}", scale_format_name(s.scale));
-  if (s.sround != default_scale_round(s.scale)) out += fmt::format(":sround={}", scale_round_name(s.sround));
+  if (s.sround != default_scale_round(s.scale))
+    out += fmt::format(":sround={}", scale_round_name(s.sround));
   if (s.transform == Transform::Hadamard) out += ":had";
   if (s.transform == Transform::RandHadamard) out += ":rht";
   if (s.transform == Transform::RandHadamard && s.seed != 0) out += fmt::format(":seed={}", s.seed);
-  if (s.dual) out += ":dual";
-  else if (s.taco) out += ":taco";
+  if (s.dual)
+    out += ":dual";
+  else if (s.taco)
+    out += ":taco";
   if (float_bits(s.target) != float_bits(default_target(s)) && s.sround != ScaleRound::OcpFloor)
     out += ":T=" + fmt_float(s.target);
-  if (s.dual && float_bits(s.lambda) != float_bits(QuantSpec{}.lambda)) out += ":lambda=" + fmt_float(s.lambda);
+  if (s.dual && float_bits(s.lambda) != float_bits(QuantSpec{}.lambda))
+    out += ":lambda=" + fmt_float(s.lambda);
   if (!s.saturate) out += ":nosat";
   return out;
 }

@@ -23,6 +23,7 @@
 // Other families: "bf16" (identity, 2 B/elem) and "tahquant[:tile=64][:hi=4][:lo=3][:pct=80]".
 // canonical_variant() spells a spec with defaults left out, tokens in the order above; a spec
 // equal to a preset is named by the preset. parse(canonical(spec)) == spec.
+#include "codecs/block_kinds.hpp"
 #include "formats/elem.hpp"
 #include "formats/scale.hpp"
 
@@ -33,9 +34,6 @@
 
 namespace taco {
 
-enum class Granularity : uint8_t { Tensor, Row, Col, Group, Tile };
-enum class Transform : uint8_t { None, Hadamard, RandHadamard };
-
 std::string_view granularity_name(Granularity g);  // "tensor", "row", "col", "group", "tile"
 std::string_view transform_name(Transform t);      // "none", "hadamard", "rht"
 
@@ -44,17 +42,17 @@ inline constexpr int kMinGroup = 16, kMaxGroup = 1024;
 
 struct QuantSpec {
   ElemFormat elem = ElemFormat::E4M3;
-  bool asym = false;                        // ints: unsigned codes + integer zero point
+  bool asym = false;  // ints: unsigned codes + integer zero point
   Granularity gran = Granularity::Group;
-  int block = 128;                          // G (Group) or T (Tile); unused otherwise
+  int block = 128;  // G (Group) or T (Tile); unused otherwise
   ScaleFormat scale = ScaleFormat::F32;
-  ScaleRound sround = ScaleRound::Exact;    // resolved: never left at a format's "default"
+  ScaleRound sround = ScaleRound::Exact;  // resolved: never left at a format's "default"
   Transform transform = Transform::None;
-  uint64_t seed = 0;                        // RHT signs
-  bool taco = false;                        // TACO scale rules (single s_q unless dual)
-  bool dual = false;                        // + adaptive scale s_a (implies taco)
-  float target = 0;                         // T; resolved to the default when not given
-  float lambda = 1e-6f;                     // dual only
+  uint64_t seed = 0;     // RHT signs
+  bool taco = false;     // TACO scale rules (single s_q unless dual)
+  bool dual = false;     // + adaptive scale s_a (implies taco)
+  float target = 0;      // T; resolved to the default when not given
+  float lambda = 1e-6f;  // dual only
   bool saturate = true;
 
   bool operator==(const QuantSpec& o) const;
@@ -62,10 +60,10 @@ struct QuantSpec {
 };
 
 struct TahSpec {
-  int tile = 64;     // tile along the hidden dimension (power of two, 8..1024)
-  int hi_bits = 4;   // bits of the high-entropy tokens
-  int lo_bits = 3;   // bits of the lowest-entropy tokens
-  int hi_pct = 80;   // percent of tokens at hi_bits; the rest (floor) get lo_bits
+  int tile = 64;    // tile along the hidden dimension (power of two, 8..1024)
+  int hi_bits = 4;  // bits of the high-entropy tokens
+  int lo_bits = 3;  // bits of the lowest-entropy tokens
+  int hi_pct = 80;  // percent of tokens at hi_bits; the rest (floor) get lo_bits
   bool operator==(const TahSpec& o) const {
     return tile == o.tile && hi_bits == o.hi_bits && lo_bits == o.lo_bits && hi_pct == o.hi_pct;
   }

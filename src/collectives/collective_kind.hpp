@@ -10,17 +10,22 @@
 namespace taco {
 
 enum class Coll : uint8_t { AllReduce, ReduceScatter, AllGather, AllToAll, SendRecv };
-inline constexpr Coll kAllColls[] = {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::AllToAll,
-                                     Coll::SendRecv};
+inline constexpr Coll kAllColls[] = {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather,
+                                     Coll::AllToAll, Coll::SendRecv};
 
 // nccl-tests' names (all_reduce_perf, ...).
 inline std::string_view coll_name(Coll c) {
   switch (c) {
-    case Coll::AllReduce: return "all_reduce";
-    case Coll::ReduceScatter: return "reduce_scatter";
-    case Coll::AllGather: return "all_gather";
-    case Coll::AllToAll: return "alltoall";
-    case Coll::SendRecv: return "sendrecv";
+    case Coll::AllReduce:
+      return "all_reduce";
+    case Coll::ReduceScatter:
+      return "reduce_scatter";
+    case Coll::AllGather:
+      return "all_gather";
+    case Coll::AllToAll:
+      return "alltoall";
+    case Coll::SendRecv:
+      return "sendrecv";
   }
   throw_error("coll_name: unknown collective {}", int(c));
 }
@@ -34,22 +39,29 @@ inline Coll parse_coll(std::string_view s, std::string_view where = "--coll") {
   if (s == "reducescatter") return Coll::ReduceScatter;
   if (s == "allgather") return Coll::AllGather;
   if (s == "all_to_all") return Coll::AllToAll;
-  throw_input_error("{}: unknown collective \"{}\" (all_reduce, reduce_scatter, all_gather, alltoall, sendrecv)",
-                    where, s);
+  throw_input_error(
+      "{}: unknown collective \"{}\" (all_reduce, reduce_scatter, all_gather, alltoall, sendrecv)",
+      where, s);
 }
 
 // Nccl: the library's own collective (plain rows). Direct: the one compressed algorithm of
 // all-gather, reduce-scatter, all-to-all and send/recv (encode, move, decode).
 enum class Algo : uint8_t { Nccl, OneShot, TwoShot, Ring, Direct };
-inline constexpr Algo kAllAlgos[] = {Algo::Nccl, Algo::OneShot, Algo::TwoShot, Algo::Ring, Algo::Direct};
+inline constexpr Algo kAllAlgos[] = {Algo::Nccl, Algo::OneShot, Algo::TwoShot, Algo::Ring,
+                                     Algo::Direct};
 
 inline std::string_view algo_name(Algo a) {
   switch (a) {
-    case Algo::Nccl: return "nccl";
-    case Algo::OneShot: return "one_shot";
-    case Algo::TwoShot: return "two_shot";
-    case Algo::Ring: return "ring";
-    case Algo::Direct: return "direct";
+    case Algo::Nccl:
+      return "nccl";
+    case Algo::OneShot:
+      return "one_shot";
+    case Algo::TwoShot:
+      return "two_shot";
+    case Algo::Ring:
+      return "ring";
+    case Algo::Direct:
+      return "direct";
   }
   throw_error("algo_name: unknown algorithm {}", int(a));
 }
@@ -57,14 +69,16 @@ inline std::string_view algo_name(Algo a) {
 inline Algo parse_algo(std::string_view s, std::string_view where) {
   for (Algo a : kAllAlgos)
     if (s == algo_name(a)) return a;
-  throw_input_error("{}: unknown algorithm \"{}\" (nccl, one_shot, two_shot, ring, direct)", where, s);
+  throw_input_error("{}: unknown algorithm \"{}\" (nccl, one_shot, two_shot, ring, direct)", where,
+                    s);
 }
 
 // --algo values: the three compressed all-reduce algorithms.
 inline Algo parse_allreduce_algo(std::string_view s) {
   for (Algo a : {Algo::OneShot, Algo::TwoShot, Algo::Ring})
     if (s == algo_name(a)) return a;
-  throw_input_error("--algo: unknown all-reduce algorithm '{}' (auto, one_shot, two_shot, ring)", s);
+  throw_input_error("--algo: unknown all-reduce algorithm '{}' (auto, one_shot, two_shot, ring)",
+                    s);
 }
 
 // COCCL's choice by message size (methods.md 1.6): < 1 MiB one-shot, 1-32 MiB two-shot,

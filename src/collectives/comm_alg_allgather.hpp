@@ -26,8 +26,10 @@ inline RankPlan plan_all_gather(const PlanRequest& rq, int r) {
     plan.wire_bytes += b;
     const int64_t gath = A[1].take(S * N), own = gath + r * S;  // in place: encode into own slot
     std::vector<Op> dec;
-    for (int q = 0; q < N; ++q) dec.push_back(decode_op(pc, {Ref{Buf::W1, gath + q * S}}, q * n + pc.off));
-    plan.pieces.push_back({compute({encode_op(pc, own, Buf::W1)}), comm({all_gather_op(Buf::W1, own, S, Buf::W1, gath)}),
+    for (int q = 0; q < N; ++q)
+      dec.push_back(decode_op(pc, {Ref{Buf::W1, gath + q * S}}, q * n + pc.off));
+    plan.pieces.push_back({compute({encode_op(pc, own, Buf::W1)}),
+                           comm({all_gather_op(Buf::W1, own, S, Buf::W1, gath)}),
                            compute(coalesce(std::move(dec)))});
     plan.bytes_sent += S * (N - 1);
   }

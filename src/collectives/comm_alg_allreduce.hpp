@@ -27,7 +27,9 @@ inline RankPlan plan_allreduce(const PlanRequest& rq, int r) {
   const int P = int(pcs[0].size());
   plan.depth = P;
   std::array<Arena, kWireBufs> A{};
-  auto bytes_of = [&](int j, int p) { return wm.bytes(pcs[size_t(j)][size_t(p)].rows, pcs[size_t(j)][size_t(p)].cols); };
+  auto bytes_of = [&](int j, int p) {
+    return wm.bytes(pcs[size_t(j)][size_t(p)].rows, pcs[size_t(j)][size_t(p)].cols);
+  };
   for (int j = 0; j < N; ++j)
     for (int p = 0; p < P; ++p) plan.wire_bytes += bytes_of(j, p);
 
@@ -41,11 +43,13 @@ inline RankPlan plan_allreduce(const PlanRequest& rq, int r) {
       // copies nothing locally.
       const int64_t gath = A[1].take(S * N * N), own = gath + r * S * N;
       std::vector<Op> enc, dec;
-      for (int j = 0; j < N; ++j) enc.push_back(encode_op(pcs[size_t(j)][size_t(p)], own + j * S, Buf::W1));
+      for (int j = 0; j < N; ++j)
+        enc.push_back(encode_op(pcs[size_t(j)][size_t(p)], own + j * S, Buf::W1));
       for (int j = 0; j < N; ++j) {
         std::vector<Ref> srcs;
         for (int q = 0; q < N; ++q) srcs.push_back(Ref{Buf::W1, gath + q * S * N + j * S});
-        dec.push_back(decode_op(pcs[size_t(j)][size_t(p)], std::move(srcs), pcs[size_t(j)][size_t(p)].off));
+        dec.push_back(
+            decode_op(pcs[size_t(j)][size_t(p)], std::move(srcs), pcs[size_t(j)][size_t(p)].off));
       }
       steps.push_back(compute(coalesce(std::move(enc))));
       steps.push_back(comm({all_gather_op(Buf::W1, own, S * N, Buf::W1, gath)}));
@@ -55,7 +59,8 @@ inline RankPlan plan_allreduce(const PlanRequest& rq, int r) {
       const int64_t send = A[0].take(S * N), recv = A[1].take(S * N), shard = A[2].take(S),
                     gath = A[3].take(S * N);
       std::vector<Op> enc, x, dec;
-      for (int j = 0; j < N; ++j) enc.push_back(encode_op(pcs[size_t(j)][size_t(p)], send + j * S, Buf::W0));
+      for (int j = 0; j < N; ++j)
+        enc.push_back(encode_op(pcs[size_t(j)][size_t(p)], send + j * S, Buf::W0));
       for (int q = 0; q < N; ++q) {
         if (q == r) continue;
         x.push_back(send_op(Buf::W0, send + q * S, bytes_of(q, p), q));
@@ -66,10 +71,12 @@ inline RankPlan plan_allreduce(const PlanRequest& rq, int r) {
       red.kind = Op::Kind::DecodeReduceEncode;
       red.rows = pcs[size_t(r)][size_t(p)].rows;
       red.cols = pcs[size_t(r)][size_t(p)].cols;
-      for (int q = 0; q < N; ++q) red.srcs.push_back(q == r ? Ref{Buf::W0, send + r * S} : Ref{Buf::W1, recv + q * S});
+      for (int q = 0; q < N; ++q)
+        red.srcs.push_back(q == r ? Ref{Buf::W0, send + r * S} : Ref{Buf::W1, recv + q * S});
       red.dst = Ref{Buf::W2, shard};
       for (int j = 0; j < N; ++j)
-        dec.push_back(decode_op(pcs[size_t(j)][size_t(p)], {Ref{Buf::W3, gath + j * S}}, pcs[size_t(j)][size_t(p)].off));
+        dec.push_back(decode_op(pcs[size_t(j)][size_t(p)], {Ref{Buf::W3, gath + j * S}},
+                                pcs[size_t(j)][size_t(p)].off));
       steps.push_back(compute(coalesce(std::move(enc))));
       steps.push_back(comm(std::move(x)));
       steps.push_back(compute({red}));
@@ -95,13 +102,15 @@ inline RankPlan plan_allreduce(const PlanRequest& rq, int r) {
       }
       std::vector<Op> dec;
       for (int j = 0; j < N; ++j)
-        dec.push_back(decode_op(pcs[size_t(j)][size_t(p)], {Ref{Buf::W3, gath + j * S}}, pcs[size_t(j)][size_t(p)].off));
+        dec.push_back(decode_op(pcs[size_t(j)][size_t(p)], {Ref{Buf::W3, gath + j * S}},
+                                pcs[size_t(j)][size_t(p)].off));
       steps.push_back(comm({all_gather_op(Buf::W0, a, S, Buf::W3, gath)}));
       steps.push_back(compute(coalesce(std::move(dec))));
       plan.bytes_sent += S * (N - 1);
     } else {
-      throw_input_error("all_reduce: algorithm '{}' is not a compressed all-reduce (one_shot, two_shot, ring)",
-                        algo_name(rq.algo));
+      throw_input_error(
+          "all_reduce: algorithm '{}' is not a compressed all-reduce (one_shot, two_shot, ring)",
+          algo_name(rq.algo));
     }
     plan.pieces.push_back(std::move(steps));
   }

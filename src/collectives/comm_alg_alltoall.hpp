@@ -28,8 +28,8 @@ inline RankPlan plan_alltoall(const PlanRequest& rq, int r) {
     const int64_t in_chunk = own.off - chunks[size_t(r)].offset;
     std::vector<Op> dec;
     for (int q = 0; q < N; ++q) dec.push_back(decode_op(own, {ex.from(q)}, q * nr + in_chunk));
-    plan.pieces.push_back(
-        {compute(coalesce(std::move(ex.encodes))), comm(std::move(ex.transfers)), compute(std::move(dec))});
+    plan.pieces.push_back({compute(coalesce(std::move(ex.encodes))), comm(std::move(ex.transfers)),
+                           compute(std::move(dec))});
   }
   plan.quantizations = 1;
   for (int i = 0; i < kWireBufs; ++i) plan.wire_size[size_t(i)] = A[size_t(i)].size;

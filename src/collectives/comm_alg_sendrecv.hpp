@@ -22,9 +22,10 @@ inline RankPlan plan_sendrecv(const PlanRequest& rq, int r) {
     const int64_t b = wm.bytes(pc.rows, pc.cols);
     plan.wire_bytes += b;
     const int64_t send = A[0].take(b), recv = A[1].take(b);
-    plan.pieces.push_back({compute({encode_op(pc, send, Buf::W0)}),
-                           comm({send_op(Buf::W0, send, b, mod(r + 1, N)), recv_op(Buf::W1, recv, b, mod(r - 1, N))}),
-                           compute({decode_op(pc, {Ref{Buf::W1, recv}}, pc.off)})});
+    plan.pieces.push_back(
+        {compute({encode_op(pc, send, Buf::W0)}),
+         comm({send_op(Buf::W0, send, b, mod(r + 1, N)), recv_op(Buf::W1, recv, b, mod(r - 1, N))}),
+         compute({decode_op(pc, {Ref{Buf::W1, recv}}, pc.off)})});
     plan.bytes_sent += b;
   }
   plan.quantizations = 1;

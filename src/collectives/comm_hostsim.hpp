@@ -2,7 +2,8 @@
 // The host executor of comm plans: N ranks' buffers in host memory, codec operations through the
 // CPU reference codecs (codecs/codec.hpp), sends and receives as memcpy. It runs exactly the plans
 // the GPU executor runs, so
-//   * tests/cpu/test_comm_plan.cpp checks the plans against collectives/sim_collectives (same codec, same
+//   * tests/cpu/test_comm_plan.cpp checks the plans against collectives/sim_collectives (same
+//   codec, same
 //     results bit for bit) without a GPU, and
 //   * tests/gpu/test_comm.cpp checks the GPU executor against it (the GPU kernels reproduce the
 //     CPU codecs' bytes, so GPU and host results must match bit for bit).
@@ -15,9 +16,9 @@
 #include <vector>
 
 #include "codecs/codec.hpp"
+#include "collectives/comm_plan.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "collectives/comm_plan.hpp"
 
 namespace taco::comm {
 
@@ -31,20 +32,23 @@ namespace detail {
 inline uint8_t* wire_at(HostRank& h, const Ref& r, int64_t bytes) {
   TACO_ASSERT(is_wire(r.buf), "wire reference to buffer {}", int(r.buf));
   auto& w = h.wire[size_t(wire_index(r.buf))];
-  TACO_ASSERT(r.off >= 0 && r.off + bytes <= int64_t(w.size()), "wire range [{}, {}) outside W{} of {} B", r.off,
-              r.off + bytes, wire_index(r.buf), w.size());
+  TACO_ASSERT(r.off >= 0 && r.off + bytes <= int64_t(w.size()),
+              "wire range [{}, {}) outside W{} of {} B", r.off, r.off + bytes, wire_index(r.buf),
+              w.size());
   return w.data() + r.off;
 }
 
 inline float* elems_at(HostRank& h, const Ref& r, int64_t n) {
   auto& v = r.buf == Buf::In ? h.in : h.out;
   TACO_ASSERT(r.buf == Buf::In || r.buf == Buf::Out, "element reference to a wire buffer");
-  TACO_ASSERT(r.off >= 0 && r.off + n <= int64_t(v.size()), "element range [{}, {}) outside {} of {}", r.off,
-              r.off + n, r.buf == Buf::In ? "In" : "Out", v.size());
+  TACO_ASSERT(r.off >= 0 && r.off + n <= int64_t(v.size()),
+              "element range [{}, {}) outside {} of {}", r.off, r.off + n,
+              r.buf == Buf::In ? "In" : "Out", v.size());
   return v.data() + r.off;
 }
 
-inline void host_compute(const Op& o, HostRank& h, const Codec& codec, const WireModel& wm, bool out_bf16) {
+inline void host_compute(const Op& o, HostRank& h, const Codec& codec, const WireModel& wm,
+                         bool out_bf16) {
   const int64_t n = o.numel();
   const int64_t wb = o.kind == Op::Kind::Copy ? 0 : wm.bytes(o.rows, o.cols);
   std::vector<float> acc(static_cast<size_t>(n));
@@ -62,8 +66,9 @@ inline void host_compute(const Op& o, HostRank& h, const Codec& codec, const Wir
     return from;
   };
   auto store_wire = [&](const std::vector<uint8_t>& w, Ref dst) {
-    TACO_ASSERT(int64_t(w.size()) == wb, "codec {} wrote {} bytes for [{}, {}], the plan expects {}", wm.name,
-                w.size(), o.rows, o.cols, wb);
+    TACO_ASSERT(int64_t(w.size()) == wb,
+                "codec {} wrote {} bytes for [{}, {}], the plan expects {}", wm.name, w.size(),
+                o.rows, o.cols, wb);
     std::memcpy(wire_at(h, dst, wb), w.data(), w.size());
   };
   for (int64_t b = 0; b < o.count; ++b) {
@@ -88,8 +93,10 @@ inline void host_compute(const Op& o, HostRank& h, const Codec& codec, const Wir
         store_wire(wire, dst);
         break;
       case Op::Kind::DecodeAddEncode: {
-        TACO_ASSERT(o.count == 1 && o.srcs.size() == 2, "decode-add-encode takes one block and two sources");
-        codec.decode_add_encode(sources({o.srcs[0]}, 0)[0], elems_at(h, o.srcs[1], n), o.rows, o.cols, wire);
+        TACO_ASSERT(o.count == 1 && o.srcs.size() == 2,
+                    "decode-add-encode takes one block and two sources");
+        codec.decode_add_encode(sources({o.srcs[0]}, 0)[0], elems_at(h, o.srcs[1], n), o.rows,
+                                o.cols, wire);
         store_wire(wire, dst);
         break;
       }
@@ -99,7 +106,8 @@ inline void host_compute(const Op& o, HostRank& h, const Codec& codec, const Wir
         round_out(out, o.bytes);
         break;
       }
-      default: throw_error("host executor: op {} is not a compute op", int(o.kind));
+      default:
+        throw_error("host executor: op {} is not a compute op", int(o.kind));
     }
   }
 }
@@ -114,26 +122,34 @@ inline void host_comm(const std::vector<const Step*>& steps, std::vector<HostRan
   for (int r = 0; r < N; ++r)
     for (const Op& o : steps[size_t(r)]->ops) {
       switch (o.kind) {
-        case Op::Kind::Send: sends[{r, o.peer}].push_back(&o); break;
-        case Op::Kind::Recv: recvs[{o.peer, r}].push_back(&o); break;
+        case Op::Kind::Send:
+          sends[{r, o.peer}].push_back(&o);
+          break;
+        case Op::Kind::Recv:
+          recvs[{o.peer, r}].push_back(&o);
+          break;
         case Op::Kind::AllGather:
           TACO_ASSERT(!gathers[size_t(r)], "rank {} posts two all-gathers in one step", r);
           gathers[size_t(r)] = &o;
           ++ngather;
           break;
-        default: throw_error("host executor: op {} in a communication step", int(o.kind));
+        default:
+          throw_error("host executor: op {} in a communication step", int(o.kind));
       }
     }
-  TACO_ASSERT(sends.size() == recvs.size(), "{} send pairs but {} receive pairs", sends.size(), recvs.size());
+  TACO_ASSERT(sends.size() == recvs.size(), "{} send pairs but {} receive pairs", sends.size(),
+              recvs.size());
   for (const auto& [pair, ss] : sends) {
     const auto it = recvs.find(pair);
-    TACO_ASSERT(it != recvs.end() && it->second.size() == ss.size(), "rank {} sends {} messages to rank {} that it "
-                "does not receive", pair.first, ss.size(), pair.second);
+    TACO_ASSERT(it != recvs.end() && it->second.size() == ss.size(),
+                "rank {} sends {} messages to rank {} that it "
+                "does not receive",
+                pair.first, ss.size(), pair.second);
     for (size_t i = 0; i < ss.size(); ++i) {
       const Op& s = *ss[i];
       const Op& d = *it->second[i];
-      TACO_ASSERT(s.bytes == d.bytes, "rank {} sends {} B to rank {}, which expects {} B", pair.first, s.bytes,
-                  pair.second, d.bytes);
+      TACO_ASSERT(s.bytes == d.bytes, "rank {} sends {} B to rank {}, which expects {} B",
+                  pair.first, s.bytes, pair.second, d.bytes);
       std::memcpy(wire_at(ranks[size_t(pair.second)], d.dst, d.bytes),
                   wire_at(ranks[size_t(pair.first)], s.srcs[0], s.bytes), size_t(s.bytes));
     }
@@ -141,7 +157,8 @@ inline void host_comm(const std::vector<const Step*>& steps, std::vector<HostRan
   if (ngather == 0) return;
   TACO_ASSERT(ngather == N, "{} of {} ranks post an all-gather", ngather, N);
   const int64_t b = gathers[0]->bytes;
-  for (int r = 0; r < N; ++r) TACO_ASSERT(gathers[size_t(r)]->bytes == b, "all-gather sizes differ between ranks");
+  for (int r = 0; r < N; ++r)
+    TACO_ASSERT(gathers[size_t(r)]->bytes == b, "all-gather sizes differ between ranks");
   std::vector<std::vector<uint8_t>> parts;
   for (int q = 0; q < N; ++q) {
     const uint8_t* p = wire_at(ranks[size_t(q)], gathers[size_t(q)]->srcs[0], b);
@@ -166,11 +183,12 @@ inline void run_host(const std::vector<RankPlan>& plans, const Codec& codec, con
   for (int r = 0; r < N; ++r) {
     const RankPlan& p = plans[size_t(r)];
     TACO_ASSERT(p.rank == r && p.nranks == N, "plan {} is rank {} of {}", r, p.rank, p.nranks);
-    TACO_ASSERT(int64_t(ranks[size_t(r)].in.size()) == p.in_elems, "rank {}: {} inputs, the plan needs {}", r,
-                ranks[size_t(r)].in.size(), p.in_elems);
+    TACO_ASSERT(int64_t(ranks[size_t(r)].in.size()) == p.in_elems,
+                "rank {}: {} inputs, the plan needs {}", r, ranks[size_t(r)].in.size(), p.in_elems);
     TACO_ASSERT(p.pieces.size() == plans[0].pieces.size(), "ranks disagree on the pipeline depth");
     ranks[size_t(r)].out.assign(size_t(p.out_elems), 0.0f);
-    for (int i = 0; i < kWireBufs; ++i) ranks[size_t(r)].wire[size_t(i)].assign(size_t(p.wire_size[size_t(i)]), 0);
+    for (int i = 0; i < kWireBufs; ++i)
+      ranks[size_t(r)].wire[size_t(i)].assign(size_t(p.wire_size[size_t(i)]), 0);
   }
   for (size_t pc = 0; pc < plans[0].pieces.size(); ++pc) {
     const size_t S = plans[0].pieces[pc].size();
@@ -178,7 +196,8 @@ inline void run_host(const std::vector<RankPlan>& plans, const Codec& codec, con
       const bool is_comm = plans[0].pieces[pc][s].comm;
       std::vector<const Step*> steps;
       for (int r = 0; r < N; ++r) {
-        TACO_ASSERT(plans[size_t(r)].pieces[pc].size() == S && plans[size_t(r)].pieces[pc][s].comm == is_comm,
+        TACO_ASSERT(plans[size_t(r)].pieces[pc].size() == S &&
+                        plans[size_t(r)].pieces[pc][s].comm == is_comm,
                     "rank {} disagrees on step {} of piece {}", r, s, pc);
         steps.push_back(&plans[size_t(r)].pieces[pc][s]);
       }
@@ -186,7 +205,8 @@ inline void run_host(const std::vector<RankPlan>& plans, const Codec& codec, con
         detail::host_comm(steps, ranks);
       } else {
         for (int r = 0; r < N; ++r)
-          for (const Op& o : steps[size_t(r)]->ops) detail::host_compute(o, ranks[size_t(r)], codec, wm, out_bf16);
+          for (const Op& o : steps[size_t(r)]->ops)
+            detail::host_compute(o, ranks[size_t(r)], codec, wm, out_bf16);
       }
     }
   }

@@ -2,8 +2,8 @@
 // Compressed collectives as data: which rank encodes what, which peer it sends which chunk to at
 // which step, what it decodes and sums, in plain C++ (no CUDA). The same plans drive the GPU
 // executor (cuda/collectives/comm_exec.hpp: GpuQuant kernels + NCCL) and the host executor
-// (collectives/comm_hostsim.hpp: CPU codecs + memcpy), so the data movement and requantization that the
-// CPU tests check against collectives/sim_collectives are exactly what the live benchmark runs.
+// (collectives/comm_hostsim.hpp: CPU codecs + memcpy), so the data movement and requantization that
+// the CPU tests check against collectives/sim_collectives are exactly what the live benchmark runs.
 //
 // Semantics (shared with collectives/sim_collectives.hpp, which documents them in full):
 //  * a rank's buffer is [rows, cols]; sim::chunk_layout() cuts it into N chunks, chunk j owned by
@@ -33,9 +33,9 @@
 #include "codecs/codec.hpp"
 #include "codecs/quant_codec.hpp"
 #include "codecs/variant.hpp"
-#include "core/error.hpp"
 #include "collectives/collective_kind.hpp"
 #include "collectives/sim_collectives.hpp"
+#include "core/error.hpp"
 
 namespace taco::comm {
 
@@ -53,26 +53,35 @@ inline int64_t algbw_bytes(Coll c, int64_t size, int n) {
 // send/recv 1.
 inline double busbw_factor(Coll c, int n) {
   switch (c) {
-    case Coll::AllReduce: return 2.0 * double(n - 1) / double(n);
+    case Coll::AllReduce:
+      return 2.0 * double(n - 1) / double(n);
     case Coll::ReduceScatter:
     case Coll::AllGather:
-    case Coll::AllToAll: return double(n - 1) / double(n);
-    case Coll::SendRecv: return 1.0;
+    case Coll::AllToAll:
+      return double(n - 1) / double(n);
+    case Coll::SendRecv:
+      return 1.0;
   }
   throw_error("busbw_factor: unknown collective {}", int(c));
 }
 // Whether the collective reduces (redop column; the others print "none" as nccl-tests does).
-inline bool coll_reduces(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter; }
+inline bool coll_reduces(Coll c) {
+  return c == Coll::AllReduce || c == Coll::ReduceScatter;
+}
 
-// Sizes of an nccl-tests sweep: min, min*f, ... <= max (factor > 1), or min, min+step, ... (step > 0).
-inline std::vector<int64_t> sweep_sizes(int64_t min_bytes, int64_t max_bytes, int64_t factor, int64_t step) {
+// Sizes of an nccl-tests sweep: min, min*f, ... <= max (factor > 1), or min, min+step, ... (step >
+// 0).
+inline std::vector<int64_t> sweep_sizes(int64_t min_bytes, int64_t max_bytes, int64_t factor,
+                                        int64_t step) {
   TACO_REQUIRE_INPUT(min_bytes > 0, "-b/--minbytes must be positive, got {}", min_bytes);
-  TACO_REQUIRE_INPUT(max_bytes >= min_bytes, "-e/--maxbytes {} is below -b/--minbytes {}", max_bytes, min_bytes);
+  TACO_REQUIRE_INPUT(max_bytes >= min_bytes, "-e/--maxbytes {} is below -b/--minbytes {}",
+                     max_bytes, min_bytes);
   std::vector<int64_t> out;
   if (step > 0) {
     for (int64_t s = min_bytes; s <= max_bytes; s += step) out.push_back(s);
   } else {
-    TACO_REQUIRE_INPUT(factor >= 2, "-f/--stepfactor must be >= 2 (or give -i/--stepbytes), got {}", factor);
+    TACO_REQUIRE_INPUT(factor >= 2, "-f/--stepfactor must be >= 2 (or give -i/--stepbytes), got {}",
+                       factor);
     for (int64_t s = min_bytes; s <= max_bytes; s *= factor) {
       out.push_back(s);
       if (s > max_bytes / factor) break;
@@ -95,7 +104,8 @@ inline std::pair<int64_t, int64_t> buffer_shape(int64_t count, int64_t cols) {
 struct WireModel {
   enum class Cut : uint8_t { Flat, Rows, None };
   Cut cut = Cut::None;
-  int64_t unit = 1;  // Flat: elements per indivisible block (G); Rows: rows per block (1, or T for tiles)
+  int64_t unit =
+      1;  // Flat: elements per indivisible block (G); Rows: rows per block (1, or T for tiles)
   std::function<int64_t(int64_t rows, int64_t cols)> bytes;
   std::string name;  // canonical variant
 };
@@ -105,7 +115,9 @@ inline WireModel wire_model(const VariantSpec& v) {
   m.name = canonical_variant(v);
   switch (v.family) {
     case VariantSpec::Family::Quant: {
-      m.bytes = [q = v.quant, name = m.name](int64_t r, int64_t c) { return quant_layout(q, r, c, name).total; };
+      m.bytes = [q = v.quant, name = m.name](int64_t r, int64_t c) {
+        return quant_layout(q, r, c, name).total;
+      };
       switch (v.quant.gran) {
         case Granularity::Group:
           // A UE4M3 block scale (NVFP4) is relative to the fp32 scale of the whole encode: a piece
@@ -114,10 +126,18 @@ inline WireModel wire_model(const VariantSpec& v) {
           m.cut = WireModel::Cut::Flat;
           m.unit = v.quant.block;
           break;
-        case Granularity::Row: m.cut = WireModel::Cut::Rows; m.unit = 1; break;
-        case Granularity::Tile: m.cut = WireModel::Cut::Rows; m.unit = v.quant.block; break;
+        case Granularity::Row:
+          m.cut = WireModel::Cut::Rows;
+          m.unit = 1;
+          break;
+        case Granularity::Tile:
+          m.cut = WireModel::Cut::Rows;
+          m.unit = v.quant.block;
+          break;
         case Granularity::Tensor:
-        case Granularity::Col: m.cut = WireModel::Cut::None; break;
+        case Granularity::Col:
+          m.cut = WireModel::Cut::None;
+          break;
       }
       return m;
     }
@@ -138,14 +158,20 @@ inline WireModel wire_model(const VariantSpec& v) {
   }
   throw_error("wire_model: unknown codec family {}", int(v.family));
 }
-inline WireModel wire_model(const std::string& variant) { return wire_model(parse_variant(variant)); }
+inline WireModel wire_model(const std::string& variant) {
+  return wire_model(parse_variant(variant));
+}
 
 // ---- plans ------------------------------------------------------------------------------------
 // Per-rank buffers: In and Out hold elements of the input dtype; W0..W3 hold wire bytes.
 enum class Buf : uint8_t { In, Out, W0, W1, W2, W3 };
 inline constexpr int kWireBufs = 4;
-inline int wire_index(Buf b) { return int(b) - int(Buf::W0); }
-inline bool is_wire(Buf b) { return b >= Buf::W0; }
+inline int wire_index(Buf b) {
+  return int(b) - int(Buf::W0);
+}
+inline bool is_wire(Buf b) {
+  return b >= Buf::W0;
+}
 
 struct Ref {
   Buf buf = Buf::In;
@@ -175,7 +201,9 @@ struct Op {
   int64_t bytes = 0;
 
   int64_t numel() const { return rows * cols; }
-  bool is_comm() const { return kind == Kind::Send || kind == Kind::Recv || kind == Kind::AllGather; }
+  bool is_comm() const {
+    return kind == Kind::Send || kind == Kind::Recv || kind == Kind::AllGather;
+  }
 };
 
 struct Step {
@@ -187,9 +215,9 @@ struct PlanRequest {
   Coll coll = Coll::AllReduce;
   Algo algo = Algo::TwoShot;
   int nranks = 1;
-  int64_t rows = 0, cols = 0;   // the per-rank buffer
+  int64_t rows = 0, cols = 0;  // the per-rank buffer
   const WireModel* wire = nullptr;
-  int pipeline = 1;             // requested depth
+  int pipeline = 1;  // requested depth
 };
 
 struct RankPlan {
@@ -210,8 +238,12 @@ struct RankPlan {
 // ---- building blocks shared by the per-collective builders -----------------------------------
 namespace detail {
 
-inline int64_t round16(int64_t b) { return (b + 15) / 16 * 16; }
-inline int mod(int a, int n) { return ((a % n) + n) % n; }
+inline int64_t round16(int64_t b) {
+  return (b + 15) / 16 * 16;
+}
+inline int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
 // A piece of a chunk: elements [off, off + rows*cols) of the rank's buffer, seen as [rows, cols].
 struct Piece {
@@ -221,15 +253,18 @@ struct Piece {
 
 // Cuts every chunk into the same number of pieces (<= depth) at codec block boundaries.
 // Returns pieces[j][p].
-inline std::vector<std::vector<Piece>> split_chunks(const std::vector<sim::Chunk>& chunks, const WireModel& wm,
-                                                    int depth) {
+inline std::vector<std::vector<Piece>> split_chunks(const std::vector<sim::Chunk>& chunks,
+                                                    const WireModel& wm, int depth) {
   TACO_REQUIRE_INPUT(depth >= 1, "--pipeline must be >= 1, got {}", depth);
   // Indivisible units per chunk.
   auto units = [&](const sim::Chunk& c) -> int64_t {
     switch (wm.cut) {
-      case WireModel::Cut::Flat: return std::max<int64_t>(1, c.numel() / wm.unit);
-      case WireModel::Cut::Rows: return std::max<int64_t>(1, c.rows / wm.unit);
-      case WireModel::Cut::None: return 1;
+      case WireModel::Cut::Flat:
+        return std::max<int64_t>(1, c.numel() / wm.unit);
+      case WireModel::Cut::Rows:
+        return std::max<int64_t>(1, c.rows / wm.unit);
+      case WireModel::Cut::None:
+        return 1;
     }
     return 1;
   };
@@ -251,8 +286,10 @@ inline std::vector<std::vector<Piece>> split_chunks(const std::vector<sim::Chunk
       } else {  // Flat
         const int64_t e0 = u0 * wm.unit, e1 = p == k - 1 ? c.numel() : u1 * wm.unit;
         const int64_t len = e1 - e0;
-        if (c.cols > 0 && e0 % c.cols == 0 && len % c.cols == 0) pc = {c.offset + e0, len / c.cols, c.cols};
-        else pc = {c.offset + e0, 1, len};
+        if (c.cols > 0 && e0 % c.cols == 0 && len % c.cols == 0)
+          pc = {c.offset + e0, len / c.cols, c.cols};
+        else
+          pc = {c.offset + e0, 1, len};
       }
       out[j].push_back(pc);
     }
@@ -317,8 +354,12 @@ inline Op all_gather_op(Buf src, int64_t src_off, int64_t bytes, Buf dst, int64_
   return o;
 }
 
-inline Step compute(std::vector<Op> ops) { return Step{false, std::move(ops)}; }
-inline Step comm(std::vector<Op> ops) { return Step{true, std::move(ops)}; }
+inline Step compute(std::vector<Op> ops) {
+  return Step{false, std::move(ops)};
+}
+inline Step comm(std::vector<Op> ops) {
+  return Step{true, std::move(ops)};
+}
 
 // Merges ops of one step that are the same codec operation on equally shaped blocks at a fixed
 // stride into one op with count > 1 (one kernel launch for all of them on the GPU).
@@ -334,7 +375,10 @@ inline std::vector<Op> coalesce(std::vector<Op> ops) {
         bool ok = l.count == 1 ? ds > 0 : ds == l.dst_stride;
         int64_t ss = 0;
         for (size_t i = 0; ok && i < o.srcs.size(); ++i) {
-          if (o.srcs[i].buf != l.srcs[i].buf) { ok = false; break; }
+          if (o.srcs[i].buf != l.srcs[i].buf) {
+            ok = false;
+            break;
+          }
           const int64_t d = o.srcs[i].off - (l.srcs[i].off + (l.count - 1) * l.src_stride);
           if (i == 0) ss = d;
           ok = ok && d == ss && (l.count == 1 ? d > 0 : d == l.src_stride);
@@ -393,13 +437,17 @@ struct Exchange {
   int rank = 0;
   std::vector<Op> encodes, transfers;
   // Where rank q's copy of this rank's chunk piece sits: its own send slot for q == rank.
-  Ref from(int q) const { return q == rank ? Ref{Buf::W0, send + q * slot} : Ref{Buf::W1, recv + q * slot}; }
+  Ref from(int q) const {
+    return q == rank ? Ref{Buf::W0, send + q * slot} : Ref{Buf::W1, recv + q * slot};
+  }
 };
 
-inline Exchange exchange_piece(const std::vector<std::vector<Piece>>& pcs, const WireModel& wm, int r, int p,
-                               std::array<Arena, kWireBufs>& A, RankPlan& plan) {
+inline Exchange exchange_piece(const std::vector<std::vector<Piece>>& pcs, const WireModel& wm,
+                               int r, int p, std::array<Arena, kWireBufs>& A, RankPlan& plan) {
   const int N = int(pcs.size());
-  auto bytes_of = [&](int j) { return wm.bytes(pcs[size_t(j)][size_t(p)].rows, pcs[size_t(j)][size_t(p)].cols); };
+  auto bytes_of = [&](int j) {
+    return wm.bytes(pcs[size_t(j)][size_t(p)].rows, pcs[size_t(j)][size_t(p)].cols);
+  };
   Exchange ex;
   ex.rank = r;
   for (int j = 0; j < N; ++j) {
@@ -408,7 +456,8 @@ inline Exchange exchange_piece(const std::vector<std::vector<Piece>>& pcs, const
   }
   ex.send = A[0].take(ex.slot * N);
   ex.recv = A[1].take(ex.slot * N);
-  for (int j = 0; j < N; ++j) ex.encodes.push_back(encode_op(pcs[size_t(j)][size_t(p)], ex.send + j * ex.slot, Buf::W0));
+  for (int j = 0; j < N; ++j)
+    ex.encodes.push_back(encode_op(pcs[size_t(j)][size_t(p)], ex.send + j * ex.slot, Buf::W0));
   for (int q = 0; q < N; ++q) {
     if (q == r) continue;
     ex.transfers.push_back(send_op(Buf::W0, ex.send + q * ex.slot, bytes_of(q), q));

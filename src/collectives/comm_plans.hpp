@@ -11,15 +11,21 @@ namespace taco::comm {
 
 inline RankPlan build_plan(const PlanRequest& rq, int rank) {
   TACO_REQUIRE_INPUT(rq.algo != Algo::Nccl, "build_plan: plain NCCL collectives have no plan");
-  TACO_REQUIRE_INPUT(rq.coll == Coll::AllReduce || rq.algo == Algo::Direct,
-                     "--algo {}: only all_reduce has a choice of compressed algorithm ({} runs 'direct')",
-                     algo_name(rq.algo), coll_name(rq.coll));
+  TACO_REQUIRE_INPUT(
+      rq.coll == Coll::AllReduce || rq.algo == Algo::Direct,
+      "--algo {}: only all_reduce has a choice of compressed algorithm ({} runs 'direct')",
+      algo_name(rq.algo), coll_name(rq.coll));
   switch (rq.coll) {
-    case Coll::AllReduce: return plan_allreduce(rq, rank);
-    case Coll::ReduceScatter: return plan_reduce_scatter(rq, rank);
-    case Coll::AllGather: return plan_all_gather(rq, rank);
-    case Coll::AllToAll: return plan_alltoall(rq, rank);
-    case Coll::SendRecv: return plan_sendrecv(rq, rank);
+    case Coll::AllReduce:
+      return plan_allreduce(rq, rank);
+    case Coll::ReduceScatter:
+      return plan_reduce_scatter(rq, rank);
+    case Coll::AllGather:
+      return plan_all_gather(rq, rank);
+    case Coll::AllToAll:
+      return plan_alltoall(rq, rank);
+    case Coll::SendRecv:
+      return plan_sendrecv(rq, rank);
   }
   throw_error("build_plan: unknown collective {}", int(rq.coll));
 }

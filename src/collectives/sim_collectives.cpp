@@ -16,7 +16,8 @@ using Wire = std::vector<uint8_t>;
 // so the result does not depend on the thread count.
 template <typename Fn>
 void parallel_for(int64_t n, int threads, const Fn& fn) {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads)) if (threads > 1 && n > 1)
+#pragma omp parallel for schedule(dynamic, 1) \
+    num_threads(std::max(1, threads)) if (threads > 1 && n > 1)
   for (int64_t i = 0; i < n; ++i) fn(i);
 }
 
@@ -31,8 +32,8 @@ void decode_chunk(const Codec& c, const Wire& w, const Chunk& ch, float* out) {
 }
 
 // out = the sum of every rank's wire of chunk j (wire[r * N + j]), in rank order.
-void decode_reduce_chunk(const Codec& c, const std::vector<Wire>& wire, int64_t j, int N, const Chunk& ch,
-                         float* out) {
+void decode_reduce_chunk(const Codec& c, const std::vector<Wire>& wire, int64_t j, int N,
+                         const Chunk& ch, float* out) {
   if (ch.numel() == 0) return;
   std::vector<WireView> from(static_cast<size_t>(N));
   for (int r = 0; r < N; ++r) {
@@ -74,7 +75,9 @@ Collective parse_collective(std::string_view s) {
 int quantizations(Collective a, int nranks) {
   if (nranks <= 1) return 0;
   TACO_ASSERT(simulated(a), "quantizations: {} is not simulated", collective_name(a));
-  return a == kTwoShot ? 2 : a == kRing ? nranks : 1;  // ring: N-1 reduce-scatter hops + 1 all-gather
+  return a == kTwoShot ? 2
+         : a == kRing  ? nranks
+                       : 1;  // ring: N-1 reduce-scatter hops + 1 all-gather
 }
 
 std::vector<Chunk> chunk_layout(int64_t rows, int64_t cols, int nranks) {
@@ -194,7 +197,8 @@ CollectiveResult SimulatedCommunicator::two_shot(const std::vector<const float*>
   res.quantizations = quantizations(kTwoShot, N);
   res.outputs.assign(size_t(N), full);
   res.bytes_sent = rs.bytes_sent;
-  for (int r = 0; r < N; ++r) res.bytes_sent[size_t(r)] += int64_t(shard_wire[size_t(r)].size()) * (N - 1);
+  for (int r = 0; r < N; ++r)
+    res.bytes_sent[size_t(r)] += int64_t(shard_wire[size_t(r)].size()) * (N - 1);
   return res;
 }
 
@@ -215,7 +219,8 @@ CollectiveResult SimulatedCommunicator::ring(const std::vector<const float*>& in
     for (int hop = 1; hop < N; ++hop) {
       sent_j[k] += int64_t(w.size());
       k = (k + 1) % N;
-      codec_.decode_add_encode({w.data(), w.size()}, in[size_t(k)] + ch.offset, ch.rows, ch.cols, next);
+      codec_.decode_add_encode({w.data(), w.size()}, in[size_t(k)] + ch.offset, ch.rows, ch.cols,
+                               next);
       w.swap(next);
     }
     TACO_ASSERT(k == j, "ring ended at rank {} for chunk {}", k, j);
@@ -240,7 +245,8 @@ CollectiveResult SimulatedCommunicator::all_gather(const std::vector<const float
   const int64_t n = rows * cols;
   const Chunk whole{0, rows, cols};
   std::vector<Wire> wire(static_cast<size_t>(N));
-  parallel_for(N, threads_, [&](int64_t r) { wire[size_t(r)] = encode_chunk(codec_, in[size_t(r)], whole); });
+  parallel_for(N, threads_,
+               [&](int64_t r) { wire[size_t(r)] = encode_chunk(codec_, in[size_t(r)], whole); });
   std::vector<float> out(static_cast<size_t>(n) * size_t(N));
   parallel_for(N, threads_, [&](int64_t r) {
     decode_chunk(codec_, wire[size_t(r)], whole, out.data() + size_t(r) * size_t(n));
@@ -254,9 +260,9 @@ CollectiveResult SimulatedCommunicator::all_gather(const std::vector<const float
 
 uint64_t memory_estimate(Collective a, int nranks, int64_t numel) {
   const uint64_t n = uint64_t(numel), N = uint64_t(nranks);
-  uint64_t outputs = N * n;                                         // all-reduce: every rank the sum
-  if (a == kAllGather) outputs = N * N * n;                // every rank all the buffers
-  if (a == kReduceScatter) outputs = n;                    // every rank one chunk
+  uint64_t outputs = N * n;                  // all-reduce: every rank the sum
+  if (a == kAllGather) outputs = N * N * n;  // every rank all the buffers
+  if (a == kReduceScatter) outputs = n;      // every rank one chunk
   // inputs + outputs + reference (as big as the outputs) in floats; wire buffers about 1 B/elem.
   return (N * n + 2 * outputs) * sizeof(float) + N * n;
 }

@@ -94,7 +94,8 @@ class SimulatedCommunicator {
   CollectiveResult one_shot(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
   CollectiveResult two_shot(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
   CollectiveResult ring(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
-  CollectiveResult all_gather(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
+  CollectiveResult all_gather(const std::vector<const float*>& in, int64_t rows,
+                              int64_t cols) const;
   CollectiveResult reduce_scatter(const std::vector<const float*>& in, int64_t rows,
                                   int64_t cols) const;
 

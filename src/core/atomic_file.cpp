@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -43,7 +43,8 @@ namespace {
 
 // Writes the whole string to a new file with plain system calls, so that the reason of a
 // failure (errno) is the one that happened.
-void write_whole_file(const std::string& path, const std::string& contents, const std::string& what) {
+void write_whole_file(const std::string& path, const std::string& contents,
+                      const std::string& what) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) throw_write_error(what, errno);
   const char* p = contents.data();
@@ -83,26 +84,30 @@ void make_directories(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir))
-    throw_input_error("{}: cannot create directory{}", dir, ec ? " (" + ec.message() + ")" : std::string());
+    throw_input_error("{}: cannot create directory{}", dir,
+                      ec ? " (" + ec.message() + ")" : std::string());
 }
 
 void check_output_file(const std::string& path, const char* flag) {
   TACO_REQUIRE_INPUT(!path.empty(), "{}: the path is empty", flag);
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
-    TACO_REQUIRE_INPUT(!S_ISDIR(st.st_mode), "{} {}: is a directory (give a file name)", flag, path);
-    TACO_REQUIRE_INPUT(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode),
-                       "{} {}: exists and is not a regular file (a device, pipe or socket); taco replaces only "
-                       "regular files",
-                       flag, path);
+    TACO_REQUIRE_INPUT(!S_ISDIR(st.st_mode), "{} {}: is a directory (give a file name)", flag,
+                       path);
+    TACO_REQUIRE_INPUT(
+        S_ISREG(st.st_mode) || S_ISLNK(st.st_mode),
+        "{} {}: exists and is not a regular file (a device, pipe or socket); taco replaces only "
+        "regular files",
+        flag, path);
     if (S_ISLNK(st.st_mode) && ::stat(path.c_str(), &st) == 0)
-      TACO_REQUIRE_INPUT(S_ISREG(st.st_mode), "{} {}: links to something that is not a regular file", flag, path);
+      TACO_REQUIRE_INPUT(S_ISREG(st.st_mode),
+                         "{} {}: links to something that is not a regular file", flag, path);
   }
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) {
     std::error_code ec;
-    TACO_REQUIRE_INPUT(std::filesystem::is_directory(parent, ec), "{} {}: directory {} does not exist", flag, path,
-                       parent.string());
+    TACO_REQUIRE_INPUT(std::filesystem::is_directory(parent, ec),
+                       "{} {}: directory {} does not exist", flag, path, parent.string());
   }
 }
 
@@ -112,13 +117,15 @@ namespace {
 std::string without_temp_suffix(const std::string& name) {
   const size_t at = name.rfind(".tmp-");
   if (at == std::string::npos || at + 5 == name.size()) return name;
-  const bool digits = std::all_of(name.begin() + long(at) + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool digits = std::all_of(name.begin() + long(at) + 5, name.end(),
+                                  [](char c) { return c >= '0' && c <= '9'; });
   return digits ? name.substr(0, at) : name;
 }
 
 }  // namespace
 
-AtomicDirectory::AtomicDirectory(const std::string& dir, std::vector<std::string> owned, const char* flag)
+AtomicDirectory::AtomicDirectory(const std::string& dir, std::vector<std::string> owned,
+                                 const char* flag)
     : flag_(flag) {
   namespace fs = std::filesystem;
   TACO_REQUIRE_INPUT(!dir.empty(), "{}: the path is empty", flag);
@@ -126,20 +133,22 @@ AtomicDirectory::AtomicDirectory(const std::string& dir, std::vector<std::string
   if (!p.has_filename()) p = p.parent_path();  // "out/" -> "out"
   std::error_code ec;
   if (fs::is_symlink(p, ec)) {
-    TACO_REQUIRE_INPUT(fs::is_directory(p, ec), "{} {}: is a link to something that is not a directory", flag, dir);
+    TACO_REQUIRE_INPUT(fs::is_directory(p, ec),
+                       "{} {}: is a link to something that is not a directory", flag, dir);
     p = fs::canonical(p, ec);
   }
-  if (p.filename() == "." || p.filename() == ".." ) p = fs::absolute(p, ec).lexically_normal();
+  if (p.filename() == "." || p.filename() == "..") p = fs::absolute(p, ec).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();
   const fs::file_status st = fs::symlink_status(p, ec);
   if (fs::exists(st)) {
     TACO_REQUIRE_INPUT(fs::is_directory(st), "{} {}: exists and is not a directory", flag, dir);
     for (const auto& e : fs::directory_iterator(p, ec)) {
       const std::string name = e.path().filename().string();
-      TACO_REQUIRE_INPUT(std::find(owned.begin(), owned.end(), without_temp_suffix(name)) != owned.end(),
-                         "{} {}: holds '{}', which this command did not write; give a new or empty directory (the "
-                         "directory is replaced as a whole)",
-                         flag, dir, name);
+      TACO_REQUIRE_INPUT(
+          std::find(owned.begin(), owned.end(), without_temp_suffix(name)) != owned.end(),
+          "{} {}: holds '{}', which this command did not write; give a new or empty directory (the "
+          "directory is replaced as a whole)",
+          flag, dir, name);
     }
     TACO_REQUIRE_INPUT(!ec, "{} {}: cannot list the directory ({})", flag, dir, ec.message());
   }
@@ -166,7 +175,8 @@ const std::string& AtomicDirectory::staging() {
     cleanup_ = std::make_unique<RemoveOnInterrupt>(tmp_, RemoveOnInterrupt::Kind::DirectoryOfFiles);
     std::error_code ec;
     std::filesystem::remove_all(tmp_, ec);  // a stale one from a process that had our pid
-    if (::mkdir(tmp_.c_str(), 0777) != 0) throw_write_error(fmt::format("{} {}", flag_, dir_), errno);
+    if (::mkdir(tmp_.c_str(), 0777) != 0)
+      throw_write_error(fmt::format("{} {}", flag_, dir_), errno);
     created_ = true;
   }
   return tmp_;
@@ -177,13 +187,15 @@ void AtomicDirectory::commit() {
   DeferInterrupts defer;  // the swap and the removal of the old set are not cut in half
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(dir_, ec))) {
-    if (std::rename(tmp_.c_str(), dir_.c_str()) != 0) throw_write_error(fmt::format("{} {}", flag_, dir_), errno);
+    if (std::rename(tmp_.c_str(), dir_.c_str()) != 0)
+      throw_write_error(fmt::format("{} {}", flag_, dir_), errno);
   } else if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, dir_.c_str(), RENAME_EXCHANGE) == 0) {
     std::filesystem::remove_all(tmp_, ec);  // now the old set
   } else {
     // No atomic exchange here (EINVAL, ENOSYS): move the old set aside, then the new one in.
     const std::string old = dir_ + ".old-" + std::to_string(::getpid());
-    if (std::rename(dir_.c_str(), old.c_str()) != 0) throw_write_error(fmt::format("{} {}", flag_, dir_), errno);
+    if (std::rename(dir_.c_str(), old.c_str()) != 0)
+      throw_write_error(fmt::format("{} {}", flag_, dir_), errno);
     if (std::rename(tmp_.c_str(), dir_.c_str()) != 0) {
       const int err = errno;
       std::rename(old.c_str(), dir_.c_str());

@@ -18,8 +18,12 @@ inline std::string field(const std::string& s) {
   return out + "\"";
 }
 
-inline std::string num(double v) { return fmt::format("{:.9g}", v); }
+inline std::string num(double v) {
+  return fmt::format("{:.9g}", v);
+}
 
-inline std::string known(int64_t v) { return v < 0 ? std::string() : std::to_string(v); }
+inline std::string known(int64_t v) {
+  return v < 0 ? std::string() : std::to_string(v);
+}
 
 }  // namespace taco::csv

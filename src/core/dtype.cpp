@@ -8,17 +8,28 @@ namespace taco {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F8E4M3: return "f8e4m3";
-    case DType::F8E5M2: return "f8e5m2";
-    case DType::F64: return "f64";
-    case DType::I8: return "i8";
-    case DType::U8: return "u8";
-    case DType::I16: return "i16";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
+    case DType::F32:
+      return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::F8E4M3:
+      return "f8e4m3";
+    case DType::F8E5M2:
+      return "f8e5m2";
+    case DType::F64:
+      return "f64";
+    case DType::I8:
+      return "i8";
+    case DType::U8:
+      return "u8";
+    case DType::I16:
+      return "i16";
+    case DType::I32:
+      return "i32";
+    case DType::I64:
+      return "i64";
   }
   throw_error("unknown dtype code {}", int(t));
 }
@@ -40,19 +51,36 @@ DType parse_dtype(std::string_view n) {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: case DType::I32: return 4;
-    case DType::F16: case DType::BF16: case DType::I16: return 2;
-    case DType::F8E4M3: case DType::F8E5M2: case DType::I8: case DType::U8: return 1;
-    case DType::F64: case DType::I64: return 8;
+    case DType::F32:
+    case DType::I32:
+      return 4;
+    case DType::F16:
+    case DType::BF16:
+    case DType::I16:
+      return 2;
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+    case DType::I8:
+    case DType::U8:
+      return 1;
+    case DType::F64:
+    case DType::I64:
+      return 8;
   }
   throw_error("unknown dtype code {}", int(t));
 }
 
 bool dtype_is_float(DType t) {
   switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16: case DType::F8E4M3: case DType::F8E5M2:
-    case DType::F64: return true;
-    default: return false;
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+    case DType::F64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -71,14 +99,14 @@ uint16_t float_to_fp16(float f) {
   const uint32_t u = float_bits(f);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);          // NaN
-  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);         // rounds to >= 65536: inf
-  if (a < 0x38800000u) {                                          // below 2^-14: subnormal or zero
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65536: inf
+  if (a < 0x38800000u) {                                  // below 2^-14: subnormal or zero
     // value / 2^-24 rounded to nearest even; exact in double.
     const double q = std::nearbyint(double(bits_float(a)) * 16777216.0);
     return uint16_t(sign | uint16_t(q));
   }
-  uint32_t r = a + 0xfffu + ((a >> 13) & 1u);                     // RNE on the 13 dropped bits
+  uint32_t r = a + 0xfffu + ((a >> 13) & 1u);  // RNE on the 13 dropped bits
   return uint16_t(sign | uint16_t((r - (112u << 23)) >> 13));
 }
 

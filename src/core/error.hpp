@@ -33,15 +33,15 @@ template <typename... Args>
 }  // namespace taco
 
 // Internal invariant: a failure is a bug in taco, not bad input.
-#define TACO_ASSERT(cond, ...)                                                            \
-  do {                                                                                    \
-    if (!(cond))                                                                          \
-      ::taco::throw_error("{}:{}: internal check '{}' failed: {}", __FILE__, __LINE__,     \
-                          #cond, ::fmt::format(__VA_ARGS__));                             \
+#define TACO_ASSERT(cond, ...)                                                                \
+  do {                                                                                        \
+    if (!(cond))                                                                              \
+      ::taco::throw_error("{}:{}: internal check '{}' failed: {}", __FILE__, __LINE__, #cond, \
+                          ::fmt::format(__VA_ARGS__));                                        \
   } while (0)
 
 // Validation of user input: throws InputError with the formatted message.
-#define TACO_REQUIRE_INPUT(cond, ...)                                                     \
-  do {                                                                                    \
-    if (!(cond)) ::taco::throw_input_error(__VA_ARGS__);                                  \
+#define TACO_REQUIRE_INPUT(cond, ...)                    \
+  do {                                                   \
+    if (!(cond)) ::taco::throw_input_error(__VA_ARGS__); \
   } while (0)

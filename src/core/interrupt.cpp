@@ -26,8 +26,8 @@ struct Slot {
 
 Slot g_slots[kSlots];
 char g_prog[64] = "taco";
-std::atomic<pid_t> g_owner{0};        // the process that installed the handlers
-std::atomic<int> g_deferred{0};       // DeferInterrupts guards alive
+std::atomic<pid_t> g_owner{0};         // the process that installed the handlers
+std::atomic<int> g_deferred{0};        // DeferInterrupts guards alive
 std::atomic<int> g_pending_signal{0};  // a signal that arrived while deferred
 const int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
@@ -132,7 +132,9 @@ RemoveOnInterrupt::~RemoveOnInterrupt() {
   if (slot_ >= 0) g_slots[slot_].state.store(kFree, std::memory_order_release);
 }
 
-DeferInterrupts::DeferInterrupts() { outer_ = g_deferred.fetch_add(1) == 0; }
+DeferInterrupts::DeferInterrupts() {
+  outer_ = g_deferred.fetch_add(1) == 0;
+}
 
 DeferInterrupts::~DeferInterrupts() {
   if (g_deferred.fetch_sub(1) == 1 && outer_) {

@@ -58,8 +58,13 @@ nlohmann::json provenance_json(const Provenance& p) {
   nlohmann::json inputs = nlohmann::json::array();
   for (const InputFingerprint& f : p.inputs)
     inputs.push_back({{"path", f.path}, {"sha256", f.sha256}, {"bytes", f.bytes}});
-  return {{"taco_version", p.taco_version}, {"git_commit", p.git_commit}, {"command", p.command},
-          {"inputs", inputs},  {"seed", p.seed},  {"threads", p.threads}, {"date", p.date}};
+  return {{"taco_version", p.taco_version},
+          {"git_commit", p.git_commit},
+          {"command", p.command},
+          {"inputs", inputs},
+          {"seed", p.seed},
+          {"threads", p.threads},
+          {"date", p.date}};
 }
 
 }  // namespace taco

@@ -26,7 +26,9 @@ constexpr uint32_t kRound[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+inline uint32_t rotr(uint32_t x, int n) {
+  return (x >> n) | (x << (32 - n));
+}
 
 #if defined(TACO_SHA256_X86)
 // The x86 SHA extensions (SHA-NI), about 5x the portable code: hashing multi-GB traces for
@@ -41,7 +43,7 @@ bool have_sha_ni() {
 }
 
 __attribute__((target("sha,sse4.1,ssse3"))) void blocks_sha_ni(uint32_t h[8], const uint8_t* p,
-                                                              size_t nblocks) {
+                                                               size_t nblocks) {
   const __m128i kByteSwap = _mm_set_epi64x(0x0c0d0e0f08090a0bll, 0x0405060700010203ll);
   // The state as the instructions want it: ABEF and CDGH.
   __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)), 0xB1);
@@ -52,13 +54,15 @@ __attribute__((target("sha,sse4.1,ssse3"))) void blocks_sha_ni(uint32_t h[8], co
     const __m128i abef = s0, cdgh = s1;
     __m128i w[16];
     for (int i = 0; i < 4; ++i)
-      w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)), kByteSwap);
+      w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)),
+                              kByteSwap);
     for (int i = 4; i < 16; ++i)
-      w[i] = _mm_sha256msg2_epu32(
-          _mm_add_epi32(_mm_sha256msg1_epu32(w[i - 4], w[i - 3]), _mm_alignr_epi8(w[i - 1], w[i - 2], 4)),
-          w[i - 1]);
+      w[i] = _mm_sha256msg2_epu32(_mm_add_epi32(_mm_sha256msg1_epu32(w[i - 4], w[i - 3]),
+                                                _mm_alignr_epi8(w[i - 1], w[i - 2], 4)),
+                                  w[i - 1]);
     for (int i = 0; i < 16; ++i) {
-      __m128i msg = _mm_add_epi32(w[i], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRound + 4 * i)));
+      __m128i msg =
+          _mm_add_epi32(w[i], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRound + 4 * i)));
       s1 = _mm_sha256rnds2_epu32(s1, s0, msg);
       msg = _mm_shuffle_epi32(msg, 0x0E);
       s0 = _mm_sha256rnds2_epu32(s0, s1, msg);
@@ -82,8 +86,9 @@ Sha256::Sha256(bool use_cpu_extensions)
 #if defined(TACO_SHA256_X86)
       sha_ni_(use_cpu_extensions && have_sha_ni()),
 #endif
-      h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-         0x5be0cd19} {}
+      h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {
+}
 
 void Sha256::blocks(const uint8_t* p, size_t n) {
 #if defined(TACO_SHA256_X86)
@@ -107,8 +112,8 @@ void Sha256::block(const uint8_t* p) {
   }
   uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
   for (int i = 0; i < 64; ++i) {
-    const uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) +
-                        kRound[i] + w[i];
+    const uint32_t t1 =
+        h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
     const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
     h = g;
     g = f;
@@ -119,8 +124,14 @@ void Sha256::block(const uint8_t* p) {
     b = a;
     a = t1 + t2;
   }
-  h_[0] += a; h_[1] += b; h_[2] += c; h_[3] += d;
-  h_[4] += e; h_[5] += f; h_[6] += g; h_[7] += h;
+  h_[0] += a;
+  h_[1] += b;
+  h_[2] += c;
+  h_[3] += d;
+  h_[4] += e;
+  h_[5] += f;
+  h_[6] += g;
+  h_[7] += h;
 }
 
 void Sha256::update(const void* data, size_t n) {

@@ -14,8 +14,8 @@ class Sha256 {
   std::string hex_digest();  // finishes the hash; call once
 
  private:
-  void block(const uint8_t* p);                // portable
-  void blocks(const uint8_t* p, size_t n);     // SHA-NI when the CPU has it
+  void block(const uint8_t* p);             // portable
+  void blocks(const uint8_t* p, size_t n);  // SHA-NI when the CPU has it
   bool sha_ni_ = false;
   uint32_t h_[8];
   uint8_t buf_[64];

@@ -36,17 +36,37 @@ inline f4 load_partial(const float* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i) t[i] = p[i];
   return load<f4>(t);
 }
-inline d2 splat(double v) { return d2{v, v}; }
-inline f4 splat(float v) { return f4{v, v, v, v}; }
-inline l2 splat(int64_t v) { return l2{v, v}; }
+inline d2 splat(double v) {
+  return d2{v, v};
+}
+inline f4 splat(float v) {
+  return f4{v, v, v, v};
+}
+inline l2 splat(int64_t v) {
+  return l2{v, v};
+}
 // Lanes 0-1 and 2-3 of a float vector, widened to double.
-inline d2 widen_lo(f4 v) { return d2{double(v[0]), double(v[1])}; }
-inline d2 widen_hi(f4 v) { return d2{double(v[2]), double(v[3])}; }
-inline d2 abs(d2 v) { return (d2)((l2)v & l2{INT64_MAX, INT64_MAX}); }
-inline f4 abs(f4 v) { return (f4)((i4)v & i4{INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX}); }
+inline d2 widen_lo(f4 v) {
+  return d2{double(v[0]), double(v[1])};
+}
+inline d2 widen_hi(f4 v) {
+  return d2{double(v[2]), double(v[3])};
+}
+inline d2 abs(d2 v) {
+  return (d2)((l2)v & l2{INT64_MAX, INT64_MAX});
+}
+inline f4 abs(f4 v) {
+  return (f4)((i4)v & i4{INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX});
+}
 // mask ? a : b, with mask lanes all-ones or zero (as comparisons produce).
-inline d2 select(l2 mask, d2 a, d2 b) { return (d2)(((l2)a & mask) | ((l2)b & ~mask)); }
-inline f4 select(i4 mask, f4 a, f4 b) { return (f4)(((i4)a & mask) | ((i4)b & ~mask)); }
-inline l2 select(l2 mask, l2 a, l2 b) { return (a & mask) | (b & ~mask); }
+inline d2 select(l2 mask, d2 a, d2 b) {
+  return (d2)(((l2)a & mask) | ((l2)b & ~mask));
+}
+inline f4 select(i4 mask, f4 a, f4 b) {
+  return (f4)(((i4)a & mask) | ((i4)b & ~mask));
+}
+inline l2 select(l2 mask, l2 a, l2 b) {
+  return (a & mask) | (b & ~mask);
+}
 
 }  // namespace taco::simd

@@ -19,15 +19,15 @@ struct TensorMeta {
   int tp_rank = -1;
   int tp_size = -1;
   int64_t step = -1;
-  std::string model;       // source model or generator
+  std::string model;                         // source model or generator
   std::map<std::string, std::string> extra;  // anything else a source carried (kept verbatim)
 };
 
 struct Tensor {
   std::string name;
-  DType dtype = DType::F32;     // dtype in the source (values below are its exact widening)
-  std::vector<int64_t> shape;   // row-major
-  std::vector<float> values;    // numel() values
+  DType dtype = DType::F32;    // dtype in the source (values below are its exact widening)
+  std::vector<int64_t> shape;  // row-major
+  std::vector<float> values;   // numel() values
   TensorMeta meta;
 
   int64_t numel() const {

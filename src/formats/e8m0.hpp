@@ -45,7 +45,9 @@ inline float e8m0_to_float(uint8_t c) {
 }
 
 // x must be finite; x <= 0 gives the smallest code.
-inline uint8_t e8m0_floor(float x) { return x > 0 ? e8m0_from_exp(floor_log2(x)) : uint8_t(0); }
+inline uint8_t e8m0_floor(float x) {
+  return x > 0 ? e8m0_from_exp(floor_log2(x)) : uint8_t(0);
+}
 inline uint8_t e8m0_ceil(float x) {
   return x > 0 ? e8m0_from_exp(floor_log2(x) + (is_pow2(x) ? 0 : 1)) : uint8_t(0);
 }

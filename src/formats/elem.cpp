@@ -13,11 +13,16 @@ namespace taco {
 
 std::string_view elem_format_name(ElemFormat f) {
   switch (f) {
-    case ElemFormat::E4M3: return "e4m3";
-    case ElemFormat::E5M2: return "e5m2";
-    case ElemFormat::E2M1: return "e2m1";
-    case ElemFormat::INT8: return "int8";
-    case ElemFormat::INT4: return "int4";
+    case ElemFormat::E4M3:
+      return "e4m3";
+    case ElemFormat::E5M2:
+      return "e5m2";
+    case ElemFormat::E2M1:
+      return "e2m1";
+    case ElemFormat::INT8:
+      return "int8";
+    case ElemFormat::INT4:
+      return "int4";
   }
   throw_error("unknown element format {}", int(f));
 }
@@ -33,37 +38,56 @@ ElemFormat parse_elem_format(std::string_view s) {
 
 int elem_bits(ElemFormat f) {
   switch (f) {
-    case ElemFormat::E4M3: case ElemFormat::E5M2: case ElemFormat::INT8: return 8;
-    case ElemFormat::E2M1: case ElemFormat::INT4: return 4;
+    case ElemFormat::E4M3:
+    case ElemFormat::E5M2:
+    case ElemFormat::INT8:
+      return 8;
+    case ElemFormat::E2M1:
+    case ElemFormat::INT4:
+      return 4;
   }
   throw_error("unknown element format {}", int(f));
 }
 
 bool elem_is_float(ElemFormat f) {
   switch (f) {
-    case ElemFormat::E4M3: case ElemFormat::E5M2: case ElemFormat::E2M1: return true;
-    case ElemFormat::INT8: case ElemFormat::INT4: return false;
+    case ElemFormat::E4M3:
+    case ElemFormat::E5M2:
+    case ElemFormat::E2M1:
+      return true;
+    case ElemFormat::INT8:
+    case ElemFormat::INT4:
+      return false;
   }
   throw_error("unknown element format {}", int(f));
 }
 
 float elem_max(ElemFormat f, bool asym) {
   switch (f) {
-    case ElemFormat::E4M3: return 448.0f;
-    case ElemFormat::E5M2: return 57344.0f;
-    case ElemFormat::E2M1: return 6.0f;
-    case ElemFormat::INT8: return asym ? 255.0f : 127.0f;
-    case ElemFormat::INT4: return asym ? 15.0f : 7.0f;
+    case ElemFormat::E4M3:
+      return 448.0f;
+    case ElemFormat::E5M2:
+      return 57344.0f;
+    case ElemFormat::E2M1:
+      return 6.0f;
+    case ElemFormat::INT8:
+      return asym ? 255.0f : 127.0f;
+    case ElemFormat::INT4:
+      return asym ? 15.0f : 7.0f;
   }
   throw_error("unknown element format {}", int(f));
 }
 
 int elem_emax(ElemFormat f) {
   switch (f) {
-    case ElemFormat::E4M3: return 8;
-    case ElemFormat::E5M2: return 15;
-    case ElemFormat::E2M1: return 2;
-    case ElemFormat::INT8: case ElemFormat::INT4:
+    case ElemFormat::E4M3:
+      return 8;
+    case ElemFormat::E5M2:
+      return 15;
+    case ElemFormat::E2M1:
+      return 2;
+    case ElemFormat::INT8:
+    case ElemFormat::INT4:
       throw_input_error("OCP MX scales need a float element format, not {}", elem_format_name(f));
   }
   throw_error("unknown element format {}", int(f));
@@ -73,37 +97,59 @@ int elem_emax(ElemFormat f) {
 
 std::string_view cast_format_name(CastFormat f) {
   switch (f) {
-    case CastFormat::E4M3: return "e4m3";
-    case CastFormat::E5M2: return "e5m2";
-    case CastFormat::E2M1: return "e2m1";
-    case CastFormat::E8M0: return "e8m0";
-    case CastFormat::UE4M3: return "ue4m3";
-    case CastFormat::INT8: return "int8";
-    case CastFormat::INT4: return "int4";
-    case CastFormat::UINT8: return "uint8";
-    case CastFormat::UINT4: return "uint4";
-    case CastFormat::BF16: return "bf16";
+    case CastFormat::E4M3:
+      return "e4m3";
+    case CastFormat::E5M2:
+      return "e5m2";
+    case CastFormat::E2M1:
+      return "e2m1";
+    case CastFormat::E8M0:
+      return "e8m0";
+    case CastFormat::UE4M3:
+      return "ue4m3";
+    case CastFormat::INT8:
+      return "int8";
+    case CastFormat::INT4:
+      return "int4";
+    case CastFormat::UINT8:
+      return "uint8";
+    case CastFormat::UINT4:
+      return "uint4";
+    case CastFormat::BF16:
+      return "bf16";
   }
   throw_error("unknown cast format {}", int(f));
 }
 
 CastFormat parse_cast_format(std::string_view s) {
-  for (CastFormat f : {CastFormat::E4M3, CastFormat::E5M2, CastFormat::E2M1, CastFormat::E8M0,
-                       CastFormat::UE4M3, CastFormat::INT8, CastFormat::INT4, CastFormat::UINT8,
-                       CastFormat::UINT4, CastFormat::BF16})
+  for (CastFormat f :
+       {CastFormat::E4M3, CastFormat::E5M2, CastFormat::E2M1, CastFormat::E8M0, CastFormat::UE4M3,
+        CastFormat::INT8, CastFormat::INT4, CastFormat::UINT8, CastFormat::UINT4, CastFormat::BF16})
     if (s == cast_format_name(f)) return f;
-  throw_input_error("--format: unknown format '{}' (e4m3, e5m2, e2m1, e8m0, ue4m3, int8, int4, "
-                    "uint8, uint4, bf16)", s);
+  throw_input_error(
+      "--format: unknown format '{}' (e4m3, e5m2, e2m1, e8m0, ue4m3, int8, int4, "
+      "uint8, uint4, bf16)",
+      s);
 }
 
-int cast_code_bits(CastFormat f) { return f == CastFormat::BF16 ? 16 : 8; }
+int cast_code_bits(CastFormat f) {
+  return f == CastFormat::BF16 ? 16 : 8;
+}
 
 bool cast_has_nosat(CastFormat f) {
   switch (f) {
-    case CastFormat::E4M3: case CastFormat::E5M2: case CastFormat::E8M0: case CastFormat::UE4M3:
-    case CastFormat::BF16: return true;
-    case CastFormat::E2M1: case CastFormat::INT8: case CastFormat::INT4: case CastFormat::UINT8:
-    case CastFormat::UINT4: return false;
+    case CastFormat::E4M3:
+    case CastFormat::E5M2:
+    case CastFormat::E8M0:
+    case CastFormat::UE4M3:
+    case CastFormat::BF16:
+      return true;
+    case CastFormat::E2M1:
+    case CastFormat::INT8:
+    case CastFormat::INT4:
+    case CastFormat::UINT8:
+    case CastFormat::UINT4:
+      return false;
   }
   throw_error("unknown cast format {}", int(f));
 }
@@ -124,32 +170,52 @@ uint16_t uint_encode(float x, float qmax) {
 
 uint16_t cast_encode_one(CastFormat f, float x, bool saturate) {
   switch (f) {
-    case CastFormat::E4M3: return float_to_fp8_e4m3(x, saturate);
-    case CastFormat::E5M2: return float_to_fp8_e5m2(x, saturate);
-    case CastFormat::E2M1: return float_to_fp4_e2m1(x);
-    case CastFormat::E8M0: return float_to_e8m0(x, saturate);
-    case CastFormat::UE4M3: return float_to_ue4m3(x, saturate);
-    case CastFormat::INT8: return uint16_t(uint8_t(int8_t(quantize_int_sym(x, 127.0f))));
-    case CastFormat::INT4: return uint16_t(uint32_t(quantize_int_sym(x, 7.0f)) & 0xfu);
-    case CastFormat::UINT8: return uint_encode(x, 255.0f);
-    case CastFormat::UINT4: return uint_encode(x, 15.0f);
-    case CastFormat::BF16: return bf16_encode(x, saturate);
+    case CastFormat::E4M3:
+      return float_to_fp8_e4m3(x, saturate);
+    case CastFormat::E5M2:
+      return float_to_fp8_e5m2(x, saturate);
+    case CastFormat::E2M1:
+      return float_to_fp4_e2m1(x);
+    case CastFormat::E8M0:
+      return float_to_e8m0(x, saturate);
+    case CastFormat::UE4M3:
+      return float_to_ue4m3(x, saturate);
+    case CastFormat::INT8:
+      return uint16_t(uint8_t(int8_t(quantize_int_sym(x, 127.0f))));
+    case CastFormat::INT4:
+      return uint16_t(uint32_t(quantize_int_sym(x, 7.0f)) & 0xfu);
+    case CastFormat::UINT8:
+      return uint_encode(x, 255.0f);
+    case CastFormat::UINT4:
+      return uint_encode(x, 15.0f);
+    case CastFormat::BF16:
+      return bf16_encode(x, saturate);
   }
   throw_error("unknown cast format {}", int(f));
 }
 
 float cast_decode_one(CastFormat f, uint16_t code) {
   switch (f) {
-    case CastFormat::E4M3: return fp8_e4m3_to_float(uint8_t(code));
-    case CastFormat::E5M2: return fp8_e5m2_to_float(uint8_t(code));
-    case CastFormat::E2M1: return fp4_e2m1_to_float(uint8_t(code));
-    case CastFormat::E8M0: return e8m0_to_float(uint8_t(code));
-    case CastFormat::UE4M3: return ue4m3_to_float(uint8_t(code));
-    case CastFormat::INT8: return float(int8_t(uint8_t(code)));
-    case CastFormat::INT4: return float(int4_from_nibble(code));
-    case CastFormat::UINT8: return float(code & 0xffu);
-    case CastFormat::UINT4: return float(code & 0xfu);
-    case CastFormat::BF16: return bf16_to_float(code);
+    case CastFormat::E4M3:
+      return fp8_e4m3_to_float(uint8_t(code));
+    case CastFormat::E5M2:
+      return fp8_e5m2_to_float(uint8_t(code));
+    case CastFormat::E2M1:
+      return fp4_e2m1_to_float(uint8_t(code));
+    case CastFormat::E8M0:
+      return e8m0_to_float(uint8_t(code));
+    case CastFormat::UE4M3:
+      return ue4m3_to_float(uint8_t(code));
+    case CastFormat::INT8:
+      return float(int8_t(uint8_t(code)));
+    case CastFormat::INT4:
+      return float(int4_from_nibble(code));
+    case CastFormat::UINT8:
+      return float(code & 0xffu);
+    case CastFormat::UINT4:
+      return float(code & 0xfu);
+    case CastFormat::BF16:
+      return bf16_to_float(code);
   }
   throw_error("unknown cast format {}", int(f));
 }

@@ -1,13 +1,13 @@
 #pragma once
 // Element formats of the block-scaled codecs, and element-wise casts of whole arrays (the
 // `taco codec cast` tool and the Python oracle tests use these).
+#include "formats/kinds.hpp"
+
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
 namespace taco {
-
-enum class ElemFormat : uint8_t { E4M3, E5M2, E2M1, INT8, INT4 };
 
 std::string_view elem_format_name(ElemFormat f);   // "e4m3", "e5m2", "e2m1", "int8", "int4"
 ElemFormat parse_elem_format(std::string_view s);  // also "fp8" (e4m3), "fp4" (e2m1); InputError
@@ -24,8 +24,8 @@ int elem_emax(ElemFormat f);
 enum class CastFormat : uint8_t { E4M3, E5M2, E2M1, E8M0, UE4M3, INT8, INT4, UINT8, UINT4, BF16 };
 
 std::string_view cast_format_name(CastFormat f);
-CastFormat parse_cast_format(std::string_view s);   // InputError naming the format
-int cast_code_bits(CastFormat f);                   // 16 for bf16, else 8 (4-bit codes widened)
+CastFormat parse_cast_format(std::string_view s);  // InputError naming the format
+int cast_code_bits(CastFormat f);                  // 16 for bf16, else 8 (4-bit codes widened)
 // Whether the format has a non-saturating mode (e2m1 and the ints always saturate).
 bool cast_has_nosat(CastFormat f);
 

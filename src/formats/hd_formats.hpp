@@ -96,7 +96,8 @@ inline constexpr float kHdFltMin = 1.17549435e-38f, kHdFltMax = 3.40282347e+38f;
 // The CPU encoder with the sign bit as a parameter (0x80 for FP8, 0x8 for E2M1); the CPU's
 // signed compares are unsigned ones here (every value compared is below 2^31 where it is
 // selected).
-template <int Mbits, int Bias, uint32_t SignBit, uint32_t MaxCode, uint32_t OvfCode, uint32_t NanCode>
+template <int Mbits, int Bias, uint32_t SignBit, uint32_t MaxCode, uint32_t OvfCode,
+          uint32_t NanCode>
 TACO_HD uint32_t minifloat_code(float x, bool saturate) {
   constexpr int kShift = 23 - Mbits;
   constexpr uint32_t kRebias = uint32_t(127 - Bias) << 23;
@@ -116,7 +117,9 @@ TACO_HD uint32_t minifloat_code(float x, bool saturate) {
 
 // ---- E2M1 (OCP MX / NVFP4 element) --------------------------------------------------------
 // Round to nearest even, saturating to +-6, NaN -> +0 (code 0): encode_minifloat<E2M1Traits>.
-TACO_HD uint32_t e2m1_code(float x) { return minifloat_code<1, 1, 0x8u, 0x7u, 0x7u, 0x0u>(x, true); }
+TACO_HD uint32_t e2m1_code(float x) {
+  return minifloat_code<1, 1, 0x8u, 0x7u, 0x7u, 0x0u>(x, true);
+}
 
 // Code -> value, exact: the code's exponent and mantissa bits placed at the bottom of a float's
 // exponent field and the top of its mantissa make that float 2^126 times smaller than the E2M1
@@ -162,10 +165,14 @@ TACO_HD uint32_t e5m2x4_exact(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   uint32_t w;
   asm("{\n .reg .b16 lo, hi;\n cvt.rn.satfinite.e5m2x2.f32 lo, %2, %1;\n"
       " cvt.rn.satfinite.e5m2x2.f32 hi, %4, %3;\n mov.b32 %0, {lo, hi};\n}"
-      : "=r"(w) : "f"(__uint_as_float(a)), "f"(__uint_as_float(b)), "f"(__uint_as_float(c)), "f"(__uint_as_float(d)));
+      : "=r"(w)
+      : "f"(__uint_as_float(a)), "f"(__uint_as_float(b)), "f"(__uint_as_float(c)),
+        "f"(__uint_as_float(d)));
   return w;
 #else
-  auto code = [](uint32_t v) { return minifloat_code<2, 15, 0x80u, 0x7bu, 0x7cu, 0x7fu>(hd_float(v), true); };
+  auto code = [](uint32_t v) {
+    return minifloat_code<2, 15, 0x80u, 0x7bu, 0x7cu, 0x7fu>(hd_float(v), true);
+  };
   return code(a) | (code(b) << 8) | (code(c) << 16) | (code(d) << 24);
 #endif
 }
@@ -190,11 +197,14 @@ TACO_HD float int4_clamp(float t) {
   const float c = t > 7.0f ? 7.0f : (t < -7.0f ? -7.0f : t);
   return t != t ? 0.0f : c;
 }
-TACO_HD uint32_t int4_code(float t) { return hd_bits(add_rn(int4_clamp(t), 12582912.0f)) & 0xfu; }
+TACO_HD uint32_t int4_code(float t) {
+  return hd_bits(add_rn(int4_clamp(t), 12582912.0f)) & 0xfu;
+}
 // Eight codes, element k in nibble k, for t_k that are not NaN (where the clamp is two min/max).
 TACO_HD uint32_t int4_word(const float (&t)[8]) {
   uint32_t b[8];
-  for (int k = 0; k < 8; ++k) b[k] = hd_bits(add_rn(min_num(max_num(t[k], -7.0f), 7.0f), 12582912.0f));
+  for (int k = 0; k < 8; ++k)
+    b[k] = hd_bits(add_rn(min_num(max_num(t[k], -7.0f), 7.0f), 12582912.0f));
   const uint32_t even = low_bytes(b[0], b[2], b[4], b[6]), odd = low_bytes(b[1], b[3], b[5], b[7]);
   return (even & 0x0f0f0f0fu) | ((odd << 4) & 0xf0f0f0f0u);
 }
@@ -217,8 +227,8 @@ TACO_HD float ue4m3_value(uint32_t code) {
   code &= 0xffu;
   if (code >= 0x7fu) return hd_float(0x7fc00000u);
   const uint32_t e = code >> 3, m = code & 0x7u;
-  if (e == 0) return mul_rn(float(m), 0x1p-9f);                 // m * 2^-9 (exact)
-  return hd_float(((e + 120u) << 23) | (m << 20));                // (8 + m) * 2^(e - 10)
+  if (e == 0) return mul_rn(float(m), 0x1p-9f);     // m * 2^-9 (exact)
+  return hd_float(((e + 120u) << 23) | (m << 20));  // (8 + m) * 2^(e - 10)
 }
 
 // ---- NVFP4's two-level scale (QuantCodec::encode_flat, block_scale) --------------------------

@@ -34,6 +34,8 @@ inline int32_t quantize_int_asym(float v, int32_t z, int32_t qmax) {
 }
 
 // Two's complement nibble -> value.
-inline int32_t int4_from_nibble(uint32_t nib) { return int32_t((nib & 0xfu) ^ 0x8u) - 8; }
+inline int32_t int4_from_nibble(uint32_t nib) {
+  return int32_t((nib & 0xfu) ^ 0x8u) - 8;
+}
 
 }  // namespace taco

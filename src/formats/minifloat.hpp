@@ -48,9 +48,9 @@ struct E2M1Traits {
 // Encodes x; returns the code in the low 8 (FP8) or 4 (FP4) bits.
 template <class F>
 inline uint32_t encode_minifloat(float x, bool saturate) {
-  constexpr int kShift = 23 - F::kMbits;                                   // dropped mantissa bits
-  constexpr uint32_t kRebias = uint32_t(127 - F::kBias) << 23;            // float -> target exponent
-  constexpr uint32_t kMinNormal = uint32_t(127 + 1 - F::kBias) << 23;     // bits of 2^(1-bias)
+  constexpr int kShift = 23 - F::kMbits;                               // dropped mantissa bits
+  constexpr uint32_t kRebias = uint32_t(127 - F::kBias) << 23;         // float -> target exponent
+  constexpr uint32_t kMinNormal = uint32_t(127 + 1 - F::kBias) << 23;  // bits of 2^(1-bias)
   constexpr uint32_t kSubMagic = uint32_t(127 + 1 - F::kBias - F::kMbits + 23) << 23;
   constexpr uint32_t kHalfMinus1 = (1u << (kShift - 1)) - 1u;
   static_assert(kShift > 0 && kShift < 23, "format mantissa must be narrower than float32");
@@ -88,21 +88,26 @@ inline float decode_minifloat(uint32_t code) {
     v = std::numeric_limits<float>::quiet_NaN();
   } else if (e == 0) {  // m * 2^(1 - bias - M)
     v = float(m) * bits_float(uint32_t(127 + 1 - F::kBias - F::kMbits) << 23);
-  } else {              // (2^M + m) * 2^(e - bias - M)
-    v = float((1u << F::kMbits) + m) * bits_float(uint32_t(127 + int(e) - F::kBias - F::kMbits) << 23);
+  } else {  // (2^M + m) * 2^(e - bias - M)
+    v = float((1u << F::kMbits) + m) *
+        bits_float(uint32_t(127 + int(e) - F::kBias - F::kMbits) << 23);
   }
   return neg ? -v : v;
 }
 
 // ---- FP4 E2M1 (OCP MX / NVFP4 element) ------------------------------------------------------
-inline uint8_t float_to_fp4_e2m1(float x) { return uint8_t(encode_minifloat<E2M1Traits>(x, true)); }
-inline float fp4_e2m1_to_float(uint8_t code) { return decode_minifloat<E2M1Traits>(code & 0xfu); }
+inline uint8_t float_to_fp4_e2m1(float x) {
+  return uint8_t(encode_minifloat<E2M1Traits>(x, true));
+}
+inline float fp4_e2m1_to_float(uint8_t code) {
+  return decode_minifloat<E2M1Traits>(code & 0xfu);
+}
 
 // ---- UE4M3 (NVFP4 block scale) ---------------------------------------------------------------
 inline uint8_t float_to_ue4m3(float x, bool saturate = true) {
   const uint32_t c = encode_minifloat<E4M3Traits>(x, saturate);
-  if (c == 0x80u) return 0;                       // -0 -> +0
-  if (c & 0x80u) return saturate ? 0 : 0x7f;     // negative: clamp to 0, or NaN
+  if (c == 0x80u) return 0;                   // -0 -> +0
+  if (c & 0x80u) return saturate ? 0 : 0x7f;  // negative: clamp to 0, or NaN
   return uint8_t(c);
 }
 inline float ue4m3_to_float(uint8_t code) {

@@ -6,11 +6,16 @@ namespace taco {
 
 std::string_view scale_format_name(ScaleFormat f) {
   switch (f) {
-    case ScaleFormat::F32: return "fp32";
-    case ScaleFormat::BF16: return "bf16";
-    case ScaleFormat::F16: return "fp16";
-    case ScaleFormat::E8M0: return "e8m0";
-    case ScaleFormat::UE4M3: return "ue4m3";
+    case ScaleFormat::F32:
+      return "fp32";
+    case ScaleFormat::BF16:
+      return "bf16";
+    case ScaleFormat::F16:
+      return "fp16";
+    case ScaleFormat::E8M0:
+      return "e8m0";
+    case ScaleFormat::UE4M3:
+      return "ue4m3";
   }
   throw_error("unknown scale format {}", int(f));
 }
@@ -26,10 +31,14 @@ ScaleFormat parse_scale_format(std::string_view s) {
 
 std::string_view scale_round_name(ScaleRound r) {
   switch (r) {
-    case ScaleRound::Exact: return "exact";
-    case ScaleRound::Up: return "up";
-    case ScaleRound::Nearest: return "rne";
-    case ScaleRound::OcpFloor: return "ocp";
+    case ScaleRound::Exact:
+      return "exact";
+    case ScaleRound::Up:
+      return "up";
+    case ScaleRound::Nearest:
+      return "rne";
+    case ScaleRound::OcpFloor:
+      return "ocp";
   }
   throw_error("unknown scale rounding {}", int(r));
 }
@@ -43,18 +52,28 @@ ScaleRound parse_scale_round(std::string_view s) {
 
 ScaleRound default_scale_round(ScaleFormat f) {
   switch (f) {
-    case ScaleFormat::F32: return ScaleRound::Exact;
-    case ScaleFormat::BF16: case ScaleFormat::F16: case ScaleFormat::E8M0: return ScaleRound::Up;
-    case ScaleFormat::UE4M3: return ScaleRound::Nearest;
+    case ScaleFormat::F32:
+      return ScaleRound::Exact;
+    case ScaleFormat::BF16:
+    case ScaleFormat::F16:
+    case ScaleFormat::E8M0:
+      return ScaleRound::Up;
+    case ScaleFormat::UE4M3:
+      return ScaleRound::Nearest;
   }
   throw_error("unknown scale format {}", int(f));
 }
 
 int scale_format_bytes(ScaleFormat f) {
   switch (f) {
-    case ScaleFormat::F32: return 4;
-    case ScaleFormat::BF16: case ScaleFormat::F16: return 2;
-    case ScaleFormat::E8M0: case ScaleFormat::UE4M3: return 1;
+    case ScaleFormat::F32:
+      return 4;
+    case ScaleFormat::BF16:
+    case ScaleFormat::F16:
+      return 2;
+    case ScaleFormat::E8M0:
+    case ScaleFormat::UE4M3:
+      return 1;
   }
   throw_error("unknown scale format {}", int(f));
 }

@@ -17,6 +17,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "formats/e8m0.hpp"
+#include "formats/kinds.hpp"
 #include "formats/minifloat.hpp"
 
 #include <cstdint>
@@ -24,13 +25,11 @@
 
 namespace taco {
 
-enum class ScaleFormat : uint8_t { F32, BF16, F16, E8M0, UE4M3 };
-enum class ScaleRound : uint8_t { Exact, Up, Nearest, OcpFloor };
-
-std::string_view scale_format_name(ScaleFormat f);   // "fp32", "bf16", "fp16", "e8m0", "ue4m3"
-ScaleFormat parse_scale_format(std::string_view s);  // accepts the names above; InputError otherwise
-std::string_view scale_round_name(ScaleRound r);     // "exact", "up", "rne", "ocp"
-ScaleRound parse_scale_round(std::string_view s);    // "up", "rne", "ocp"; InputError otherwise
+std::string_view scale_format_name(ScaleFormat f);  // "fp32", "bf16", "fp16", "e8m0", "ue4m3"
+ScaleFormat parse_scale_format(
+    std::string_view s);                           // accepts the names above; InputError otherwise
+std::string_view scale_round_name(ScaleRound r);   // "exact", "up", "rne", "ocp"
+ScaleRound parse_scale_round(std::string_view s);  // "up", "rne", "ocp"; InputError otherwise
 ScaleRound default_scale_round(ScaleFormat f);
 int scale_format_bytes(ScaleFormat f);
 
@@ -44,7 +43,8 @@ struct ScaleCode {
 inline ScaleCode encode_scale(float ideal, ScaleFormat f, ScaleRound r) {
   const bool up = r == ScaleRound::Up;
   switch (f) {
-    case ScaleFormat::F32: return {float_bits(ideal), ideal};
+    case ScaleFormat::F32:
+      return {float_bits(ideal), ideal};
     case ScaleFormat::BF16: {
       uint32_t b = float_to_bf16(ideal);
       if (up && bf16_to_float(uint16_t(b)) < ideal) ++b;
@@ -74,11 +74,16 @@ inline ScaleCode encode_scale(float ideal, ScaleFormat f, ScaleRound r) {
 // The scale a stored code means (UE4M3: relative to the tensor scale).
 inline float decode_scale(uint32_t code, ScaleFormat f) {
   switch (f) {
-    case ScaleFormat::F32: return bits_float(code);
-    case ScaleFormat::BF16: return bf16_to_float(uint16_t(code));
-    case ScaleFormat::F16: return fp16_to_float(uint16_t(code));
-    case ScaleFormat::E8M0: return e8m0_to_float(uint8_t(code));
-    case ScaleFormat::UE4M3: return ue4m3_to_float(uint8_t(code));
+    case ScaleFormat::F32:
+      return bits_float(code);
+    case ScaleFormat::BF16:
+      return bf16_to_float(uint16_t(code));
+    case ScaleFormat::F16:
+      return fp16_to_float(uint16_t(code));
+    case ScaleFormat::E8M0:
+      return e8m0_to_float(uint8_t(code));
+    case ScaleFormat::UE4M3:
+      return ue4m3_to_float(uint8_t(code));
   }
   throw_error("decode_scale: unknown scale format {}", int(f));
 }

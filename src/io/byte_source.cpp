@@ -21,14 +21,15 @@ class FileSource final : public ByteSource {
 
   void read_at(uint64_t offset, void* dst, size_t n) const override {
     if (offset > size() || n > size() - offset)
-      throw_input_error("{}: truncated: needs bytes [{}, {}) but the file has {} bytes", name(), offset,
-                        offset + n, size());
+      throw_input_error("{}: truncated: needs bytes [{}, {}) but the file has {} bytes", name(),
+                        offset, offset + n, size());
     auto* out = static_cast<uint8_t*>(dst);
     while (n > 0) {
       const ssize_t got = ::pread(fd_, out, n, off_t(offset));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) throw_input_error("{}: read failed: {}", name(), std::strerror(errno));
-      if (got == 0) throw_input_error("{}: truncated: the file shrank while it was being read", name());
+      if (got == 0)
+        throw_input_error("{}: truncated: the file shrank while it was being read", name());
       out += got;
       offset += uint64_t(got);
       n -= size_t(got);
@@ -46,8 +47,8 @@ class MemorySource final : public ByteSource {
 
   void read_at(uint64_t offset, void* dst, size_t n) const override {
     if (offset > size() || n > size() - offset)
-      throw_input_error("{}: truncated: needs bytes [{}, {}) but there are {} bytes", name(), offset,
-                        offset + n, size());
+      throw_input_error("{}: truncated: needs bytes [{}, {}) but there are {} bytes", name(),
+                        offset, offset + n, size());
     if (n > 0) std::memcpy(dst, bytes_.data() + offset, n);
   }
 

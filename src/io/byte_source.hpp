@@ -35,7 +35,9 @@ std::shared_ptr<ByteSource> open_file_source(const std::string& path);
 std::shared_ptr<ByteSource> memory_source(std::string name, std::vector<uint8_t> bytes);
 
 // Little-endian loads from a byte buffer (the formats we read are all little-endian).
-inline uint16_t load_le16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+inline uint16_t load_le16(const uint8_t* p) {
+  return uint16_t(p[0] | (p[1] << 8));
+}
 inline uint32_t load_le32(const uint8_t* p) {
   return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
 }

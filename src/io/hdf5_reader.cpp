@@ -30,7 +30,8 @@ herr_t collect_dataset(hid_t group, const char* name, const H5L_info_t* link, vo
   if (link->type != H5L_TYPE_HARD) return 0;  // soft and external links may leave the file
   H5O_info_t oi{};
   if (H5Oget_info_by_name(group, name, &oi, H5P_DEFAULT) < 0) return -1;
-  if (oi.type == H5O_TYPE_DATASET) static_cast<Found*>(out)->paths.push_back(std::string("/") + name);
+  if (oi.type == H5O_TYPE_DATASET)
+    static_cast<Found*>(out)->paths.push_back(std::string("/") + name);
   return 0;
 }
 
@@ -58,9 +59,12 @@ std::optional<DType> float_type(hid_t ds, hid_t type, bool& raw16, const std::st
     if (spos == 15 && esize == 8 && msize == 7 && H5Tget_ebias(type) == 127) return DType::BF16;
     return std::nullopt;
   }
-  if (cls == H5T_INTEGER && size == 2 && H5Tget_sign(type) == H5T_SGN_NONE && h5::has_attr(ds, "dtype", what)) {
-    Handle attr = owned(H5Aopen(ds, "dtype", H5P_DEFAULT), H5Aclose, Blame::Input, what, "cannot open attribute");
-    Handle at = owned(H5Aget_type(attr.get()), H5Tclose, Blame::Input, what, "cannot read an attribute type");
+  if (cls == H5T_INTEGER && size == 2 && H5Tget_sign(type) == H5T_SGN_NONE &&
+      h5::has_attr(ds, "dtype", what)) {
+    Handle attr = owned(H5Aopen(ds, "dtype", H5P_DEFAULT), H5Aclose, Blame::Input, what,
+                        "cannot open attribute");
+    Handle at = owned(H5Aget_type(attr.get()), H5Tclose, Blame::Input, what,
+                      "cannot read an attribute type");
     if (H5Tget_class(at.get()) != H5T_STRING) return std::nullopt;
     const std::string d = h5::read_string_attr(ds, "dtype", what);
     raw16 = true;
@@ -96,10 +100,12 @@ void read_meta(hid_t ds, TensorMeta& m, const std::string& what) {
 
 class Hdf5Source final : public TensorSource {
  public:
-  Hdf5Source(std::string path, Handle file, const OpenOptions& opts) : path_(std::move(path)), file_(std::move(file)) {
+  Hdf5Source(std::string path, Handle file, const OpenOptions& opts)
+      : path_(std::move(path)), file_(std::move(file)) {
     h5::QuietErrors quiet;
     hsize_t file_size = 0;
-    if (H5Fget_filesize(file_.get(), &file_size) < 0) h5::fail(Blame::Input, path_, "cannot read the file size");
+    if (H5Fget_filesize(file_.get(), &file_size) < 0)
+      h5::fail(Blame::Input, path_, "cannot read the file size");
     Found found;
     if (H5Lvisit(file_.get(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &found) < 0)
       h5::fail(Blame::Input, path_, "cannot list the file's objects");
@@ -113,7 +119,8 @@ class Hdf5Source final : public TensorSource {
       const std::string what = fmt::format("{}: {}", path_, printable(p));
       Handle ds = owned(H5Dopen2(file_.get(), p.c_str(), H5P_DEFAULT), H5Dclose, Blame::Input, what,
                         "cannot open the dataset");
-      Handle type = owned(H5Dget_type(ds.get()), H5Tclose, Blame::Input, what, "cannot read the datatype");
+      Handle type =
+          owned(H5Dget_type(ds.get()), H5Tclose, Blame::Input, what, "cannot read the datatype");
       Dataset d;
       const std::optional<DType> dt = float_type(ds.get(), type.get(), d.raw16, what);
       if (!dt) {
@@ -123,9 +130,11 @@ class Hdf5Source final : public TensorSource {
       d.path = p;
       d.info.name = p.substr(1);
       d.info.dtype = *dt;
-      Handle space = owned(H5Dget_space(ds.get()), H5Sclose, Blame::Input, what, "cannot read the dataspace");
+      Handle space =
+          owned(H5Dget_space(ds.get()), H5Sclose, Blame::Input, what, "cannot read the dataspace");
       const H5S_class_t space_class = H5Sget_simple_extent_type(space.get());
-      TACO_REQUIRE_INPUT(space_class == H5S_SCALAR || space_class == H5S_SIMPLE, "{}: the dataset has no shape", what);
+      TACO_REQUIRE_INPUT(space_class == H5S_SCALAR || space_class == H5S_SIMPLE,
+                         "{}: the dataset has no shape", what);
       const int rank = H5Sget_simple_extent_ndims(space.get());
       TACO_REQUIRE_INPUT(rank >= 0, "{}: cannot read the shape", what);
       std::vector<hsize_t> dims(static_cast<size_t>(rank));
@@ -144,10 +153,11 @@ class Hdf5Source final : public TensorSource {
     }
     if (datasets_.empty()) {
       if (!opts.datasets.empty())
-        throw_input_error("{}: no float dataset matches --datasets '{}' ({} datasets in the file)", path_,
-                          printable(opts.datasets), found.paths.size());
-      throw_input_error("{}: HDF5 file holds no float datasets ({} other datasets: integers, strings, ...)", path_,
-                        other);
+        throw_input_error("{}: no float dataset matches --datasets '{}' ({} datasets in the file)",
+                          path_, printable(opts.datasets), found.paths.size());
+      throw_input_error(
+          "{}: HDF5 file holds no float datasets ({} other datasets: integers, strings, ...)",
+          path_, other);
     }
   }
 
@@ -164,17 +174,19 @@ class Hdf5Source final : public TensorSource {
     h5::QuietErrors quiet;
     const Dataset& d = datasets_[i];
     const std::string what = fmt::format("{}: {}", path_, printable(d.path));
-    Handle ds = owned(H5Dopen2(file_.get(), d.path.c_str(), H5P_DEFAULT), H5Dclose, Blame::Input, what,
-                      "cannot open the dataset");
+    Handle ds = owned(H5Dopen2(file_.get(), d.path.c_str(), H5P_DEFAULT), H5Dclose, Blame::Input,
+                      what, "cannot open the dataset");
     Tensor t;
     t.name = d.info.name;
     t.dtype = d.info.dtype;
     t.shape = d.info.shape;
     t.meta = d.info.meta;
     const auto n = size_t(t.numel());
-    Handle space = owned(H5Dget_space(ds.get()), H5Sclose, Blame::Input, what, "cannot read the dataspace");
+    Handle space =
+        owned(H5Dget_space(ds.get()), H5Sclose, Blame::Input, what, "cannot read the dataspace");
     const hssize_t points = H5Sget_simple_extent_npoints(space.get());
-    TACO_REQUIRE_INPUT(points >= 0 && uint64_t(points) == n, "{}: the dataset changed since the file was opened", what);
+    TACO_REQUIRE_INPUT(points >= 0 && uint64_t(points) == n,
+                       "{}: the dataset changed since the file was opened", what);
     t.values.resize(n);
     if (t.dtype == DType::F64) {  // rounded like every other reader's f64 (narrow_f64)
       std::vector<double> raw(n);
@@ -186,9 +198,11 @@ class Hdf5Source final : public TensorSource {
     Handle mem;
     if (d.raw16) {
       // The 16-bit patterns as they are (little-endian), into the first half of the buffer.
-      Handle file_type = owned(H5Dget_type(ds.get()), H5Tclose, Blame::Input, what, "cannot read the datatype");
+      Handle file_type =
+          owned(H5Dget_type(ds.get()), H5Tclose, Blame::Input, what, "cannot read the datatype");
       mem = owned(H5Tcopy(file_type.get()), H5Tclose, Blame::Internal, what, "H5Tcopy");
-      if (H5Tset_order(mem.get(), H5T_ORDER_LE) < 0) h5::fail(Blame::Internal, what, "H5Tset_order");
+      if (H5Tset_order(mem.get(), H5T_ORDER_LE) < 0)
+        h5::fail(Blame::Internal, what, "H5Tset_order");
     } else {
       mem = owned(H5Tcopy(H5T_NATIVE_FLOAT), H5Tclose, Blame::Internal, what, "H5Tcopy");
     }
@@ -208,8 +222,8 @@ class Hdf5Source final : public TensorSource {
 
 std::unique_ptr<TensorSource> open_hdf5(const std::string& path, const OpenOptions& opts) {
   h5::QuietErrors quiet;
-  Handle file = owned(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, Blame::Input, path,
-                      "cannot open the HDF5 file");
+  Handle file = owned(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, Blame::Input,
+                      path, "cannot open the HDF5 file");
   if (h5::has_attr(file.get(), "taco_format", path)) {  // a taco trace: every tensor
     file.reset();
     return open_trace(path);

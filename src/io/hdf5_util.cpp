@@ -25,7 +25,9 @@ QuietErrors::QuietErrors() {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
 }
 
-QuietErrors::~QuietErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+QuietErrors::~QuietErrors() {
+  H5Eset_auto2(H5E_DEFAULT, func_, data_);
+}
 
 namespace {
 
@@ -54,10 +56,13 @@ struct OneValueAttr {
   OneValueAttr(hid_t obj, const std::string& name, const std::string& context) {
     attr = owned(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, Blame::Input, context,
                  fmt::format("cannot open attribute '{}'", printable(name)).c_str());
-    type = owned(H5Aget_type(attr.get()), H5Tclose, Blame::Input, context, "cannot read an attribute type");
-    space = owned(H5Aget_space(attr.get()), H5Sclose, Blame::Input, context, "cannot read an attribute dataspace");
+    type = owned(H5Aget_type(attr.get()), H5Tclose, Blame::Input, context,
+                 "cannot read an attribute type");
+    space = owned(H5Aget_space(attr.get()), H5Sclose, Blame::Input, context,
+                  "cannot read an attribute dataspace");
     const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-    TACO_REQUIRE_INPUT(n == 1, "{}: attribute '{}' must hold one value, it holds {}", context, printable(name), n);
+    TACO_REQUIRE_INPUT(n == 1, "{}: attribute '{}' must hold one value, it holds {}", context,
+                       printable(name), n);
   }
 };
 
@@ -74,7 +79,8 @@ void fail(Blame blame, const std::string& context, const std::string& what) {
   // A write the system refused is about where the output goes, not a bug: report it as such.
   int err = 0;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, find_errno, &err);
-  if (err == ENOSPC || err == EFBIG || err == EDQUOT || err == EROFS || err == EACCES || err == EIO) {
+  if (err == ENOSPC || err == EFBIG || err == EDQUOT || err == EROFS || err == EACCES ||
+      err == EIO) {
     H5Eclear2(H5E_DEFAULT);
     throw InputError(fmt::format("{}: cannot write ({})", context, std::strerror(err)));
   }
@@ -85,8 +91,10 @@ void fail(Blame blame, const std::string& context, const std::string& what) {
   throw Error(msg);
 }
 
-void check_storage(hid_t ds, uint64_t numel, uint64_t data_bytes, uint64_t file_size, const std::string& what) {
-  Handle dcpl = owned(H5Dget_create_plist(ds), H5Pclose, Blame::Input, what, "cannot read the creation properties");
+void check_storage(hid_t ds, uint64_t numel, uint64_t data_bytes, uint64_t file_size,
+                   const std::string& what) {
+  Handle dcpl = owned(H5Dget_create_plist(ds), H5Pclose, Blame::Input, what,
+                      "cannot read the creation properties");
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
   TACO_REQUIRE_INPUT(layout == H5D_CONTIGUOUS || layout == H5D_CHUNKED || layout == H5D_COMPACT,
                      "{}: unsupported HDF5 storage layout (virtual or unknown)", what);
@@ -100,38 +108,47 @@ void check_storage(hid_t ds, uint64_t numel, uint64_t data_bytes, uint64_t file_
     size_t nvalues = 8;
     unsigned values[8] = {};
     char name[64] = {};
-    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), unsigned(f), &flags, &nvalues, values, sizeof name, name,
-                                           &config);
-    TACO_REQUIRE_INPUT(id == H5Z_FILTER_DEFLATE || id == H5Z_FILTER_SHUFFLE || id == H5Z_FILTER_FLETCHER32,
-                       "{}: HDF5 filter {} is not supported (taco reads gzip, shuffle, fletcher32)", what, int(id));
+    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), unsigned(f), &flags, &nvalues, values,
+                                           sizeof name, name, &config);
+    TACO_REQUIRE_INPUT(
+        id == H5Z_FILTER_DEFLATE || id == H5Z_FILTER_SHUFFLE || id == H5Z_FILTER_FLETCHER32,
+        "{}: HDF5 filter {} is not supported (taco reads gzip, shuffle, fletcher32)", what,
+        int(id));
     compressed = compressed || id == H5Z_FILTER_DEFLATE;
   }
   const hsize_t stored = H5Dget_storage_size(ds);
   TACO_REQUIRE_INPUT(stored > 0, "{}: the dataset holds no data (never written)", what);
-  TACO_REQUIRE_INPUT(stored <= file_size, "{}: the dataset claims {} stored bytes in a {}-byte file", what, stored,
+  TACO_REQUIRE_INPUT(stored <= file_size,
+                     "{}: the dataset claims {} stored bytes in a {}-byte file", what, stored,
                      file_size);
   if (compressed) {
     TACO_REQUIRE_INPUT(data_bytes / kMaxDeflateRatio <= stored,
-                       "{}: {} bytes cannot come from {} compressed bytes: corrupt dataset", what, data_bytes, stored);
+                       "{}: {} bytes cannot come from {} compressed bytes: corrupt dataset", what,
+                       data_bytes, stored);
     check_expansion(numel, stored, what);
   } else {
-    TACO_REQUIRE_INPUT(stored >= data_bytes, "{}: only {} of {} data bytes are stored", what, stored, data_bytes);
+    TACO_REQUIRE_INPUT(stored >= data_bytes, "{}: only {} of {} data bytes are stored", what,
+                       stored, data_bytes);
   }
   if (layout == H5D_CHUNKED) {
     // Unwritten chunks would read back as fill values, silently.
-    Handle space = owned(H5Dget_space(ds), H5Sclose, Blame::Input, what, "cannot read the dataspace");
+    Handle space =
+        owned(H5Dget_space(ds), H5Sclose, Blame::Input, what, "cannot read the dataspace");
     hsize_t chunks = 0;
-    if (H5Dget_num_chunks(ds, space.get(), &chunks) < 0) fail(Blame::Input, what, "cannot count chunks");
+    if (H5Dget_num_chunks(ds, space.get(), &chunks) < 0)
+      fail(Blame::Input, what, "cannot count chunks");
     const int rank = H5Sget_simple_extent_ndims(space.get());
     std::vector<hsize_t> dims(size_t(std::max(rank, 0))), chunk(dims.size());
     H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-    TACO_REQUIRE_INPUT(H5Pget_chunk(dcpl.get(), rank, chunk.data()) == rank, "{}: cannot read the chunk shape", what);
+    TACO_REQUIRE_INPUT(H5Pget_chunk(dcpl.get(), rank, chunk.data()) == rank,
+                       "{}: cannot read the chunk shape", what);
     uint64_t expected = 1;
     for (size_t k = 0; k < dims.size(); ++k) {
       TACO_REQUIRE_INPUT(chunk[k] > 0, "{}: zero chunk dimension", what);
       expected *= (dims[k] + chunk[k] - 1) / chunk[k];  // <= numel, no overflow
     }
-    TACO_REQUIRE_INPUT(chunks == expected, "{}: only {} of {} chunks are stored", what, chunks, expected);
+    TACO_REQUIRE_INPUT(chunks == expected, "{}: only {} of {} chunks are stored", what, chunks,
+                       expected);
   }
 }
 
@@ -145,14 +162,15 @@ std::vector<std::string> attribute_names(hid_t obj, Blame blame, const std::stri
 
 bool has_attr(hid_t obj, const std::string& name, const std::string& context) {
   const htri_t r = H5Aexists(obj, name.c_str());
-  if (r < 0) fail(Blame::Input, context, fmt::format("cannot look up attribute '{}'", printable(name)));
+  if (r < 0)
+    fail(Blame::Input, context, fmt::format("cannot look up attribute '{}'", printable(name)));
   return r > 0;
 }
 
 std::string read_string_attr(hid_t obj, const std::string& name, const std::string& context) {
   OneValueAttr a(obj, name, context);
-  TACO_REQUIRE_INPUT(H5Tget_class(a.type.get()) == H5T_STRING, "{}: attribute '{}' is not a string", context,
-                     printable(name));
+  TACO_REQUIRE_INPUT(H5Tget_class(a.type.get()) == H5T_STRING, "{}: attribute '{}' is not a string",
+                     context, printable(name));
   const H5T_cset_t cset = H5Tget_cset(a.type.get());
   const htri_t variable = H5Tis_variable_str(a.type.get());
   if (variable < 0) fail(Blame::Input, context, "cannot inspect a string attribute");
@@ -170,8 +188,9 @@ std::string read_string_attr(hid_t obj, const std::string& name, const std::stri
   // Fixed length: read the bytes, stop at the first NUL (null-terminated or null-padded).
   const size_t size = H5Tget_size(a.type.get());
   constexpr size_t kMaxFixedString = size_t(1) << 24;
-  TACO_REQUIRE_INPUT(size > 0 && size <= kMaxFixedString, "{}: attribute '{}' has a string size of {} bytes",
-                     context, printable(name), size);
+  TACO_REQUIRE_INPUT(size > 0 && size <= kMaxFixedString,
+                     "{}: attribute '{}' has a string size of {} bytes", context, printable(name),
+                     size);
   if (H5Tset_size(mem.get(), size) < 0 || H5Tset_cset(mem.get(), cset) < 0 ||
       H5Tset_strpad(mem.get(), H5T_STR_NULLPAD) < 0)
     fail(Blame::Internal, context, "cannot make a string type");
@@ -186,9 +205,10 @@ std::string read_string_attr(hid_t obj, const std::string& name, const std::stri
 
 int64_t read_int_attr(hid_t obj, const std::string& name, const std::string& context) {
   OneValueAttr a(obj, name, context);
-  TACO_REQUIRE_INPUT(H5Tget_class(a.type.get()) == H5T_INTEGER, "{}: attribute '{}' is not an integer", context,
-                     printable(name));
-  TACO_REQUIRE_INPUT(H5Tget_size(a.type.get()) <= 8, "{}: attribute '{}' is an integer wider than 64 bits", context,
+  TACO_REQUIRE_INPUT(H5Tget_class(a.type.get()) == H5T_INTEGER,
+                     "{}: attribute '{}' is not an integer", context, printable(name));
+  TACO_REQUIRE_INPUT(H5Tget_size(a.type.get()) <= 8,
+                     "{}: attribute '{}' is an integer wider than 64 bits", context,
                      printable(name));
   int64_t v = 0;
   if (H5Aread(a.attr.get(), H5T_NATIVE_INT64, &v) < 0)
@@ -198,8 +218,8 @@ int64_t read_int_attr(hid_t obj, const std::string& name, const std::string& con
     uint64_t u = 0;
     if (H5Aread(a.attr.get(), H5T_NATIVE_UINT64, &u) < 0)
       fail(Blame::Input, context, fmt::format("cannot read attribute '{}'", printable(name)));
-    TACO_REQUIRE_INPUT(u <= uint64_t(INT64_MAX), "{}: attribute '{}' = {} is out of range", context, printable(name),
-                       u);
+    TACO_REQUIRE_INPUT(u <= uint64_t(INT64_MAX), "{}: attribute '{}' = {} is out of range", context,
+                       printable(name), u);
   }
   return v;
 }
@@ -210,21 +230,26 @@ void write_string_attr(hid_t obj, const std::string& name, const std::string& va
   if (H5Tset_size(type.get(), H5T_VARIABLE) < 0 || H5Tset_cset(type.get(), H5T_CSET_UTF8) < 0)
     fail(Blame::Internal, context, "cannot make a string type");
   Handle space = owned(H5Screate(H5S_SCALAR), H5Sclose, Blame::Internal, context, "H5Screate");
-  Handle attr = owned(H5Acreate2(obj, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
-                      blame, context, fmt::format("cannot create attribute '{}'", printable(name)).c_str());
+  Handle attr = owned(
+      H5Acreate2(obj, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+      blame, context, fmt::format("cannot create attribute '{}'", printable(name)).c_str());
   const char* p = value.c_str();
   if (H5Awrite(attr.get(), type.get(), &p) < 0)
     fail(blame, context, fmt::format("cannot write attribute '{}'", printable(name)));
-  if (!attr.close()) fail(blame, context, fmt::format("cannot write attribute '{}'", printable(name)));
+  if (!attr.close())
+    fail(blame, context, fmt::format("cannot write attribute '{}'", printable(name)));
 }
 
-void write_int_attr(hid_t obj, const std::string& name, int64_t value, Blame blame, const std::string& context) {
+void write_int_attr(hid_t obj, const std::string& name, int64_t value, Blame blame,
+                    const std::string& context) {
   Handle space = owned(H5Screate(H5S_SCALAR), H5Sclose, Blame::Internal, context, "H5Screate");
-  Handle attr = owned(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
-                      blame, context, fmt::format("cannot create attribute '{}'", printable(name)).c_str());
+  Handle attr = owned(
+      H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+      blame, context, fmt::format("cannot create attribute '{}'", printable(name)).c_str());
   if (H5Awrite(attr.get(), H5T_NATIVE_INT64, &value) < 0)
     fail(blame, context, fmt::format("cannot write attribute '{}'", printable(name)));
-  if (!attr.close()) fail(blame, context, fmt::format("cannot write attribute '{}'", printable(name)));
+  if (!attr.close())
+    fail(blame, context, fmt::format("cannot write attribute '{}'", printable(name)));
 }
 
 }  // namespace taco::h5

@@ -77,7 +77,8 @@ inline hid_t check(hid_t id, Blame blame, const std::string& context, const char
 }
 
 // Opening helpers: the object and its closer together.
-inline Handle owned(hid_t id, Handle::Closer closer, Blame blame, const std::string& context, const char* what) {
+inline Handle owned(hid_t id, Handle::Closer closer, Blame blame, const std::string& context,
+                    const char* what) {
   return Handle(check(id, blame, context, what), closer);
 }
 
@@ -86,7 +87,8 @@ inline Handle owned(hid_t id, Handle::Closer closer, Blame blame, const std::str
 // the file could hold (deflate's 1032:1, then check_expansion). Every chunk must be written:
 // unwritten chunks would read back as fill values, silently. data_bytes = numel x stored
 // element size.
-void check_storage(hid_t ds, uint64_t numel, uint64_t data_bytes, uint64_t file_size, const std::string& what);
+void check_storage(hid_t ds, uint64_t numel, uint64_t data_bytes, uint64_t file_size,
+                   const std::string& what);
 
 // Names of an object's attributes, in name order.
 std::vector<std::string> attribute_names(hid_t obj, Blame blame, const std::string& context);
@@ -101,6 +103,7 @@ bool has_attr(hid_t obj, const std::string& name, const std::string& context);
 // Writes a scalar variable-length UTF-8 string attribute / a scalar int64 attribute.
 void write_string_attr(hid_t obj, const std::string& name, const std::string& value, Blame blame,
                        const std::string& context);
-void write_int_attr(hid_t obj, const std::string& name, int64_t value, Blame blame, const std::string& context);
+void write_int_attr(hid_t obj, const std::string& name, int64_t value, Blame blame,
+                    const std::string& context);
 
 }  // namespace taco::h5

@@ -13,7 +13,8 @@ namespace {
 bool tensor_file_name(const std::filesystem::path& p) {
   std::string ext = p.extension().string();
   for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return ext == ".h5" || ext == ".hdf5" || ext == ".hdf" || ext == ".safetensors" || ext == ".npy" || ext == ".npz";
+  return ext == ".h5" || ext == ".hdf5" || ext == ".hdf" || ext == ".safetensors" ||
+         ext == ".npy" || ext == ".npz";
 }
 
 }  // namespace
@@ -65,8 +66,10 @@ std::vector<InputFile> expand_inputs(const std::vector<std::string>& inputs) {
       }
       if (it->is_regular_file(ec) && tensor_file_name(p)) found.push_back(p.string());
     }
-    TACO_REQUIRE_INPUT(!found.empty(),
-                       "{}: directory holds no tensor files (*.h5, *.hdf5, *.hdf, *.safetensors, *.npy, *.npz)", in);
+    TACO_REQUIRE_INPUT(
+        !found.empty(),
+        "{}: directory holds no tensor files (*.h5, *.hdf5, *.hdf, *.safetensors, *.npy, *.npz)",
+        in);
     std::sort(found.begin(), found.end(), natural_less);
     for (std::string& f : found) out.push_back({std::move(f), in});
   }

@@ -60,7 +60,8 @@ bool recv_all(int fd, void* data, size_t n) {
 // A message: status, payload length, payload.
 bool send_message(int fd, Status status, const std::string& payload) {
   const uint64_t len = payload.size();
-  return send_all(fd, &status, 1) && send_all(fd, &len, 8) && send_all(fd, payload.data(), payload.size());
+  return send_all(fd, &status, 1) && send_all(fd, &len, 8) &&
+         send_all(fd, payload.data(), payload.size());
 }
 
 // ---- the listing, serialized ----------------------------------------------------------
@@ -155,7 +156,8 @@ void decode_listing(const std::string& bytes, std::string& format, std::vector<T
 
 void close_other_descriptors(int keep) {
   // Copies of other sources' parent ends would keep their children from seeing EOF.
-  if ((keep == 3 || ::close_range(3, unsigned(keep) - 1, 0) == 0) && ::close_range(unsigned(keep) + 1, ~0U, 0) == 0)
+  if ((keep == 3 || ::close_range(3, unsigned(keep) - 1, 0) == 0) &&
+      ::close_range(unsigned(keep) + 1, ~0U, 0) == 0)
     return;
   const int max_fd = int(std::min<long>(::sysconf(_SC_OPEN_MAX), 65536));  // kernels before 5.9
   for (int fd = 3; fd < max_fd; ++fd)
@@ -168,10 +170,12 @@ void close_other_descriptors(int keep) {
 // base (the fuzzer uses a short one).
 void limit_cpu(uint64_t numel) {
   double base = 60;
-  if (const char* env = std::getenv("TACO_READER_CPU_SECONDS")) base = std::max(1.0, std::atof(env));
+  if (const char* env = std::getenv("TACO_READER_CPU_SECONDS"))
+    base = std::max(1.0, std::atof(env));
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
-  const double used = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  const double used = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                      1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
   const auto soft = rlim_t(used + base + double(numel) / 1e6) + 1;
   const rlimit lim{soft, soft + 5};
   ::setrlimit(RLIMIT_CPU, &lim);
@@ -179,9 +183,7 @@ void limit_cpu(uint64_t numel) {
 
 [[noreturn]] void serve(int fd, const std::function<std::unique_ptr<TensorSource>()>& open) {
   // The send may fail (the parent is gone): then there is nothing left to do but leave.
-  auto report = [fd](Status s, const char* what) {
-    send_message(fd, s, what);
-  };
+  auto report = [fd](Status s, const char* what) { send_message(fd, s, what); };
   std::unique_ptr<TensorSource> src;
   try {
     limit_cpu(0);
@@ -208,7 +210,8 @@ void limit_cpu(uint64_t numel) {
       const Tensor t = src->read(size_t(index));
       const Status ok = kOk;
       const uint64_t len = t.values.size() * sizeof(float);
-      if (!send_all(fd, &ok, 1) || !send_all(fd, &len, 8) || !send_all(fd, t.values.data(), len)) ::_exit(0);
+      if (!send_all(fd, &ok, 1) || !send_all(fd, &len, 8) || !send_all(fd, t.values.data(), len))
+        ::_exit(0);
     } catch (const InputError& e) {
       report(kInputError, e.what());
     } catch (const std::bad_alloc&) {
@@ -227,7 +230,8 @@ struct Child {
   pid_t pid = -1;
 };
 
-Child start_child(const std::string& path, const std::function<std::unique_ptr<TensorSource>()>& open) {
+Child start_child(const std::string& path,
+                  const std::function<std::unique_ptr<TensorSource>()>& open) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     throw_error("{}: cannot start the reader process ({})", path, std::strerror(errno));
@@ -318,7 +322,8 @@ class IsolatedSource final : public TensorSource {
     t.meta = info.meta;
     uint64_t len = 0;
     receive_header(len, what, [&] {
-      TACO_ASSERT(len == uint64_t(t.numel()) * sizeof(float), "{}: {} bytes for {} values", what, len, t.numel());
+      TACO_ASSERT(len == uint64_t(t.numel()) * sizeof(float), "{}: {} bytes for {} values", what,
+                  len, t.numel());
       t.values.resize(size_t(t.numel()));
       if (!recv_all(child_.fd, t.values.data(), size_t(len))) child_failed(what);
     });
@@ -358,7 +363,8 @@ class IsolatedSource final : public TensorSource {
       if (listing_.empty())
         listing_ = std::move(listing);
       else
-        TACO_REQUIRE_INPUT(listing == listing_, "{}: the file changed while taco was reading it", path_);
+        TACO_REQUIRE_INPUT(listing == listing_, "{}: the file changed while taco was reading it",
+                           path_);
     } catch (...) {
       forget();
       stop_child(child_);
@@ -394,13 +400,15 @@ class IsolatedSource final : public TensorSource {
     failed_ = true;
     forget();
     if (waited > 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
-      throw_input_error("{}: the HDF5 library ran out of its CPU-time budget {}: the file is corrupt (or set "
-                        "TACO_READER_CPU_SECONDS higher)",
-                        path_, what);
+      throw_input_error(
+          "{}: the HDF5 library ran out of its CPU-time budget {}: the file is corrupt (or set "
+          "TACO_READER_CPU_SECONDS higher)",
+          path_, what);
     if (waited > 0 && WIFSIGNALED(status))
       throw_input_error("{}: the HDF5 library crashed ({}) {}: the file is corrupt", path_,
-                        sigabbrev_np(WTERMSIG(status)) ? fmt::format("SIG{}", sigabbrev_np(WTERMSIG(status)))
-                                                       : fmt::format("signal {}", WTERMSIG(status)),
+                        sigabbrev_np(WTERMSIG(status))
+                            ? fmt::format("SIG{}", sigabbrev_np(WTERMSIG(status)))
+                            : fmt::format("signal {}", WTERMSIG(status)),
                         what);
     throw_error("{}: the reader process ended unexpectedly (exit status {}) {}", path_,
                 waited > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, what);

@@ -30,26 +30,30 @@ NamePattern::NamePattern(std::string pattern) : text_(std::move(pattern)) {
     Kind kind;
     if (field == "layer" || field == "tp_rank" || field == "tp_size" || field == "step") {
       kind = Kind::Integer;
-    } else if (field == "site" || field == "direction" || field == "collective" || field == "model" ||
-               (field.rfind("extra.", 0) == 0 && field.size() > 6)) {
+    } else if (field == "site" || field == "direction" || field == "collective" ||
+               field == "model" || (field.rfind("extra.", 0) == 0 && field.size() > 6)) {
       kind = Kind::String;
     } else if (field == "*") {
       kind = Kind::Ignore;
     } else {
       throw_input_error(
-          "{}: unknown placeholder {{{}}} (known: layer, tp_rank, tp_size, step, site, direction, collective, model, "
+          "{}: unknown placeholder {{{}}} (known: layer, tp_rank, tp_size, step, site, direction, "
+          "collective, model, "
           "extra.KEY, *)",
           ctx, field);
     }
-    TACO_REQUIRE_INPUT(kind == Kind::Ignore || seen.insert(field).second, "{}: {{{}}} appears twice", ctx, field);
+    TACO_REQUIRE_INPUT(kind == Kind::Ignore || seen.insert(field).second,
+                       "{}: {{{}}} appears twice", ctx, field);
     TACO_REQUIRE_INPUT(parts_.empty() || parts_.back().kind == Kind::Literal,
-                       "{}: placeholders must be separated by literal text (before {{{}}})", ctx, field);
+                       "{}: placeholders must be separated by literal text (before {{{}}})", ctx,
+                       field);
     parts_.push_back({kind, field});
     i = close + 1;
   }
 }
 
-bool NamePattern::match_from(const std::string& name, size_t part, size_t pos, std::vector<std::string>& captures,
+bool NamePattern::match_from(const std::string& name, size_t part, size_t pos,
+                             std::vector<std::string>& captures,
                              std::vector<uint8_t>& failed) const {
   if (part == parts_.size()) return pos == name.size();
   // Each (part, position) is tried at most once, which keeps matching polynomial.

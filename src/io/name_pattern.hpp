@@ -31,8 +31,8 @@ class NamePattern {
     Kind kind;
     std::string text;  // the literal, or the field name the capture goes to
   };
-  bool match_from(const std::string& name, size_t part, size_t pos, std::vector<std::string>& captures,
-                  std::vector<uint8_t>& failed) const;
+  bool match_from(const std::string& name, size_t part, size_t pos,
+                  std::vector<std::string>& captures, std::vector<uint8_t>& failed) const;
 
   std::string text_;
   std::vector<Part> parts_;

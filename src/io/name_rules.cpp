@@ -57,32 +57,57 @@ struct DirectionWord {
   int side;
 };
 const DirectionWord kDirections[] = {
-    {"fwd", "fwd", -1},         {"forward", "fwd", -1},      {"output", "fwd", 1},          {"outputs", "fwd", 1},
-    {"input", "fwd", 0},        {"inputs", "fwd", 0},        {"activation", "fwd", -1},     {"activations", "fwd", -1},
-    {"act", "fwd", -1},         {"bwd", "bwd", -1},          {"backward", "bwd", -1},       {"grad", "bwd", 0},
-    {"grads", "bwd", 0},        {"gradient", "bwd", 0},      {"input_grad", "bwd", 0},      {"grad_input", "bwd", 0},
-    {"output_grad", "bwd", 1},  {"grad_output", "bwd", 1},   {"dgrad", "bwd", 0}};
+    {"fwd", "fwd", -1},        {"forward", "fwd", -1},     {"output", "fwd", 1},
+    {"outputs", "fwd", 1},     {"input", "fwd", 0},        {"inputs", "fwd", 0},
+    {"activation", "fwd", -1}, {"activations", "fwd", -1}, {"act", "fwd", -1},
+    {"bwd", "bwd", -1},        {"backward", "bwd", -1},    {"grad", "bwd", 0},
+    {"grads", "bwd", 0},       {"gradient", "bwd", 0},     {"input_grad", "bwd", 0},
+    {"grad_input", "bwd", 0},  {"output_grad", "bwd", 1},  {"grad_output", "bwd", 1},
+    {"dgrad", "bwd", 0}};
 
 const std::pair<const char*, const char*> kCollectives[] = {
-    {"all_reduce", "all_reduce"}, {"allreduce", "all_reduce"},         {"reduce_scatter", "reduce_scatter"},
-    {"all_gather", "all_gather"}, {"allgather", "all_gather"},         {"all_to_all", "all_to_all"},
+    {"all_reduce", "all_reduce"}, {"allreduce", "all_reduce"}, {"reduce_scatter", "reduce_scatter"},
+    {"all_gather", "all_gather"}, {"allgather", "all_gather"}, {"all_to_all", "all_to_all"},
     {"alltoall", "all_to_all"},   {"send_recv", "send_recv"}};
 
 // Module names that name a site whatever their parent.
-const std::pair<const char*, const char*> kLeaves[] = {
-    {"attn_out", "attn_out"},      {"mlp_out", "mlp_out"},         {"attn_qkv", "attn_qkv"},
-    {"mlp_fc1", "mlp_fc1"},        {"linear_proj", "attn_out"},    {"o_proj", "attn_out"},
-    {"out_proj", "attn_out"},      {"wo", "attn_out"},             {"linear_qkv", "attn_qkv"},
-    {"layernorm_qkv", "attn_qkv"}, {"qkv", "attn_qkv"},            {"qkv_proj", "attn_qkv"},
-    {"query_key_value", "attn_qkv"}, {"c_attn", "attn_qkv"},       {"wqkv", "attn_qkv"},
-    {"q_proj", "attn_qkv"},        {"k_proj", "attn_qkv"},         {"v_proj", "attn_qkv"},
-    {"wq", "attn_qkv"},            {"wk", "attn_qkv"},             {"wv", "attn_qkv"},
-    {"linear_fc1", "mlp_fc1"},     {"gate_proj", "mlp_fc1"},       {"up_proj", "mlp_fc1"},
-    {"gate_up_proj", "mlp_fc1"},   {"dense_h_to_4h", "mlp_fc1"},   {"fc1", "mlp_fc1"},
-    {"c_fc", "mlp_fc1"},           {"fc_in", "mlp_fc1"},           {"w1", "mlp_fc1"},
-    {"w3", "mlp_fc1"},             {"linear_fc2", "mlp_out"},      {"down_proj", "mlp_out"},
-    {"dense_4h_to_h", "mlp_out"},  {"fc2", "mlp_out"},             {"fc_out", "mlp_out"},
-    {"w2", "mlp_out"}};
+const std::pair<const char*, const char*> kLeaves[] = {{"attn_out", "attn_out"},
+                                                       {"mlp_out", "mlp_out"},
+                                                       {"attn_qkv", "attn_qkv"},
+                                                       {"mlp_fc1", "mlp_fc1"},
+                                                       {"linear_proj", "attn_out"},
+                                                       {"o_proj", "attn_out"},
+                                                       {"out_proj", "attn_out"},
+                                                       {"wo", "attn_out"},
+                                                       {"linear_qkv", "attn_qkv"},
+                                                       {"layernorm_qkv", "attn_qkv"},
+                                                       {"qkv", "attn_qkv"},
+                                                       {"qkv_proj", "attn_qkv"},
+                                                       {"query_key_value", "attn_qkv"},
+                                                       {"c_attn", "attn_qkv"},
+                                                       {"wqkv", "attn_qkv"},
+                                                       {"q_proj", "attn_qkv"},
+                                                       {"k_proj", "attn_qkv"},
+                                                       {"v_proj", "attn_qkv"},
+                                                       {"wq", "attn_qkv"},
+                                                       {"wk", "attn_qkv"},
+                                                       {"wv", "attn_qkv"},
+                                                       {"linear_fc1", "mlp_fc1"},
+                                                       {"gate_proj", "mlp_fc1"},
+                                                       {"up_proj", "mlp_fc1"},
+                                                       {"gate_up_proj", "mlp_fc1"},
+                                                       {"dense_h_to_4h", "mlp_fc1"},
+                                                       {"fc1", "mlp_fc1"},
+                                                       {"c_fc", "mlp_fc1"},
+                                                       {"fc_in", "mlp_fc1"},
+                                                       {"w1", "mlp_fc1"},
+                                                       {"w3", "mlp_fc1"},
+                                                       {"linear_fc2", "mlp_out"},
+                                                       {"down_proj", "mlp_out"},
+                                                       {"dense_4h_to_h", "mlp_out"},
+                                                       {"fc2", "mlp_out"},
+                                                       {"fc_out", "mlp_out"},
+                                                       {"w2", "mlp_out"}};
 
 // A name part or a peeled word that is not a module name: what it says.
 struct Decoration {
@@ -108,7 +133,8 @@ std::optional<Decoration> decoration(const std::string& w, bool whole) {
     if (!rest.empty() && rest.front() == '_') rest.remove_prefix(1);
     // mp_rank_00_001: tensor rank 00 of pipeline stage 001.
     const size_t us = rest.find('_');
-    if (std::string_view(p) == "mp_rank" && us != std::string_view::npos && all_digits(rest.substr(us + 1)))
+    if (std::string_view(p) == "mp_rank" && us != std::string_view::npos &&
+        all_digits(rest.substr(us + 1)))
       rest = rest.substr(0, us);
     if (const auto v = number(rest, kIntMax)) return Decoration{Decoration::Rank, *v};
   }
@@ -129,19 +155,29 @@ std::optional<Decoration> decoration(const std::string& w, bool whole) {
 
 struct Parsed {
   NameFields fields;
-  int side = -1;           // from the direction word, for whole blocks
-  bool parameter = false;  // a weight or bias: no direction
+  int side = -1;                     // from the direction word, for whole blocks
+  bool parameter = false;            // a weight or bias: no direction
   std::vector<std::string> modules;  // what is left of each part, in order ("" when all decoration)
 };
 
 void take(Parsed& p, const Decoration& d) {
   NameFields& f = p.fields;
   switch (d.kind) {
-    case Decoration::Rank: if (f.tp_rank < 0) f.tp_rank = int(d.value); break;
-    case Decoration::Step: if (f.step < 0) f.step = d.value; break;
-    case Decoration::Layer: if (f.layer < 0) f.layer = int(d.value); break;
-    case Decoration::Collective: if (f.collective.empty()) f.collective = d.text; break;
-    case Decoration::Parameter: p.parameter = true; break;
+    case Decoration::Rank:
+      if (f.tp_rank < 0) f.tp_rank = int(d.value);
+      break;
+    case Decoration::Step:
+      if (f.step < 0) f.step = d.value;
+      break;
+    case Decoration::Layer:
+      if (f.layer < 0) f.layer = int(d.value);
+      break;
+    case Decoration::Collective:
+      if (f.collective.empty()) f.collective = d.text;
+      break;
+    case Decoration::Parameter:
+      p.parameter = true;
+      break;
     case Decoration::Direction:
       // "input_grad" after "fwd": the more specific word wins for the side, bwd wins over fwd.
       if (f.direction.empty() || d.text == "bwd") f.direction = d.text;
@@ -165,7 +201,8 @@ std::string peel(const std::string& part, Parsed& p) {
     bool peeled = false;
     // Try the longest suffix of 1..4 words first ("tp_rank_1", "input_grad", "step_000571").
     std::vector<size_t> cuts;
-    for (size_t at = rest.find('_'); at != std::string::npos; at = rest.find('_', at + 1)) cuts.push_back(at);
+    for (size_t at = rest.find('_'); at != std::string::npos; at = rest.find('_', at + 1))
+      cuts.push_back(at);
     const size_t n = cuts.size();
     for (size_t words = std::min<size_t>(4, n); words >= 1 && !peeled; --words) {
       const size_t cut = cuts[n - words];
@@ -226,13 +263,16 @@ std::string leaf_site(const std::string& leaf, const std::string& parent) {
   const bool attn = kAttention.count(parent) > 0, mlp = kMlp.count(parent) > 0;
   if ((leaf == "dense" || leaf == "proj" || leaf == "c_proj") && attn) return "attn_out";
   if ((leaf == "proj" || leaf == "c_proj") && mlp) return "mlp_out";
-  if ((leaf == "query" || leaf == "key" || leaf == "value") && (attn || parent == "self")) return "attn_qkv";
+  if ((leaf == "query" || leaf == "key" || leaf == "value") && (attn || parent == "self"))
+    return "attn_qkv";
   return "";
 }
 
 }  // namespace
 
-std::string canonical_site(std::string_view word) { return leaf_site(lower(word), ""); }
+std::string canonical_site(std::string_view word) {
+  return leaf_site(lower(word), "");
+}
 
 std::string canonical_direction(std::string_view word) {
   const std::string w = lower(word);
@@ -271,8 +311,8 @@ NameFields fields_from_name(std::string_view name) {
 NameMap::NameMap(std::string regex) : text_(std::move(regex)) {
   const std::string ctx = fmt::format("--name-map '{}'", printable(text_));
   TACO_REQUIRE_INPUT(!text_.empty(), "--name-map: the expression is empty");
-  static const std::set<std::string> kFields = {"layer", "site", "direction", "rank", "tp_rank", "step",
-                                                "tp_size", "collective"};
+  static const std::set<std::string> kFields = {"layer",   "site", "direction", "rank",
+                                                "tp_rank", "step", "tp_size",   "collective"};
   // std::regex has no named groups: strip the names, remembering each group's number.
   std::string plain;
   size_t group = 0;
@@ -301,14 +341,17 @@ NameMap::NameMap(std::string regex) : text_(std::move(regex)) {
     }
     const std::string_view rest = std::string_view(text_).substr(i + 1);
     size_t name_at = std::string_view::npos;
-    if (rest.rfind("?P<", 0) == 0) name_at = 3;
-    else if (rest.rfind("?<", 0) == 0 && rest.size() > 2 && rest[2] != '=' && rest[2] != '!') name_at = 2;
+    if (rest.rfind("?P<", 0) == 0)
+      name_at = 3;
+    else if (rest.rfind("?<", 0) == 0 && rest.size() > 2 && rest[2] != '=' && rest[2] != '!')
+      name_at = 2;
     if (name_at != std::string_view::npos) {
       const size_t close = rest.find('>', name_at);
       TACO_REQUIRE_INPUT(close != std::string_view::npos, "{}: unterminated group name", ctx);
       std::string field(rest.substr(name_at, close - name_at));
       TACO_REQUIRE_INPUT(kFields.count(field),
-                         "{}: unknown group name '{}' (known: layer, site, direction, rank, step, tp_size, collective)",
+                         "{}: unknown group name '{}' (known: layer, site, direction, rank, step, "
+                         "tp_size, collective)",
                          ctx, printable(field));
       if (field == "tp_rank") field = "rank";
       TACO_REQUIRE_INPUT(seen.insert(field).second, "{}: group '{}' appears twice", ctx, field);
@@ -320,13 +363,15 @@ NameMap::NameMap(std::string regex) : text_(std::move(regex)) {
     if (rest.empty() || rest.front() != '?') ++group;  // (?: (?= (?! do not capture
     plain += c;
   }
-  TACO_REQUIRE_INPUT(!groups_.empty(), "{}: no named group (e.g. (?P<layer>\\d+)); nothing would be taken", ctx);
+  TACO_REQUIRE_INPUT(!groups_.empty(),
+                     "{}: no named group (e.g. (?P<layer>\\d+)); nothing would be taken", ctx);
   try {
     re_ = std::regex(plain, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
     throw_input_error("{}: not a valid regular expression ({})", ctx, e.what());
   }
-  TACO_REQUIRE_INPUT(re_.mark_count() == group, "{}: could not number the groups (found {}, counted {})", ctx,
+  TACO_REQUIRE_INPUT(re_.mark_count() == group,
+                     "{}: could not number the groups (found {}, counted {})", ctx,
                      re_.mark_count(), group);
 }
 
@@ -339,7 +384,8 @@ bool NameMap::match(const std::string& name, NameFields& out) const {
   try {
     found = std::regex_search(name, m, re_);
   } catch (const std::regex_error& e) {
-    throw_input_error("--name-map '{}': matching '{}' failed ({})", printable(text_), printable(name), e.what());
+    throw_input_error("--name-map '{}': matching '{}' failed ({})", printable(text_),
+                      printable(name), e.what());
   }
   if (!found) return false;
   const std::string ctx = fmt::format("tensor '{}' (--name-map)", printable(name));
@@ -356,17 +402,23 @@ bool NameMap::match(const std::string& name, NameFields& out) const {
       out.collective = v;
     } else {
       const auto n = number(v, field == "step" ? kStepMax : kIntMax);
-      TACO_REQUIRE_INPUT(n.has_value(), "{}: {} must be digits, got '{}'", ctx, field, printable(v));
-      if (field == "layer") out.layer = int(*n);
-      else if (field == "rank") out.tp_rank = int(*n);
-      else if (field == "tp_size") out.tp_size = int(*n);
-      else out.step = *n;
+      TACO_REQUIRE_INPUT(n.has_value(), "{}: {} must be digits, got '{}'", ctx, field,
+                         printable(v));
+      if (field == "layer")
+        out.layer = int(*n);
+      else if (field == "rank")
+        out.tp_rank = int(*n);
+      else if (field == "tp_size")
+        out.tp_size = int(*n);
+      else
+        out.step = *n;
     }
   }
   return true;
 }
 
-void apply_name_rules(const std::string& name, const std::string& file_hint, const NameMap* map, TensorMeta& meta) {
+void apply_name_rules(const std::string& name, const std::string& file_hint, const NameMap* map,
+                      TensorMeta& meta) {
   NameFields f = fields_from_name(name);
   if (!file_hint.empty()) {
     const NameFields h = fields_from_name(file_hint);

@@ -6,7 +6,8 @@
 //
 // Built-in rules (docs/inputs.md lists them with examples). The name is cut into parts at
 // '.', '/' and ':', and a part's trailing '_word's are peeled off too ("linear_fc2_output"):
-//   layer      the number after layers/layer/h/blocks/block ("decoder.layers.3", "transformer.h.3"),
+//   layer      the number after layers/layer/h/blocks/block ("decoder.layers.3",
+//   "transformer.h.3"),
 //              or a part l<N> / layer<N> / layer_<N> ("l0", "layer1");
 //   site       the last module name, in the project's names: attn_out (linear_proj, o_proj,
 //              out_proj, dense/proj under attention, c_proj under attn, wo), attn_qkv (linear_qkv,
@@ -69,6 +70,7 @@ class NameMap {
 
 // Fills the unknown fields of meta from the built-in rules (on the name, then rank, step and
 // direction from file_hint), then sets every field that `map` (may be null) captures.
-void apply_name_rules(const std::string& name, const std::string& file_hint, const NameMap* map, TensorMeta& meta);
+void apply_name_rules(const std::string& name, const std::string& file_hint, const NameMap* map,
+                      TensorMeta& meta);
 
 }  // namespace taco

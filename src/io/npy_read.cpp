@@ -37,42 +37,50 @@ class DictParser {
       expect(':');
       skip_ws();
       DictValue value = parse_value(key);
-      TACO_REQUIRE_INPUT(dict.emplace(key, std::move(value)).second, "{}: npy header repeats key '{}'", what_,
-                         printable(key));
+      TACO_REQUIRE_INPUT(dict.emplace(key, std::move(value)).second,
+                         "{}: npy header repeats key '{}'", what_, printable(key));
       skip_ws();
       if (peek() == ',') {
         ++pos_;
         skip_ws();
         continue;
       }
-      TACO_REQUIRE_INPUT(peek() == '}', "{}: malformed npy header: expected ',' or '}}' at byte {}", what_, pos_);
+      TACO_REQUIRE_INPUT(peek() == '}', "{}: malformed npy header: expected ',' or '}}' at byte {}",
+                         what_, pos_);
     }
     ++pos_;
     skip_ws();
-    TACO_REQUIRE_INPUT(pos_ == s_.size(), "{}: malformed npy header: unexpected text after the dict", what_);
+    TACO_REQUIRE_INPUT(pos_ == s_.size(),
+                       "{}: malformed npy header: unexpected text after the dict", what_);
     return dict;
   }
 
  private:
   char peek() const {
-    TACO_REQUIRE_INPUT(pos_ < s_.size(), "{}: malformed npy header: it ends inside the dict", what_);
+    TACO_REQUIRE_INPUT(pos_ < s_.size(), "{}: malformed npy header: it ends inside the dict",
+                       what_);
     return s_[pos_];
   }
   void expect(char c) {
-    TACO_REQUIRE_INPUT(peek() == c, "{}: malformed npy header: expected '{}' at byte {}", what_, c, pos_);
+    TACO_REQUIRE_INPUT(peek() == c, "{}: malformed npy header: expected '{}' at byte {}", what_, c,
+                       pos_);
     ++pos_;
   }
   void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r')) ++pos_;
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r'))
+      ++pos_;
   }
   std::string parse_string() {
     const char quote = peek();
-    TACO_REQUIRE_INPUT(quote == '\'' || quote == '"', "{}: malformed npy header: expected a quoted string at byte {}",
-                       what_, pos_);
+    TACO_REQUIRE_INPUT(quote == '\'' || quote == '"',
+                       "{}: malformed npy header: expected a quoted string at byte {}", what_,
+                       pos_);
     ++pos_;
     std::string out;
     while (peek() != quote) {
-      TACO_REQUIRE_INPUT(s_[pos_] != '\\', "{}: malformed npy header: escapes in strings are not supported", what_);
+      TACO_REQUIRE_INPUT(s_[pos_] != '\\',
+                         "{}: malformed npy header: escapes in strings are not supported", what_);
       out.push_back(s_[pos_++]);
     }
     ++pos_;
@@ -85,11 +93,13 @@ class DictParser {
       ++pos_;
     }
     TACO_REQUIRE_INPUT(std::isdigit(static_cast<unsigned char>(peek())),
-                       "{}: malformed npy header: expected an integer in the shape at byte {}", what_, pos_);
+                       "{}: malformed npy header: expected an integer in the shape at byte {}",
+                       what_, pos_);
     uint64_t v = 0;
     while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
       const auto digit = uint64_t(s_[pos_++] - '0');
-      TACO_REQUIRE_INPUT(v <= (uint64_t(INT64_MAX) - digit) / 10, "{}: npy shape dimension is too large", what_);
+      TACO_REQUIRE_INPUT(v <= (uint64_t(INT64_MAX) - digit) / 10,
+                         "{}: npy shape dimension is too large", what_);
       v = v * 10 + digit;
     }
     if (pos_ < s_.size() && s_[pos_] == 'L') ++pos_;  // Python 2 long
@@ -113,14 +123,16 @@ class DictParser {
       std::vector<int64_t> dims;
       skip_ws();
       while (peek() != ')') {
-        TACO_REQUIRE_INPUT(dims.size() < kMaxRank, "{}: npy shape has more than {} dimensions", what_, kMaxRank);
+        TACO_REQUIRE_INPUT(dims.size() < kMaxRank, "{}: npy shape has more than {} dimensions",
+                           what_, kMaxRank);
         dims.push_back(parse_int());
         skip_ws();
         if (peek() == ',') {
           ++pos_;
           skip_ws();
         } else {
-          TACO_REQUIRE_INPUT(peek() == ')', "{}: malformed npy header: expected ',' or ')' in the shape", what_);
+          TACO_REQUIRE_INPUT(peek() == ')',
+                             "{}: malformed npy header: expected ',' or ')' in the shape", what_);
         }
       }
       ++pos_;
@@ -128,7 +140,8 @@ class DictParser {
     }
     if (c == '[' && key == "descr")
       throw_input_error("{}: structured (record) npy dtypes are not supported", what_);
-    throw_input_error("{}: malformed npy header: unexpected value for '{}' at byte {}", what_, printable(key), pos_);
+    throw_input_error("{}: malformed npy header: unexpected value for '{}' at byte {}", what_,
+                      printable(key), pos_);
   }
 
   std::string_view s_;
@@ -157,24 +170,30 @@ void set_dtype(NpyHeader& h, const OpenOptions& opts, const std::string& what) {
   } else if (code == "u1" || code == "V1") {
     h.dtype = opts.u8_as;
   } else {
-    throw_input_error("{}: npy dtype '{}' is not supported (taco reads <f2, <f4, <f8, and <u2/<V2 or |u1/<V1 holding "
-                      "bf16/f16 or fp8 bits)",
-                      what, printable(d));
+    throw_input_error(
+        "{}: npy dtype '{}' is not supported (taco reads <f2, <f4, <f8, and <u2/<V2 or |u1/<V1 "
+        "holding "
+        "bf16/f16 or fp8 bits)",
+        what, printable(d));
   }
   h.elem_size = dtype_size(h.dtype);
-  TACO_REQUIRE_INPUT(order != '|' || h.elem_size == 1, "{}: npy dtype '{}' lacks a byte order", what, printable(d));
+  TACO_REQUIRE_INPUT(order != '|' || h.elem_size == 1, "{}: npy dtype '{}' lacks a byte order",
+                     what, printable(d));
 }
 
 }  // namespace
 
-NpyHeader read_npy_header(ByteStream& in, uint64_t total_bytes, const OpenOptions& opts, const std::string& what) {
+NpyHeader read_npy_header(ByteStream& in, uint64_t total_bytes, const OpenOptions& opts,
+                          const std::string& what) {
   TACO_REQUIRE_INPUT(total_bytes >= 10, "{}: truncated npy header ({} bytes)", what, total_bytes);
   uint8_t pre[10];
   in.read(pre, 10);
-  TACO_REQUIRE_INPUT(std::memcmp(pre, "\x93NUMPY", 6) == 0, "{}: not an npy file (no \\x93NUMPY magic)", what);
+  TACO_REQUIRE_INPUT(std::memcmp(pre, "\x93NUMPY", 6) == 0,
+                     "{}: not an npy file (no \\x93NUMPY magic)", what);
   const int major = pre[6], minor = pre[7];
   TACO_REQUIRE_INPUT((major == 1 || major == 2 || major == 3) && minor == 0,
-                     "{}: unsupported npy format version {}.{} (taco reads 1.0, 2.0, 3.0)", what, major, minor);
+                     "{}: unsupported npy format version {}.{} (taco reads 1.0, 2.0, 3.0)", what,
+                     major, minor);
   uint64_t header_len = load_le16(pre + 8);
   uint64_t prefix = 10;
   if (major >= 2) {
@@ -185,11 +204,12 @@ NpyHeader read_npy_header(ByteStream& in, uint64_t total_bytes, const OpenOption
     header_len = load_le32(len4);
     prefix = 12;
   }
-  TACO_REQUIRE_INPUT(header_len <= kMaxHeaderBytes, "{}: npy header length {} exceeds the limit of {} bytes", what,
-                     header_len, kMaxHeaderBytes);
+  TACO_REQUIRE_INPUT(header_len <= kMaxHeaderBytes,
+                     "{}: npy header length {} exceeds the limit of {} bytes", what, header_len,
+                     kMaxHeaderBytes);
   TACO_REQUIRE_INPUT(header_len <= total_bytes - prefix,
-                     "{}: truncated npy header: it claims {} bytes but only {} follow", what, header_len,
-                     total_bytes - prefix);
+                     "{}: truncated npy header: it claims {} bytes but only {} follow", what,
+                     header_len, total_bytes - prefix);
   std::string text(size_t(header_len), '\0');
   in.read(text.data(), text.size());
   // Version 1.0 and 2.0 headers are latin-1, 3.0 is UTF-8; all that matters here is ASCII.
@@ -208,7 +228,8 @@ NpyHeader read_npy_header(ByteStream& in, uint64_t total_bytes, const OpenOption
   TACO_REQUIRE_INPUT(it != dict.end() && std::holds_alternative<std::vector<int64_t>>(it->second),
                      "{}: npy header has no 'shape' tuple", what);
   h.shape = std::get<std::vector<int64_t>>(it->second);
-  TACO_REQUIRE_INPUT(dict.size() == 3, "{}: npy header has keys other than descr, fortran_order, shape", what);
+  TACO_REQUIRE_INPUT(dict.size() == 3,
+                     "{}: npy header has keys other than descr, fortran_order, shape", what);
   set_dtype(h, opts, what);
 
   h.numel = checked_numel(h.shape, h.elem_size, what);
@@ -219,9 +240,10 @@ NpyHeader read_npy_header(ByteStream& in, uint64_t total_bytes, const OpenOption
   TACO_REQUIRE_INPUT(available >= h.data_bytes,
                      "{}: truncated npy data: shape {} of {} needs {} bytes, {} are there", what,
                      shape_string(h.shape), h.descr, h.data_bytes, available);
-  TACO_REQUIRE_INPUT(available == h.data_bytes,
-                     "{}: {} bytes after the npy data (shape {} of {} needs {}): shape/byte-count mismatch", what,
-                     available - h.data_bytes, shape_string(h.shape), h.descr, h.data_bytes);
+  TACO_REQUIRE_INPUT(
+      available == h.data_bytes,
+      "{}: {} bytes after the npy data (shape {} of {} needs {}): shape/byte-count mismatch", what,
+      available - h.data_bytes, shape_string(h.shape), h.descr, h.data_bytes);
   return h;
 }
 

@@ -17,8 +17,10 @@ void write_npy_typed(const std::string& path, const char* descr, const std::vect
   std::string dims;
   for (int64_t d : shape) dims += fmt::format("{}, ", d);
   if (shape.size() > 1) dims.resize(dims.size() - 2);
-  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
-  // Magic (6) + version (2) + header length (2) + header, padded with spaces to 64 bytes, ending in '\n'.
+  std::string header =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
+  // Magic (6) + version (2) + header length (2) + header, padded with spaces to 64 bytes, ending in
+  // '\n'.
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
@@ -29,19 +31,23 @@ void write_npy_typed(const std::string& path, const char* descr, const std::vect
   const char len_bytes[2] = {char(hlen & 0xff), char(hlen >> 8)};
   os.write(len_bytes, 2);
   os.write(header.data(), std::streamsize(header.size()));
-  os.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(T)));
+  os.write(reinterpret_cast<const char*>(values.data()),
+           std::streamsize(values.size() * sizeof(T)));
   f.commit();
 }
 
 }  // namespace
 
-void write_npy(const std::string& path, const std::vector<float>& v, const std::vector<int64_t>& s) {
+void write_npy(const std::string& path, const std::vector<float>& v,
+               const std::vector<int64_t>& s) {
   write_npy_typed(path, "<f4", v, s);
 }
-void write_npy(const std::string& path, const std::vector<uint8_t>& v, const std::vector<int64_t>& s) {
+void write_npy(const std::string& path, const std::vector<uint8_t>& v,
+               const std::vector<int64_t>& s) {
   write_npy_typed(path, "|u1", v, s);
 }
-void write_npy(const std::string& path, const std::vector<uint16_t>& v, const std::vector<int64_t>& s) {
+void write_npy(const std::string& path, const std::vector<uint16_t>& v,
+               const std::vector<int64_t>& s) {
   write_npy_typed(path, "<u2", v, s);
 }
 

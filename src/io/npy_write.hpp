@@ -6,8 +6,11 @@
 
 namespace taco {
 
-void write_npy(const std::string& path, const std::vector<float>& values, const std::vector<int64_t>& shape);
-void write_npy(const std::string& path, const std::vector<uint8_t>& values, const std::vector<int64_t>& shape);
-void write_npy(const std::string& path, const std::vector<uint16_t>& values, const std::vector<int64_t>& shape);
+void write_npy(const std::string& path, const std::vector<float>& values,
+               const std::vector<int64_t>& shape);
+void write_npy(const std::string& path, const std::vector<uint8_t>& values,
+               const std::vector<int64_t>& shape);
+void write_npy(const std::string& path, const std::vector<uint16_t>& values,
+               const std::vector<int64_t>& shape);
 
 }  // namespace taco

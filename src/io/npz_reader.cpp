@@ -20,12 +20,13 @@ namespace {
 
 constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50;
 constexpr uint32_t kZip64EndSig = 0x06064b50, kZip64LocatorSig = 0x07064b50;
-constexpr size_t kEndSize = 22, kCentralSize = 46, kLocalSize = 30, kZip64EndSize = 56, kZip64LocatorSize = 20;
+constexpr size_t kEndSize = 22, kCentralSize = 46, kLocalSize = 30, kZip64EndSize = 56,
+                 kZip64LocatorSize = 20;
 constexpr uint16_t kStored = 0, kDeflated = 8;
 
 struct Member {
-  std::string zip_name;     // as in the archive
-  std::string what;         // "<file>: member '<name>'" for messages
+  std::string zip_name;  // as in the archive
+  std::string what;      // "<file>: member '<name>'" for messages
   uint16_t method = 0;
   uint32_t crc = 0;
   uint64_t comp_size = 0, uncomp_size = 0;
@@ -52,7 +53,8 @@ class MemberStream final : public ByteStream {
  public:
   MemberStream(const ByteSource& src, const Member& m) : src_(src), m_(m) {
     if (m_.method == kDeflated) {
-      if (inflateInit2(&z_, -MAX_WBITS) != Z_OK) throw std::bad_alloc();  // raw deflate, no zlib header
+      if (inflateInit2(&z_, -MAX_WBITS) != Z_OK)
+        throw std::bad_alloc();  // raw deflate, no zlib header
       z_open_ = true;
     }
   }
@@ -63,8 +65,8 @@ class MemberStream final : public ByteStream {
   MemberStream& operator=(const MemberStream&) = delete;
 
   void read(void* dst, size_t n) override {
-    TACO_REQUIRE_INPUT(n <= m_.uncomp_size - produced_, "{}: truncated: the member ends after {} bytes", m_.what,
-                       m_.uncomp_size);
+    TACO_REQUIRE_INPUT(n <= m_.uncomp_size - produced_,
+                       "{}: truncated: the member ends after {} bytes", m_.what, m_.uncomp_size);
     auto* out = static_cast<uint8_t*>(dst);
     if (m_.method == kStored) {
       src_.read_at(m_.data_begin + produced_, out, n);
@@ -77,24 +79,27 @@ class MemberStream final : public ByteStream {
 
   // All bytes were consumed: the deflate stream must end here, and the CRC must match.
   void finish() {
-    TACO_ASSERT(produced_ == m_.uncomp_size, "member read {} of {} bytes", produced_, m_.uncomp_size);
+    TACO_ASSERT(produced_ == m_.uncomp_size, "member read {} of {} bytes", produced_,
+                m_.uncomp_size);
     if (m_.method == kDeflated && !ended_) {
       uint8_t extra;
       z_.next_out = &extra;
       z_.avail_out = 1;
       const int rc = step();
       TACO_REQUIRE_INPUT(rc == Z_STREAM_END && z_.avail_out == 1,
-                         "{}: deflate data holds more than the declared {} bytes", m_.what, m_.uncomp_size);
+                         "{}: deflate data holds more than the declared {} bytes", m_.what,
+                         m_.uncomp_size);
     }
-    TACO_REQUIRE_INPUT(crc_ == m_.crc, "{}: CRC mismatch (computed {:08x}, the archive says {:08x}): corrupt data",
+    TACO_REQUIRE_INPUT(crc_ == m_.crc,
+                       "{}: CRC mismatch (computed {:08x}, the archive says {:08x}): corrupt data",
                        m_.what, crc_, m_.crc);
   }
 
  private:
   void inflate_into(uint8_t* out, size_t n) {
     while (n > 0) {
-      TACO_REQUIRE_INPUT(!ended_, "{}: deflate data ends before the {} bytes the archive declares", m_.what,
-                         m_.uncomp_size);
+      TACO_REQUIRE_INPUT(!ended_, "{}: deflate data ends before the {} bytes the archive declares",
+                         m_.what, m_.uncomp_size);
       const size_t want = std::min(n, kZlibStep);
       z_.next_out = out;
       z_.avail_out = uInt(want);
@@ -126,15 +131,17 @@ class MemberStream final : public ByteStream {
         ended_ = true;
         return rc;
       case Z_BUF_ERROR:  // no progress possible: the input is exhausted
-        TACO_REQUIRE_INPUT(!(z_.avail_in == 0 && consumed_ == m_.comp_size && z_.avail_out == out_before),
-                           "{}: truncated deflate data (the compressed bytes end too early)", m_.what);
+        TACO_REQUIRE_INPUT(
+            !(z_.avail_in == 0 && consumed_ == m_.comp_size && z_.avail_out == out_before),
+            "{}: truncated deflate data (the compressed bytes end too early)", m_.what);
         return rc;
       case Z_MEM_ERROR:
         throw std::bad_alloc();
       case Z_DATA_ERROR:
       case Z_NEED_DICT:
       case Z_STREAM_ERROR:
-        throw_input_error("{}: corrupted deflate data ({})", m_.what, z_.msg ? printable(z_.msg) : "zlib error");
+        throw_input_error("{}: corrupted deflate data ({})", m_.what,
+                          z_.msg ? printable(z_.msg) : "zlib error");
       default:
         throw_input_error("{}: corrupted deflate data (zlib code {})", m_.what, rc);
     }
@@ -211,7 +218,8 @@ Directory find_directory(const ByteSource& src) {
     }
   }
   TACO_REQUIRE_INPUT(end_at < tail_len,
-                     "{}: truncated or corrupt zip archive (no end-of-central-directory record)", path);
+                     "{}: truncated or corrupt zip archive (no end-of-central-directory record)",
+                     path);
   const uint8_t* e = &tail[end_at];
   const uint64_t end_offset = size - tail_len + end_at;
   uint64_t disk = load_le16(e + 4), dir_disk = load_le16(e + 6), entries_here = load_le16(e + 8);
@@ -227,10 +235,12 @@ Directory find_directory(const ByteSource& src) {
                          "{}: multi-volume zip archives are not supported", path);
       TACO_REQUIRE_INPUT(end_offset - kZip64LocatorSize >= kZip64EndSize &&
                              z64_at <= end_offset - kZip64LocatorSize - kZip64EndSize,
-                         "{}: corrupt zip archive (zip64 end record offset {} is out of range)", path, z64_at);
+                         "{}: corrupt zip archive (zip64 end record offset {} is out of range)",
+                         path, z64_at);
       uint8_t z[kZip64EndSize];
       src.read_at(z64_at, z, sizeof z);
-      TACO_REQUIRE_INPUT(load_le32(z) == kZip64EndSig, "{}: corrupt zip archive (bad zip64 end record)", path);
+      TACO_REQUIRE_INPUT(load_le32(z) == kZip64EndSig,
+                         "{}: corrupt zip archive (bad zip64 end record)", path);
       disk = load_le32(z + 16);
       dir_disk = load_le32(z + 20);
       entries_here = load_le64(z + 24);
@@ -240,20 +250,23 @@ Directory find_directory(const ByteSource& src) {
   }
   TACO_REQUIRE_INPUT(disk == 0 && dir_disk == 0 && entries_here == d.entries,
                      "{}: multi-volume zip archives are not supported", path);
-  TACO_REQUIRE_INPUT(d.offset <= dir_limit && d.size <= dir_limit - d.offset,
-                     "{}: truncated or corrupt zip archive (central directory at {} + {} bytes lies outside the "
-                     "{} bytes before its end record)",
-                     path, d.offset, d.size, dir_limit);
-  TACO_REQUIRE_INPUT(d.entries <= d.size / kCentralSize,
-                     "{}: corrupt zip archive ({} entries cannot fit in a {}-byte central directory)", path, d.entries,
-                     d.size);
+  TACO_REQUIRE_INPUT(
+      d.offset <= dir_limit && d.size <= dir_limit - d.offset,
+      "{}: truncated or corrupt zip archive (central directory at {} + {} bytes lies outside the "
+      "{} bytes before its end record)",
+      path, d.offset, d.size, dir_limit);
+  TACO_REQUIRE_INPUT(
+      d.entries <= d.size / kCentralSize,
+      "{}: corrupt zip archive ({} entries cannot fit in a {}-byte central directory)", path,
+      d.entries, d.size);
   return d;
 }
 
 // Replaces 0xffffffff sizes/offset with their zip64 values from the extra field (id 1).
-void apply_zip64_extra(const uint8_t* extra, size_t len, uint64_t& uncomp, uint64_t& comp, uint64_t& local,
-                       const std::string& what) {
-  const bool need_uncomp = uncomp == 0xffffffffu, need_comp = comp == 0xffffffffu, need_local = local == 0xffffffffu;
+void apply_zip64_extra(const uint8_t* extra, size_t len, uint64_t& uncomp, uint64_t& comp,
+                       uint64_t& local, const std::string& what) {
+  const bool need_uncomp = uncomp == 0xffffffffu, need_comp = comp == 0xffffffffu,
+             need_local = local == 0xffffffffu;
   if (!need_uncomp && !need_comp && !need_local) return;
   for (size_t x = 0; x + 4 <= len;) {
     const uint16_t id = load_le16(extra + x), sz = load_le16(extra + x + 2);
@@ -290,11 +303,15 @@ std::unique_ptr<TensorSource> open_npz(std::shared_ptr<ByteSource> src, const Op
   std::set<std::string> names;
   size_t pos = 0;
   for (uint64_t k = 0; k < dir.entries; ++k) {
-    TACO_REQUIRE_INPUT(cd.size() - pos >= kCentralSize, "{}: truncated zip central directory", path);
+    TACO_REQUIRE_INPUT(cd.size() - pos >= kCentralSize, "{}: truncated zip central directory",
+                       path);
     const uint8_t* p = cd.data() + pos;
-    TACO_REQUIRE_INPUT(load_le32(p) == kCentralSig, "{}: corrupt zip central directory (entry {})", path, k);
-    const uint16_t flags = load_le16(p + 8), method = load_le16(p + 10), disk_start = load_le16(p + 34);
-    const size_t name_len = load_le16(p + 28), extra_len = load_le16(p + 30), comment_len = load_le16(p + 32);
+    TACO_REQUIRE_INPUT(load_le32(p) == kCentralSig, "{}: corrupt zip central directory (entry {})",
+                       path, k);
+    const uint16_t flags = load_le16(p + 8), method = load_le16(p + 10),
+                   disk_start = load_le16(p + 34);
+    const size_t name_len = load_le16(p + 28), extra_len = load_le16(p + 30),
+                 comment_len = load_le16(p + 32);
     TACO_REQUIRE_INPUT(cd.size() - pos - kCentralSize >= name_len + extra_len + comment_len,
                        "{}: truncated zip central directory (entry {})", path, k);
     Member m;
@@ -305,21 +322,25 @@ std::unique_ptr<TensorSource> open_npz(std::shared_ptr<ByteSource> src, const Op
     m.comp_size = load_le32(p + 20);
     m.uncomp_size = load_le32(p + 24);
     uint64_t local = load_le32(p + 42);
-    apply_zip64_extra(p + kCentralSize + name_len, extra_len, m.uncomp_size, m.comp_size, local, m.what);
+    apply_zip64_extra(p + kCentralSize + name_len, extra_len, m.uncomp_size, m.comp_size, local,
+                      m.what);
     pos += kCentralSize + name_len + extra_len + comment_len;
 
     if (!m.zip_name.empty() && m.zip_name.back() == '/') continue;  // a directory entry
     TACO_REQUIRE_INPUT(!(flags & 1), "{}: encrypted members are not supported", m.what);
     TACO_REQUIRE_INPUT(disk_start == 0, "{}: multi-volume zip archives are not supported", m.what);
-    TACO_REQUIRE_INPUT(method == kStored || method == kDeflated,
-                       "{}: unsupported zip compression method {} (taco reads stored and deflated members)", m.what,
-                       method);
+    TACO_REQUIRE_INPUT(
+        method == kStored || method == kDeflated,
+        "{}: unsupported zip compression method {} (taco reads stored and deflated members)",
+        m.what, method);
     if (method == kStored)
-      TACO_REQUIRE_INPUT(m.comp_size == m.uncomp_size, "{}: stored member has {} compressed but {} plain bytes",
-                         m.what, m.comp_size, m.uncomp_size);
+      TACO_REQUIRE_INPUT(m.comp_size == m.uncomp_size,
+                         "{}: stored member has {} compressed but {} plain bytes", m.what,
+                         m.comp_size, m.uncomp_size);
     else
       TACO_REQUIRE_INPUT(m.uncomp_size <= m.comp_size * kMaxDeflateRatio + 64,
-                         "{}: claims {} bytes from {} deflated bytes, beyond what deflate can encode: corrupt archive",
+                         "{}: claims {} bytes from {} deflated bytes, beyond what deflate can "
+                         "encode: corrupt archive",
                          m.what, m.uncomp_size, m.comp_size);
 
     TACO_REQUIRE_INPUT(local <= dir.offset && dir.offset - local >= kLocalSize,
@@ -328,10 +349,12 @@ std::unique_ptr<TensorSource> open_npz(std::shared_ptr<ByteSource> src, const Op
     src->read_at(local, lh, sizeof lh);
     TACO_REQUIRE_INPUT(load_le32(lh) == kLocalSig, "{}: corrupt zip local header", m.what);
     m.data_begin = local + kLocalSize + load_le16(lh + 26) + load_le16(lh + 28);
-    TACO_REQUIRE_INPUT(m.data_begin <= dir.offset && m.comp_size <= dir.offset - m.data_begin,
-                       "{}: truncated archive: member data [{}, {}) runs into the central directory at {}", m.what,
-                       m.data_begin, m.data_begin + m.comp_size, dir.offset);
-    TACO_REQUIRE_INPUT(names.insert(m.zip_name).second, "{}: the archive holds this member twice", m.what);
+    TACO_REQUIRE_INPUT(
+        m.data_begin <= dir.offset && m.comp_size <= dir.offset - m.data_begin,
+        "{}: truncated archive: member data [{}, {}) runs into the central directory at {}", m.what,
+        m.data_begin, m.data_begin + m.comp_size, dir.offset);
+    TACO_REQUIRE_INPUT(names.insert(m.zip_name).second, "{}: the archive holds this member twice",
+                       m.what);
 
     MemberStream in(*src, m);
     m.header = read_npy_header(in, m.uncomp_size, opts, m.what);

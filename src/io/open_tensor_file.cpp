@@ -18,7 +18,8 @@ constexpr uint8_t kHdf5Magic[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
 
 // HDF5 allows a user block before the superblock: the signature may sit at 0, 512, 1024, ...
 bool is_hdf5(const ByteSource& src) {
-  for (uint64_t at = 0; at + 8 <= src.size() && at <= (uint64_t(1) << 20); at = at == 0 ? 512 : at * 2) {
+  for (uint64_t at = 0; at + 8 <= src.size() && at <= (uint64_t(1) << 20);
+       at = at == 0 ? 512 : at * 2) {
     uint8_t b[8];
     src.read_at(at, b, 8);
     if (std::memcmp(b, kHdf5Magic, 8) == 0) return true;
@@ -30,11 +31,12 @@ bool is_hdf5(const ByteSource& src) {
 void check_name(const std::string& name, const std::string& path) {
   for (size_t i = 0; i < name.size();) {
     const auto c = static_cast<unsigned char>(name[i]);
-    TACO_REQUIRE_INPUT(c >= 0x20 && c != 0x7f, "{}: tensor name '{}' contains a control character (byte 0x{:02x})",
-                       path, printable(name), c);
+    TACO_REQUIRE_INPUT(c >= 0x20 && c != 0x7f,
+                       "{}: tensor name '{}' contains a control character (byte 0x{:02x})", path,
+                       printable(name), c);
     const size_t n = utf8_sequence_length(name, i);
-    TACO_REQUIRE_INPUT(n > 0, "{}: tensor name '{}' is not UTF-8 text (byte 0x{:02x} at {})", path, printable(name),
-                       c, i);
+    TACO_REQUIRE_INPUT(n > 0, "{}: tensor name '{}' is not UTF-8 text (byte 0x{:02x} at {})", path,
+                       printable(name), c, i);
     i += n;
   }
 }
@@ -50,7 +52,8 @@ std::string file_hint(const std::string& path) {
 // A source whose names are checked and whose metadata is completed from the names.
 class NamedSource final : public TensorSource {
  public:
-  NamedSource(std::unique_ptr<TensorSource> base, const OpenOptions& opts) : base_(std::move(base)) {
+  NamedSource(std::unique_ptr<TensorSource> base, const OpenOptions& opts)
+      : base_(std::move(base)) {
     const std::string hint = file_hint(base_->path());
     for (size_t i = 0; i < base_->size(); ++i) {
       TensorInfo info = base_->info(i);
@@ -58,12 +61,15 @@ class NamedSource final : public TensorSource {
       // Metadata strings end up in the same files; a stray byte in an attribute is not worth
       // refusing the file for: it becomes '?'.
       TensorMeta& m = info.meta;
-      for (std::string* v : {&m.site, &m.direction, &m.collective, &m.model}) *v = printable(*v, std::string::npos);
+      for (std::string* v : {&m.site, &m.direction, &m.collective, &m.model})
+        *v = printable(*v, std::string::npos);
       std::map<std::string, std::string> extra;
-      for (const auto& [k, v] : m.extra) extra[printable(k, std::string::npos)] = printable(v, std::string::npos);
+      for (const auto& [k, v] : m.extra)
+        extra[printable(k, std::string::npos)] = printable(v, std::string::npos);
       m.extra = std::move(extra);
       if (opts.infer_from_names || opts.name_map)
-        apply_name_rules(info.name, opts.infer_from_names ? hint : std::string(), opts.name_map.get(), info.meta);
+        apply_name_rules(info.name, opts.infer_from_names ? hint : std::string(),
+                         opts.name_map.get(), info.meta);
       infos_.push_back(std::move(info));
     }
   }
@@ -93,20 +99,26 @@ std::string sniff_format(const ByteSource& src) {
   src.read_at(0, head, n);
   if (n >= 6 && std::memcmp(head, "\x93NUMPY", 6) == 0) return "npy";
   // A zip archive starts with a local header, or with the end record when it is empty.
-  if (n >= 4 && (std::memcmp(head, "PK\x03\x04", 4) == 0 || std::memcmp(head, "PK\x05\x06", 4) == 0)) return "npz";
+  if (n >= 4 &&
+      (std::memcmp(head, "PK\x03\x04", 4) == 0 || std::memcmp(head, "PK\x05\x06", 4) == 0))
+    return "npz";
   // safetensors: a u64 header length, then the JSON object's '{'.
   if (n >= 9 && head[8] == '{') return "safetensors";
   if (is_hdf5(src)) return "taco-hdf5";
   return "";
 }
 
-std::unique_ptr<TensorSource> open_tensor_file(const std::string& path) { return open_tensor_file(path, {}); }
+std::unique_ptr<TensorSource> open_tensor_file(const std::string& path) {
+  return open_tensor_file(path, {});
+}
 
 std::unique_ptr<TensorSource> open_tensor_file(const std::string& path, const OpenOptions& opts) {
   TACO_REQUIRE_INPUT(opts.u16_as == DType::BF16 || opts.u16_as == DType::F16,
-                     "16-bit integer tensors can be read as bf16 or f16 bits, not {}", dtype_name(opts.u16_as));
+                     "16-bit integer tensors can be read as bf16 or f16 bits, not {}",
+                     dtype_name(opts.u16_as));
   TACO_REQUIRE_INPUT(opts.u8_as == DType::F8E4M3 || opts.u8_as == DType::F8E5M2,
-                     "8-bit integer tensors can be read as f8e4m3 or f8e5m2 bits, not {}", dtype_name(opts.u8_as));
+                     "8-bit integer tensors can be read as f8e4m3 or f8e5m2 bits, not {}",
+                     dtype_name(opts.u8_as));
   auto src = open_file_source(path);
   const std::string format = sniff_format(*src);
   std::unique_ptr<TensorSource> base;
@@ -124,7 +136,8 @@ std::unique_ptr<TensorSource> open_tensor_file(const std::string& path, const Op
     std::string hex;
     for (size_t i = 0; i < n; ++i) hex += fmt::format("{}{:02x}", i ? " " : "", head[i]);
     throw_input_error(
-        "{}: unrecognized file format (not HDF5, safetensors, npy or npz; first bytes: {})", path, hex);
+        "{}: unrecognized file format (not HDF5, safetensors, npy or npz; first bytes: {})", path,
+        hex);
   }
   return std::make_unique<NamedSource>(std::move(base), opts);
 }

@@ -10,25 +10,29 @@
 #include <vector>
 
 // The readers copy little-endian file bytes straight into host floats.
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "taco's readers assume a little-endian host");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "taco's readers assume a little-endian host");
 
 namespace taco {
 
-uint64_t checked_numel(const std::vector<int64_t>& shape, size_t elem_size, const std::string& what) {
-  TACO_REQUIRE_INPUT(shape.size() <= kMaxRank, "{}: {} dimensions (at most {} are supported)", what, shape.size(),
-                     kMaxRank);
+uint64_t checked_numel(const std::vector<int64_t>& shape, size_t elem_size,
+                       const std::string& what) {
+  TACO_REQUIRE_INPUT(shape.size() <= kMaxRank, "{}: {} dimensions (at most {} are supported)", what,
+                     shape.size(), kMaxRank);
   // Bound numel * 8 (the widest element, and the float copy) well inside int64 and size_t.
   constexpr uint64_t kMaxBytes = uint64_t(1) << 62;
   const uint64_t width = elem_size > 4 ? elem_size : 4;
   uint64_t n = 1;
   bool overflow = false;
   for (int64_t d : shape) {
-    TACO_REQUIRE_INPUT(d >= 0, "{}: negative dimension {} in shape {}", what, d, shape_string(shape));
+    TACO_REQUIRE_INPUT(d >= 0, "{}: negative dimension {} in shape {}", what, d,
+                       shape_string(shape));
     if (d == 0) return 0;  // an empty tensor whatever the other dimensions say
     if (n > kMaxBytes / width / uint64_t(d)) overflow = true;
     if (!overflow) n *= uint64_t(d);
   }
-  TACO_REQUIRE_INPUT(!overflow, "{}: shape {} is too large (element count overflows)", what, shape_string(shape));
+  TACO_REQUIRE_INPUT(!overflow, "{}: shape {} is too large (element count overflows)", what,
+                     shape_string(shape));
   return n;
 }
 
@@ -40,16 +44,23 @@ uint64_t memory_limit_from_env() {
   while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
   std::string unit = s.substr(i);
   for (char& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
-  const int shift = unit.empty() || unit == "B" ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
-  TACO_REQUIRE_INPUT(i > 0 && i <= 15 && shift >= 0, "TACO_MEMORY_LIMIT='{}': expected a size like 8G, 512M or 1000000",
+  const int shift = unit.empty() || unit == "B" ? 0
+                    : unit == "K"               ? 10
+                    : unit == "M"               ? 20
+                    : unit == "G"               ? 30
+                                                : -1;
+  TACO_REQUIRE_INPUT(i > 0 && i <= 15 && shift >= 0,
+                     "TACO_MEMORY_LIMIT='{}': expected a size like 8G, 512M or 1000000",
                      printable(s));
   return std::stoull(s.substr(0, i)) << shift;
 }
 
 namespace {
 std::string human_bytes(uint64_t b) {
-  if (b >= (uint64_t(1) << 30)) return fmt::format("{:.1f} GiB", double(b) / double(uint64_t(1) << 30));
-  if (b >= (uint64_t(1) << 20)) return fmt::format("{:.1f} MiB", double(b) / double(uint64_t(1) << 20));
+  if (b >= (uint64_t(1) << 30))
+    return fmt::format("{:.1f} GiB", double(b) / double(uint64_t(1) << 30));
+  if (b >= (uint64_t(1) << 20))
+    return fmt::format("{:.1f} MiB", double(b) / double(uint64_t(1) << 20));
   return fmt::format("{} bytes", b);
 }
 }  // namespace
@@ -57,21 +68,24 @@ std::string human_bytes(uint64_t b) {
 void check_expansion(uint64_t numel, uint64_t stored_bytes, const std::string& what) {
   const uint64_t need = numel * sizeof(float);  // numel is bounded by checked_numel
   if (const uint64_t limit = memory_limit_from_env(); limit > 0) {
-    TACO_REQUIRE_INPUT(need <= limit, "{}: its values take {} in memory, over TACO_MEMORY_LIMIT ({})", what,
+    TACO_REQUIRE_INPUT(need <= limit,
+                       "{}: its values take {} in memory, over TACO_MEMORY_LIMIT ({})", what,
                        human_bytes(need), human_bytes(limit));
     return;
   }
   const uint64_t allowed = std::max(kExpansionFloor, stored_bytes > UINT64_MAX / kMaxExpansion
                                                          ? UINT64_MAX
                                                          : stored_bytes * kMaxExpansion);
-  TACO_REQUIRE_INPUT(need <= allowed,
-                     "{}: {} of values from {} stored (more than {}x): refused to bound memory; set "
-                     "TACO_MEMORY_LIMIT (e.g. 16G) to read tensors up to that size",
-                     what, human_bytes(need), human_bytes(stored_bytes), kMaxExpansion);
+  TACO_REQUIRE_INPUT(
+      need <= allowed,
+      "{}: {} of values from {} stored (more than {}x): refused to bound memory; set "
+      "TACO_MEMORY_LIMIT (e.g. 16G) to read tensors up to that size",
+      what, human_bytes(need), human_bytes(stored_bytes), kMaxExpansion);
 }
 
 void require_nonempty(uint64_t numel, const std::vector<int64_t>& shape, const std::string& what) {
-  TACO_REQUIRE_INPUT(numel > 0, "{}: empty tensor (shape {}, 0 elements)", what, shape_string(shape));
+  TACO_REQUIRE_INPUT(numel > 0, "{}: empty tensor (shape {}, 0 elements)", what,
+                     shape_string(shape));
 }
 
 namespace {
@@ -106,13 +120,16 @@ std::vector<float> decode_table(float (*decode)(Raw)) {
 
 void widen_in_place(DType src, float* buf, size_t n) {
   switch (src) {
-    case DType::F32: return;  // already floats (little-endian host)
+    case DType::F32:
+      return;  // already floats (little-endian host)
     // Lambdas (not function pointers) so that the conversion is inlined into the loop.
-    case DType::BF16: return widen_backwards<uint16_t>(buf, n, [](uint16_t h) { return bf16_to_float(h); });
+    case DType::BF16:
+      return widen_backwards<uint16_t>(buf, n, [](uint16_t h) { return bf16_to_float(h); });
     case DType::F16: {
       // fp16_to_float is exact but branchy; for large tensors a table of all 65536 values
       // (built from it, so equally exact) is several times faster.
-      if (n < (size_t(1) << 16)) return widen_backwards<uint16_t>(buf, n, [](uint16_t h) { return fp16_to_float(h); });
+      if (n < (size_t(1) << 16))
+        return widen_backwards<uint16_t>(buf, n, [](uint16_t h) { return fp16_to_float(h); });
       const std::vector<float> table = decode_table<uint16_t>(fp16_to_float);
       return widen_backwards<uint16_t>(buf, n, [&table](uint16_t h) { return table[h]; });
     }
@@ -124,7 +141,12 @@ void widen_in_place(DType src, float* buf, size_t n) {
       const std::vector<float> table = decode_table<uint8_t>(fp8_e5m2_to_float);
       return widen_backwards<uint8_t>(buf, n, [&table](uint8_t b) { return table[b]; });
     }
-    case DType::F64: case DType::I8: case DType::U8: case DType::I16: case DType::I32: case DType::I64:
+    case DType::F64:
+    case DType::I8:
+    case DType::U8:
+    case DType::I16:
+    case DType::I32:
+    case DType::I64:
       break;
   }
   throw_error("widen_in_place: dtype {} is not widened in place", dtype_name(src));
@@ -177,16 +199,21 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
   if (c < 0x80) return 1;
   size_t n = 0;
   uint32_t cp = 0;
-  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-  else return 0;
+  if (c >= 0xc2 && c <= 0xdf)
+    n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef)
+    n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
   if (i + n > s.size()) return 0;
   for (size_t k = 1; k < n; ++k) {
     if ((b(i + k) & 0xc0) != 0x80) return 0;
     cp = (cp << 6) | (b(i + k) & 0x3f);
   }
-  if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+  if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+      (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
     return 0;
   return n;
 }

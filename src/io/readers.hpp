@@ -20,7 +20,8 @@ inline constexpr size_t kMaxRank = 64;
 // claims more is corrupt or hostile; refusing it bounds allocations by the file size.
 inline constexpr uint64_t kMaxDeflateRatio = 1032;
 
-std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, const OpenOptions& opts);
+std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src,
+                                               const OpenOptions& opts);
 std::unique_ptr<TensorSource> open_npy(std::shared_ptr<ByteSource> src, const OpenOptions& opts);
 std::unique_ptr<TensorSource> open_npz(std::shared_ptr<ByteSource> src, const OpenOptions& opts);
 std::unique_ptr<TensorSource> open_trace(const std::string& path);
@@ -48,7 +49,8 @@ std::string sniff_format(const ByteSource& src);
 // Element count of a shape. InputError "<what>: ..." for a negative dimension, more than
 // kMaxRank dimensions, or numel * max(elem_size, 4) overflowing 2^62 bytes. Zero is returned
 // as is; callers reject empty tensors with require_nonempty().
-uint64_t checked_numel(const std::vector<int64_t>& shape, size_t elem_size, const std::string& what);
+uint64_t checked_numel(const std::vector<int64_t>& shape, size_t elem_size,
+                       const std::string& what);
 void require_nonempty(uint64_t numel, const std::vector<int64_t>& shape, const std::string& what);
 
 // Widens n elements of type src (little-endian, at the start of buf's bytes) to floats in

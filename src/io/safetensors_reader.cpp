@@ -36,9 +36,9 @@ std::optional<DType> safetensors_dtype(const std::string& s, bool& known) {
   if (s == "F64") return DType::F64;
   if (s == "F8_E4M3") return DType::F8E4M3;
   if (s == "F8_E5M2") return DType::F8E5M2;
-  known = s == "BOOL" || s == "U8" || s == "I8" || s == "U16" || s == "I16" || s == "U32" || s == "I32" ||
-          s == "U64" || s == "I64" || s == "F8_E8M0" || s == "F4" || s == "F6_E2M3" || s == "F6_E3M2" ||
-          s == "C64";
+  known = s == "BOOL" || s == "U8" || s == "I8" || s == "U16" || s == "I16" || s == "U32" ||
+          s == "I32" || s == "U64" || s == "I64" || s == "F8_E8M0" || s == "F4" || s == "F6_E2M3" ||
+          s == "F6_E3M2" || s == "C64";
   return std::nullopt;
 }
 
@@ -90,20 +90,25 @@ class SafetensorsSource final : public TensorSource {
 
 }  // namespace
 
-std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, const OpenOptions&) {
+std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src,
+                                               const OpenOptions&) {
   const std::string& path = src->name();
-  TACO_REQUIRE_INPUT(src->size() >= 8, "{}: truncated safetensors file ({} bytes, the header length alone needs 8)",
+  TACO_REQUIRE_INPUT(src->size() >= 8,
+                     "{}: truncated safetensors file ({} bytes, the header length alone needs 8)",
                      path, src->size());
   uint8_t len_bytes[8];
   src->read_at(0, len_bytes, 8);
   const uint64_t header_len = load_le64(len_bytes);
-  TACO_REQUIRE_INPUT(header_len <= kMaxHeaderBytes, "{}: safetensors header length {} exceeds the limit of {} bytes",
-                     path, header_len, kMaxHeaderBytes);
-  TACO_REQUIRE_INPUT(header_len >= 2, "{}: safetensors header length {} is too small for a JSON object", path,
+  TACO_REQUIRE_INPUT(header_len <= kMaxHeaderBytes,
+                     "{}: safetensors header length {} exceeds the limit of {} bytes", path,
+                     header_len, kMaxHeaderBytes);
+  TACO_REQUIRE_INPUT(header_len >= 2,
+                     "{}: safetensors header length {} is too small for a JSON object", path,
                      header_len);
-  TACO_REQUIRE_INPUT(header_len <= src->size() - 8,
-                     "{}: truncated safetensors header: it claims {} bytes but only {} follow the length", path,
-                     header_len, src->size() - 8);
+  TACO_REQUIRE_INPUT(
+      header_len <= src->size() - 8,
+      "{}: truncated safetensors header: it claims {} bytes but only {} follow the length", path,
+      header_len, src->size() - 8);
   std::string text(size_t(header_len), '\0');
   src->read_at(8, text.data(), text.size());
 
@@ -111,25 +116,28 @@ std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, 
   // JSON keeps the last of two equal keys: a header naming a tensor twice would silently lose one.
   std::vector<std::set<std::string>> keys;  // per open object
   try {
-    header = nlohmann::json::parse(text, [&path, &keys](int depth, nlohmann::json::parse_event_t event,
-                                                        nlohmann::json& parsed) {
-      TACO_REQUIRE_INPUT(depth <= kMaxJsonDepth, "{}: malformed safetensors header JSON: nested deeper than {} levels",
-                         path, kMaxJsonDepth);
-      using E = nlohmann::json::parse_event_t;
-      if (event == E::object_start) keys.emplace_back();
-      if (event == E::object_end && !keys.empty()) keys.pop_back();
-      if (event == E::key && !keys.empty())
-        TACO_REQUIRE_INPUT(keys.back().insert(parsed.get<std::string>()).second,
-                           "{}: safetensors header has the key '{}' twice (one entry would be lost)", path,
-                           printable(parsed.get<std::string>()));
-      return true;
-    });
+    header = nlohmann::json::parse(
+        text,
+        [&path, &keys](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+          TACO_REQUIRE_INPUT(depth <= kMaxJsonDepth,
+                             "{}: malformed safetensors header JSON: nested deeper than {} levels",
+                             path, kMaxJsonDepth);
+          using E = nlohmann::json::parse_event_t;
+          if (event == E::object_start) keys.emplace_back();
+          if (event == E::object_end && !keys.empty()) keys.pop_back();
+          if (event == E::key && !keys.empty())
+            TACO_REQUIRE_INPUT(
+                keys.back().insert(parsed.get<std::string>()).second,
+                "{}: safetensors header has the key '{}' twice (one entry would be lost)", path,
+                printable(parsed.get<std::string>()));
+          return true;
+        });
   } catch (const nlohmann::json::exception& ex) {
     throw_input_error("{}: malformed safetensors header JSON: {}", path, printable(ex.what(), 200));
   }
   text = std::string();
-  TACO_REQUIRE_INPUT(header.is_object(), "{}: safetensors header is not a JSON object (it is {})", path,
-                     header.type_name());
+  TACO_REQUIRE_INPUT(header.is_object(), "{}: safetensors header is not a JSON object (it is {})",
+                     path, header.type_name());
 
   const uint64_t data_begin = 8 + header_len;
   const uint64_t data_size = src->size() - data_begin;
@@ -138,8 +146,10 @@ std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, 
   if (auto it = header.find("__metadata__"); it != header.end()) {
     TACO_REQUIRE_INPUT(it->is_object(), "{}: __metadata__ is not a JSON object", path);
     for (const auto& [key, value] : it->items()) {
-      TACO_REQUIRE_INPUT(value.is_string(), "{}: __metadata__ value of '{}' is not a string", path, printable(key));
-      set_meta_field(file_meta, key, value.get_ref<const std::string&>(), fmt::format("{}: __metadata__", path));
+      TACO_REQUIRE_INPUT(value.is_string(), "{}: __metadata__ value of '{}' is not a string", path,
+                         printable(key));
+      set_meta_field(file_meta, key, value.get_ref<const std::string&>(),
+                     fmt::format("{}: __metadata__", path));
     }
     check_meta(file_meta, fmt::format("{}: __metadata__", path));
   }
@@ -157,13 +167,15 @@ std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, 
     const auto dtype = safetensors_dtype(dt->get_ref<const std::string&>(), known);
     if (!dtype) {
       if (known)
-        throw_input_error("{}: dtype {} is not supported (taco reads F32, F16, BF16, F64, F8_E4M3, F8_E5M2)", what,
-                          dt->get_ref<const std::string&>());
-      throw_input_error("{}: unknown dtype '{}'", what, printable(dt->get_ref<const std::string&>()));
+        throw_input_error(
+            "{}: dtype {} is not supported (taco reads F32, F16, BF16, F64, F8_E4M3, F8_E5M2)",
+            what, dt->get_ref<const std::string&>());
+      throw_input_error("{}: unknown dtype '{}'", what,
+                        printable(dt->get_ref<const std::string&>()));
     }
     TACO_REQUIRE_INPUT(sh->is_array(), "{}: shape is not a JSON array", what);
-    TACO_REQUIRE_INPUT(sh->size() <= kMaxRank, "{}: shape has {} dimensions (at most {})", what, sh->size(),
-                       kMaxRank);
+    TACO_REQUIRE_INPUT(sh->size() <= kMaxRank, "{}: shape has {} dimensions (at most {})", what,
+                       sh->size(), kMaxRank);
     Entry e;
     e.info.name = name;
     e.info.dtype = *dtype;
@@ -171,26 +183,30 @@ std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, 
     for (const auto& d : *sh) {
       if (d.is_number_integer() && !d.is_number_unsigned())
         throw_input_error("{}: negative dimension {} in shape", what, d.get<int64_t>());
-      TACO_REQUIRE_INPUT(d.is_number_unsigned(), "{}: shape entry {} is not a non-negative integer", what,
-                         printable(d.dump()));
+      TACO_REQUIRE_INPUT(d.is_number_unsigned(), "{}: shape entry {} is not a non-negative integer",
+                         what, printable(d.dump()));
       const uint64_t v = d.get<uint64_t>();
       TACO_REQUIRE_INPUT(v <= uint64_t(INT64_MAX), "{}: dimension {} is too large", what, v);
       e.info.shape.push_back(int64_t(v));
     }
     const uint64_t numel = checked_numel(e.info.shape, dtype_size(*dtype), what);
     require_nonempty(numel, e.info.shape, what);
-    TACO_REQUIRE_INPUT(off->is_array() && off->size() == 2, "{}: data_offsets must be [begin, end]", what);
+    TACO_REQUIRE_INPUT(off->is_array() && off->size() == 2, "{}: data_offsets must be [begin, end]",
+                       what);
     const uint64_t begin = json_uint((*off)[0], what + ": data_offsets begin");
     const uint64_t end = json_uint((*off)[1], what + ": data_offsets end");
-    TACO_REQUIRE_INPUT(begin <= end, "{}: data_offsets [{}, {}] end before they begin", what, begin, end);
+    TACO_REQUIRE_INPUT(begin <= end, "{}: data_offsets [{}, {}] end before they begin", what, begin,
+                       end);
     const uint64_t expected = numel * dtype_size(*dtype);
     TACO_REQUIRE_INPUT(end - begin == expected,
-                       "{}: data_offsets [{}, {}] hold {} bytes but {} {} needs {} (shape/dtype/byte-count mismatch)",
-                       what, begin, end, end - begin, shape_string(e.info.shape), dt->get_ref<const std::string&>(),
-                       expected);
-    TACO_REQUIRE_INPUT(end <= data_size,
-                       "{}: truncated data: data_offsets [{}, {}] run past the end of the data section ({} bytes)",
-                       what, begin, end, data_size);
+                       "{}: data_offsets [{}, {}] hold {} bytes but {} {} needs {} "
+                       "(shape/dtype/byte-count mismatch)",
+                       what, begin, end, end - begin, shape_string(e.info.shape),
+                       dt->get_ref<const std::string&>(), expected);
+    TACO_REQUIRE_INPUT(
+        end <= data_size,
+        "{}: truncated data: data_offsets [{}, {}] run past the end of the data section ({} bytes)",
+        what, begin, end, data_size);
     e.begin = data_begin + begin;
     e.end = data_begin + end;
     entries.push_back(std::move(e));
@@ -202,8 +218,9 @@ std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src, 
     return a.begin != b.begin ? a.begin < b.begin : a.info.name < b.info.name;
   });
   for (size_t i = 1; i < entries.size(); ++i)
-    TACO_REQUIRE_INPUT(entries[i - 1].end <= entries[i].begin, "{}: tensors '{}' and '{}' overlap in the data section",
-                       path, printable(entries[i - 1].info.name), printable(entries[i].info.name));
+    TACO_REQUIRE_INPUT(entries[i - 1].end <= entries[i].begin,
+                       "{}: tensors '{}' and '{}' overlap in the data section", path,
+                       printable(entries[i - 1].info.name), printable(entries[i].info.name));
   return std::make_unique<SafetensorsSource>(std::move(src), std::move(entries));
 }
 

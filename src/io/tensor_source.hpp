@@ -16,10 +16,10 @@ class TensorSource {
  public:
   virtual ~TensorSource() = default;
   virtual const std::string& path() const = 0;
-  virtual std::string format() const = 0;            // "taco-hdf5", "hdf5", "safetensors", "npy", "npz"
-  virtual size_t size() const = 0;                   // number of tensors
-  virtual TensorInfo info(size_t i) const = 0;       // cheap: no values read
-  virtual Tensor read(size_t i) = 0;                 // values widened to float; InputError on bad data
+  virtual std::string format() const = 0;       // "taco-hdf5", "hdf5", "safetensors", "npy", "npz"
+  virtual size_t size() const = 0;              // number of tensors
+  virtual TensorInfo info(size_t i) const = 0;  // cheap: no values read
+  virtual Tensor read(size_t i) = 0;            // values widened to float; InputError on bad data
 };
 // NaN and Inf inside tensors are data, not errors: read() returns them as they are (the
 // commands that care count them from the values). A TensorSource is not thread-safe, and the
@@ -38,8 +38,8 @@ uint64_t memory_limit_from_env();
 
 class NameMap;
 struct OpenOptions {
-  DType u16_as = DType::BF16;    // BF16 or F16
-  DType u8_as = DType::F8E4M3;   // F8E4M3 or F8E5M2
+  DType u16_as = DType::BF16;   // BF16 or F16
+  DType u8_as = DType::F8E4M3;  // F8E4M3 or F8E5M2
   // HDF5 files other than taco traces: only the datasets whose path ("/group/name") matches
   // this shell pattern (fnmatch; '*' matches '/' too). Empty: every float dataset. Other
   // formats and taco traces ignore it.
@@ -64,8 +64,8 @@ std::unique_ptr<TensorSource> open_tensor_file(const std::string& path, const Op
 class TraceWriter {
  public:
   struct Options {
-    DType store = DType::BF16;      // dtype to store values in (bf16 as uint16 bits; f16; f32)
-    int compression_level = 4;      // gzip (deflate) level for chunked datasets, 0 = none
+    DType store = DType::BF16;  // dtype to store values in (bf16 as uint16 bits; f16; f32)
+    int compression_level = 4;  // gzip (deflate) level for chunked datasets, 0 = none
     std::map<std::string, std::string> provenance;  // file-level attributes (command, seed, ...)
   };
   TraceWriter(const std::string& path, Options opts);

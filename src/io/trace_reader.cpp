@@ -26,7 +26,8 @@ struct Dataset {
 };
 
 herr_t collect_link(hid_t, const char* name, const H5L_info_t* info, void* out) {
-  static_cast<std::vector<std::pair<std::string, H5L_type_t>>*>(out)->emplace_back(name, info->type);
+  static_cast<std::vector<std::pair<std::string, H5L_type_t>>*>(out)->emplace_back(name,
+                                                                                   info->type);
   return 0;
 }
 
@@ -34,20 +35,22 @@ class TraceSource final : public TensorSource {
  public:
   explicit TraceSource(std::string path) : path_(std::move(path)) {
     h5::QuietErrors quiet;
-    file_ = owned(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, Blame::Input, path_,
-                  "cannot open the HDF5 file");
+    file_ = owned(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, Blame::Input,
+                  path_, "cannot open the HDF5 file");
     hsize_t file_size = 0;
-    if (H5Fget_filesize(file_.get(), &file_size) < 0) h5::fail(Blame::Input, path_, "cannot read the file size");
+    if (H5Fget_filesize(file_.get(), &file_size) < 0)
+      h5::fail(Blame::Input, path_, "cannot read the file size");
     file_size_ = file_size;
     check_root();
 
-    TACO_REQUIRE_INPUT(H5Lexists(file_.get(), "tensors", H5P_DEFAULT) > 0, "{}: taco trace has no /tensors group",
-                       path_);
+    TACO_REQUIRE_INPUT(H5Lexists(file_.get(), "tensors", H5P_DEFAULT) > 0,
+                       "{}: taco trace has no /tensors group", path_);
     H5L_info_t link{};
-    if (H5Lget_info(file_.get(), "tensors", &link, H5P_DEFAULT) < 0) h5::fail(Blame::Input, path_, "cannot read /tensors");
+    if (H5Lget_info(file_.get(), "tensors", &link, H5P_DEFAULT) < 0)
+      h5::fail(Blame::Input, path_, "cannot read /tensors");
     TACO_REQUIRE_INPUT(link.type == H5L_TYPE_HARD, "{}: /tensors is a link, not a group", path_);
-    Handle group = owned(H5Oopen(file_.get(), "tensors", H5P_DEFAULT), H5Oclose, Blame::Input, path_,
-                         "cannot open /tensors");
+    Handle group = owned(H5Oopen(file_.get(), "tensors", H5P_DEFAULT), H5Oclose, Blame::Input,
+                         path_, "cannot open /tensors");
     TACO_REQUIRE_INPUT(H5Iget_type(group.get()) == H5I_GROUP, "{}: /tensors is not a group", path_);
 
     std::vector<std::pair<std::string, H5L_type_t>> links;
@@ -60,7 +63,8 @@ class TraceSource final : public TensorSource {
     });
     for (const auto& [name, type] : links) {
       const std::string what = fmt::format("{}: /tensors/{}", path_, printable(name));
-      TACO_REQUIRE_INPUT(type == H5L_TYPE_HARD, "{}: soft and external links are not supported", what);
+      TACO_REQUIRE_INPUT(type == H5L_TYPE_HARD, "{}: soft and external links are not supported",
+                         what);
       datasets_.push_back(read_info(group.get(), name, what));
     }
     TACO_REQUIRE_INPUT(!datasets_.empty(), "{}: taco trace holds no tensors", path_);
@@ -79,8 +83,8 @@ class TraceSource final : public TensorSource {
     h5::QuietErrors quiet;
     const Dataset& d = datasets_[i];
     const std::string what = fmt::format("{}: /tensors/{}", path_, printable(d.link));
-    Handle ds = owned(H5Dopen2(file_.get(), ("tensors/" + d.link).c_str(), H5P_DEFAULT), H5Dclose, Blame::Input, what,
-                      "cannot open the dataset");
+    Handle ds = owned(H5Dopen2(file_.get(), ("tensors/" + d.link).c_str(), H5P_DEFAULT), H5Dclose,
+                      Blame::Input, what, "cannot open the dataset");
     Tensor t;
     t.name = d.info.name;
     t.dtype = d.info.dtype;
@@ -88,9 +92,11 @@ class TraceSource final : public TensorSource {
     t.meta = d.info.meta;
     const auto n = size_t(t.numel());
     // The file is held open, but check the shape again before writing into a buffer sized by it.
-    Handle space = owned(H5Dget_space(ds.get()), H5Sclose, Blame::Input, what, "cannot read the dataspace");
+    Handle space =
+        owned(H5Dget_space(ds.get()), H5Sclose, Blame::Input, what, "cannot read the dataspace");
     const hssize_t points = H5Sget_simple_extent_npoints(space.get());
-    TACO_REQUIRE_INPUT(points >= 0 && uint64_t(points) == n, "{}: the dataset changed since the file was opened", what);
+    TACO_REQUIRE_INPUT(points >= 0 && uint64_t(points) == n,
+                       "{}: the dataset changed since the file was opened", what);
     t.values.resize(n);
     // 16-bit patterns land in the first half of the float buffer and are widened in place.
     const hid_t mem = t.dtype == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16;
@@ -106,18 +112,21 @@ class TraceSource final : public TensorSource {
     TACO_REQUIRE_INPUT(h5::has_attr(root, "taco_format", path_),
                        "{}: HDF5 file is not a taco trace (no taco_format attribute on /)", path_);
     const std::string format = h5::read_string_attr(root, "taco_format", path_);
-    TACO_REQUIRE_INPUT(format == "taco-trace", "{}: HDF5 file is not a taco trace (taco_format is '{}')", path_,
+    TACO_REQUIRE_INPUT(format == "taco-trace",
+                       "{}: HDF5 file is not a taco trace (taco_format is '{}')", path_,
                        printable(format));
-    TACO_REQUIRE_INPUT(h5::has_attr(root, "taco_format_version", path_), "{}: taco trace has no taco_format_version",
-                       path_);
+    TACO_REQUIRE_INPUT(h5::has_attr(root, "taco_format_version", path_),
+                       "{}: taco trace has no taco_format_version", path_);
     const int64_t version = h5::read_int_attr(root, "taco_format_version", path_);
     TACO_REQUIRE_INPUT(version == kTraceVersion,
-                       "{}: unsupported taco_format_version {} (this taco reads version {}; a newer taco may read it)",
+                       "{}: unsupported taco_format_version {} (this taco reads version {}; a "
+                       "newer taco may read it)",
                        path_, version, kTraceVersion);
   }
 
   Dataset read_info(hid_t group, const std::string& link, const std::string& what) const {
-    Handle obj = owned(H5Oopen(group, link.c_str(), H5P_DEFAULT), H5Oclose, Blame::Input, what, "cannot open");
+    Handle obj = owned(H5Oopen(group, link.c_str(), H5P_DEFAULT), H5Oclose, Blame::Input, what,
+                       "cannot open");
     TACO_REQUIRE_INPUT(H5Iget_type(obj.get()) == H5I_DATASET, "{}: not a dataset", what);
     const hid_t ds = obj.get();
     Dataset d;
@@ -131,21 +140,26 @@ class TraceSource final : public TensorSource {
     if (dtype == "bf16" || dtype == "f16") {
       info.dtype = dtype == "bf16" ? DType::BF16 : DType::F16;
       TACO_REQUIRE_INPUT(is(H5T_STD_U16LE) || is(H5T_STD_U16BE),
-                         "{}: dtype attribute says {} but the data is not stored as uint16 (dtype/storage mismatch)",
+                         "{}: dtype attribute says {} but the data is not stored as uint16 "
+                         "(dtype/storage mismatch)",
                          what, dtype);
     } else if (dtype == "f32") {
       info.dtype = DType::F32;
-      TACO_REQUIRE_INPUT(is(H5T_IEEE_F32LE) || is(H5T_IEEE_F32BE),
-                         "{}: dtype attribute says f32 but the data is not stored as IEEE float32 (dtype/storage "
-                         "mismatch)",
-                         what);
+      TACO_REQUIRE_INPUT(
+          is(H5T_IEEE_F32LE) || is(H5T_IEEE_F32BE),
+          "{}: dtype attribute says f32 but the data is not stored as IEEE float32 (dtype/storage "
+          "mismatch)",
+          what);
     } else {
-      throw_input_error("{}: unknown dtype '{}' (a trace stores bf16, f16 or f32)", what, printable(dtype));
+      throw_input_error("{}: unknown dtype '{}' (a trace stores bf16, f16 or f32)", what,
+                        printable(dtype));
     }
 
-    Handle space = owned(H5Dget_space(ds), H5Sclose, Blame::Input, what, "cannot read the dataspace");
+    Handle space =
+        owned(H5Dget_space(ds), H5Sclose, Blame::Input, what, "cannot read the dataspace");
     const H5S_class_t space_class = H5Sget_simple_extent_type(space.get());
-    TACO_REQUIRE_INPUT(space_class == H5S_SCALAR || space_class == H5S_SIMPLE, "{}: the dataset has no shape", what);
+    TACO_REQUIRE_INPUT(space_class == H5S_SCALAR || space_class == H5S_SIMPLE,
+                       "{}: the dataset has no shape", what);
     const int rank = H5Sget_simple_extent_ndims(space.get());
     TACO_REQUIRE_INPUT(rank >= 0, "{}: cannot read the shape", what);
     std::vector<hsize_t> dims(static_cast<size_t>(rank));
@@ -162,12 +176,15 @@ class TraceSource final : public TensorSource {
     info.name = h5::has_attr(ds, "name", what) ? h5::read_string_attr(ds, "name", what) : link;
     TensorMeta& m = info.meta;
     for (const char* key : {"site", "direction", "collective", "model"})
-      if (h5::has_attr(ds, key, what)) set_meta_field(m, key, h5::read_string_attr(ds, key, what), what);
+      if (h5::has_attr(ds, key, what))
+        set_meta_field(m, key, h5::read_string_attr(ds, key, what), what);
     for (const char* key : {"layer", "tp_rank", "tp_size", "step"})
-      if (h5::has_attr(ds, key, what)) set_meta_field(m, key, std::to_string(h5::read_int_attr(ds, key, what)), what);
+      if (h5::has_attr(ds, key, what))
+        set_meta_field(m, key, std::to_string(h5::read_int_attr(ds, key, what)), what);
     check_meta(m, what);
     for (const std::string& attr : h5::attribute_names(ds, Blame::Input, what))
-      if (attr.rfind("extra.", 0) == 0) m.extra[attr.substr(6)] = h5::read_string_attr(ds, attr, what);
+      if (attr.rfind("extra.", 0) == 0)
+        m.extra[attr.substr(6)] = h5::read_string_attr(ds, attr, what);
     return d;
   }
 
@@ -179,6 +196,8 @@ class TraceSource final : public TensorSource {
 
 }  // namespace
 
-std::unique_ptr<TensorSource> open_trace(const std::string& path) { return std::make_unique<TraceSource>(path); }
+std::unique_ptr<TensorSource> open_trace(const std::string& path) {
+  return std::make_unique<TraceSource>(path);
+}
 
 }  // namespace taco

@@ -76,13 +76,15 @@ TraceWriter::TraceWriter(const std::string& path, Options opts) : impl_(std::mak
   Impl& w = *impl_;
   w.path = path;
   w.opts = std::move(opts);
-  TACO_REQUIRE_INPUT(w.opts.store == DType::BF16 || w.opts.store == DType::F16 || w.opts.store == DType::F32,
-                     "{}: a trace stores bf16, f16 or f32, not {}", path, dtype_name(w.opts.store));
+  TACO_REQUIRE_INPUT(
+      w.opts.store == DType::BF16 || w.opts.store == DType::F16 || w.opts.store == DType::F32,
+      "{}: a trace stores bf16, f16 or f32, not {}", path, dtype_name(w.opts.store));
   TACO_REQUIRE_INPUT(w.opts.compression_level >= 0 && w.opts.compression_level <= 9,
                      "{}: gzip level {} is not in 0..9", path, w.opts.compression_level);
   for (const auto& [key, value] : w.opts.provenance) {
-    TACO_REQUIRE_INPUT(!key.empty() && key != "taco_format" && key != "taco_format_version" && key != "created_by",
-                       "{}: provenance key '{}' is reserved", path, key);
+    TACO_REQUIRE_INPUT(
+        !key.empty() && key != "taco_format" && key != "taco_format_version" && key != "created_by",
+        "{}: provenance key '{}' is reserved", path, key);
     require_no_nul(key, path, "a provenance key");
     require_no_nul(value, path, "a provenance value");
   }
@@ -90,22 +92,28 @@ TraceWriter::TraceWriter(const std::string& path, Options opts) : impl_(std::mak
   w.tmp = fmt::format("{}.tmp-{}", path, ::getpid());
   w.cleanup = std::make_unique<RemoveOnInterrupt>(w.tmp);
   h5::QuietErrors quiet;
-  w.file = owned(H5Fcreate(w.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, Blame::Input, path,
-                 "cannot create the trace file");
+  w.file = owned(H5Fcreate(w.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+                 Blame::Input, path, "cannot create the trace file");
   const hid_t root = w.file.get();
   h5::write_string_attr(root, "taco_format", "taco-trace", Blame::Internal, path);
   h5::write_int_attr(root, "taco_format_version", kTraceVersion, Blame::Internal, path);
-  h5::write_string_attr(root, "created_by", fmt::format("taco {} ({})", kVersion, kGitCommit), Blame::Internal, path);
-  for (const auto& [key, value] : w.opts.provenance) h5::write_string_attr(root, key, value, Blame::Internal, path);
-  w.tensors = owned(H5Gcreate2(root, "tensors", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, Blame::Internal,
-                    path, "cannot create /tensors");
+  h5::write_string_attr(root, "created_by", fmt::format("taco {} ({})", kVersion, kGitCommit),
+                        Blame::Internal, path);
+  for (const auto& [key, value] : w.opts.provenance)
+    h5::write_string_attr(root, key, value, Blame::Internal, path);
+  w.tensors = owned(H5Gcreate2(root, "tensors", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                    Blame::Internal, path, "cannot create /tensors");
 }
 
 TraceWriter::~TraceWriter() = default;
 
-size_t TraceWriter::size() const { return impl_->names.size(); }
+size_t TraceWriter::size() const {
+  return impl_->names.size();
+}
 
-void TraceWriter::add(const Tensor& t) { add(t, impl_->opts.store); }
+void TraceWriter::add(const Tensor& t) {
+  add(t, impl_->opts.store);
+}
 
 void TraceWriter::add(const Tensor& t, DType store) {
   Impl& w = *impl_;
@@ -117,8 +125,8 @@ void TraceWriter::add(const Tensor& t, DType store) {
   require_nonempty(numel, t.shape, what);
   TACO_REQUIRE_INPUT(t.values.size() == numel, "{}: {} values for shape {}", what, t.values.size(),
                      shape_string(t.shape));
-  TACO_REQUIRE_INPUT(t.shape.size() <= H5S_MAX_RANK, "{}: {} dimensions (HDF5 allows {})", what, t.shape.size(),
-                     H5S_MAX_RANK);
+  TACO_REQUIRE_INPUT(t.shape.size() <= H5S_MAX_RANK, "{}: {} dimensions (HDF5 allows {})", what,
+                     t.shape.size(), H5S_MAX_RANK);
   require_no_nul(t.name, what, "the name");
   for (const std::string* s : {&t.meta.site, &t.meta.direction, &t.meta.collective, &t.meta.model})
     require_no_nul(*s, what, "a metadata value");
@@ -127,28 +135,33 @@ void TraceWriter::add(const Tensor& t, DType store) {
     require_no_nul(value, what, "an extra value");
   }
   check_meta(t.meta, what);
-  TACO_REQUIRE_INPUT(!w.names.count(t.name), "{}: duplicate tensor name (names in a trace are unique)", what);
+  TACO_REQUIRE_INPUT(!w.names.count(t.name),
+                     "{}: duplicate tensor name (names in a trace are unique)", what);
 
   h5::QuietErrors quiet;
   const std::string dataset = fmt::format("t{:06d}", w.names.size());
   const std::string where = fmt::format("{}: /tensors/{}", w.path, dataset);
   std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
-  Handle space = owned(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
+  Handle space = owned(dims.empty() ? H5Screate(H5S_SCALAR)
+                                    : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
                        H5Sclose, Blame::Internal, where, "cannot make the dataspace");
   Handle dcpl = owned(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, Blame::Internal, where, "H5Pcreate");
   // Every byte is written right away, so skip writing fill values first.
-  if (H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER) < 0) h5::fail(Blame::Internal, where, "H5Pset_fill_time");
+  if (H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER) < 0)
+    h5::fail(Blame::Internal, where, "H5Pset_fill_time");
   if (!dims.empty()) {  // a 0-d (scalar) tensor is stored contiguously: HDF5 cannot chunk it
     const std::vector<uint64_t> chunk64 = trace_chunk_shape(t.shape, dtype_size(store));
     const std::vector<hsize_t> chunk(chunk64.begin(), chunk64.end());
-    if (H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()) < 0) h5::fail(Blame::Internal, where, "H5Pset_chunk");
+    if (H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()) < 0)
+      h5::fail(Blame::Internal, where, "H5Pset_chunk");
     if (w.opts.compression_level > 0 &&
-        (H5Pset_shuffle(dcpl.get()) < 0 || H5Pset_deflate(dcpl.get(), unsigned(w.opts.compression_level)) < 0))
+        (H5Pset_shuffle(dcpl.get()) < 0 ||
+         H5Pset_deflate(dcpl.get(), unsigned(w.opts.compression_level)) < 0))
       h5::fail(Blame::Internal, where, "cannot set up compression");
   }
   const hid_t file_type = store == DType::F32 ? H5T_IEEE_F32LE : H5T_STD_U16LE;
-  Handle ds = owned(H5Dcreate2(w.tensors.get(), dataset.c_str(), file_type, space.get(), H5P_DEFAULT, dcpl.get(),
-                               H5P_DEFAULT),
+  Handle ds = owned(H5Dcreate2(w.tensors.get(), dataset.c_str(), file_type, space.get(),
+                               H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                     H5Dclose, Blame::Internal, where, "cannot create the dataset");
   herr_t status = 0;
   if (store == DType::F32) {
@@ -175,7 +188,8 @@ void TraceWriter::add(const Tensor& t, DType store) {
   h5::write_int_attr(d, "tp_size", m.tp_size, Blame::Internal, where);
   h5::write_int_attr(d, "step", m.step, Blame::Internal, where);
   h5::write_string_attr(d, "model", m.model, Blame::Internal, where);
-  for (const auto& [key, value] : m.extra) h5::write_string_attr(d, "extra." + key, value, Blame::Internal, where);
+  for (const auto& [key, value] : m.extra)
+    h5::write_string_attr(d, "extra." + key, value, Blame::Internal, where);
   if (!ds.close()) h5::fail(Blame::Internal, where, "cannot finish the dataset");
   w.names.insert(t.name);
 }

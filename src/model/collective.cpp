@@ -29,7 +29,8 @@ double two_stream_makespan(const std::vector<std::vector<Step>>& pieces) {
   std::vector<std::vector<double>> done(size_t(P), std::vector<double>(size_t(K), 0));
   double free_at[2] = {0, 0};  // [0] compute stream, [1] network stream
   double end = 0;
-  // taco comm (cuda/collectives/comm_exec.cpp) issues wavefront w from the newest piece to the oldest.
+  // taco comm (cuda/collectives/comm_exec.cpp) issues wavefront w from the newest piece to the
+  // oldest.
   for (int w = 0; w <= P + K - 2; ++w) {
     for (int p = std::min(w, P - 1); p >= 0 && w - p < K; --p) {
       const int s = w - p;
@@ -63,16 +64,19 @@ CollCost plain_collective(const LinkTier& tier, Coll c, int nranks, double bytes
   return r;
 }
 
-PieceSchedule compressed_schedule(const LinkTier& tier, const ExecutorParams& ex, const CodecModel& codec, Coll c,
-                                  Algo algo, int nranks, double bytes, double in_elem_bytes, bool pipelined) {
+PieceSchedule compressed_schedule(const LinkTier& tier, const ExecutorParams& ex,
+                                  const CodecModel& codec, Coll c, Algo algo, int nranks,
+                                  double bytes, double in_elem_bytes, bool pipelined) {
   TACO_REQUIRE_INPUT(!codec.plain(), "compressed_collective needs a codec");
   TACO_REQUIRE_INPUT(in_elem_bytes > 0 && bytes > 0, "compressed {}: empty buffer", coll_name(c));
   const int N = nranks;
   if (c == Coll::AllReduce) {
     TACO_REQUIRE_INPUT(algo == Algo::OneShot || algo == Algo::TwoShot || algo == Algo::Ring,
-                       "compressed all_reduce: algorithm '{}' is not one_shot, two_shot or ring", algo_name(algo));
+                       "compressed all_reduce: algorithm '{}' is not one_shot, two_shot or ring",
+                       algo_name(algo));
   } else {
-    TACO_REQUIRE_INPUT(algo == Algo::Direct, "compressed {}: the only algorithm is 'direct', got '{}'", coll_name(c),
+    TACO_REQUIRE_INPUT(algo == Algo::Direct,
+                       "compressed {}: the only algorithm is 'direct', got '{}'", coll_name(c),
                        algo_name(algo));
   }
   PieceSchedule sch;
@@ -127,9 +131,11 @@ PieceSchedule compressed_schedule(const LinkTier& tier, const ExecutorParams& ex
   return sch;
 }
 
-CollCost compressed_collective(const LinkTier& tier, const ExecutorParams& ex, const CodecModel& codec, Coll c,
-                               Algo algo, int nranks, double bytes, double in_elem_bytes, bool pipelined) {
-  const PieceSchedule sch = compressed_schedule(tier, ex, codec, c, algo, nranks, bytes, in_elem_bytes, pipelined);
+CollCost compressed_collective(const LinkTier& tier, const ExecutorParams& ex,
+                               const CodecModel& codec, Coll c, Algo algo, int nranks, double bytes,
+                               double in_elem_bytes, bool pipelined) {
+  const PieceSchedule sch =
+      compressed_schedule(tier, ex, codec, c, algo, nranks, bytes, in_elem_bytes, pipelined);
   CollCost r;
   r.algo = algo;
   r.wire_bytes = sch.wire_bytes;
@@ -137,7 +143,8 @@ CollCost compressed_collective(const LinkTier& tier, const ExecutorParams& ex, c
   if (sch.steps.empty()) return r;
   for (const Step& s : sch.steps) (s.network ? r.wire_us : r.codec_us) += sch.pieces * s.us;
   r.serial_us = r.wire_us + r.codec_us;
-  r.ideal_us = two_stream_makespan(std::vector<std::vector<Step>>(static_cast<size_t>(sch.pieces), sch.steps));
+  r.ideal_us = two_stream_makespan(
+      std::vector<std::vector<Step>>(static_cast<size_t>(sch.pieces), sch.steps));
   r.total_us = r.serial_us - ex.overlap_efficiency * (r.serial_us - r.ideal_us);
   return r;
 }

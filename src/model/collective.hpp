@@ -24,11 +24,11 @@ using taco::Algo;  // collectives/collective_kind.hpp
 
 // The codec of a compressed collective: wire bytes per element and kernel times.
 struct CodecModel {
-  std::string name = "none";     // variant name as printed
-  double bytes_per_elem = 2;     // wire bytes per element
+  std::string name = "none";          // variant name as printed
+  double bytes_per_elem = 2;          // wire bytes per element
   const CodecTable* table = nullptr;  // measured kernels; nullptr = a free codec (bounds only)
-  std::string table_variant;     // the variant's name in `table`
-  double time_scale = 1;         // multiplies every kernel time (layer-measured / bench-predicted)
+  std::string table_variant;          // the variant's name in `table`
+  double time_scale = 1;  // multiplies every kernel time (layer-measured / bench-predicted)
   bool plain() const { return name == "none"; }
   double op_us(CodecOp op, double bytes) const;
   // Fused decode-reduce-encode (two-shot owner, ring hop) of `n_src` wires of `elems` elements
@@ -64,8 +64,9 @@ CollCost plain_collective(const LinkTier& tier, Coll c, int nranks, double bytes
 // Compressed collective of a per-rank buffer of `bytes` holding elements of `in_elem_bytes`
 // (2: bf16 activations, 4: fp32 gradients). algo: Nccl is refused; Direct for all_gather,
 // reduce_scatter, alltoall and sendrecv. pipelined = false runs one piece (overlap none).
-CollCost compressed_collective(const LinkTier& tier, const ExecutorParams& ex, const CodecModel& codec, Coll c,
-                               Algo algo, int nranks, double bytes, double in_elem_bytes, bool pipelined);
+CollCost compressed_collective(const LinkTier& tier, const ExecutorParams& ex,
+                               const CodecModel& codec, Coll c, Algo algo, int nranks, double bytes,
+                               double in_elem_bytes, bool pipelined);
 
 // The steps of one piece of a compressed collective (all P pieces are alike) and P.
 struct PieceSchedule {
@@ -73,8 +74,9 @@ struct PieceSchedule {
   std::vector<Step> steps;
   double wire_bytes = 0;
 };
-PieceSchedule compressed_schedule(const LinkTier& tier, const ExecutorParams& ex, const CodecModel& codec, Coll c,
-                                  Algo algo, int nranks, double bytes, double in_elem_bytes, bool pipelined);
+PieceSchedule compressed_schedule(const LinkTier& tier, const ExecutorParams& ex,
+                                  const CodecModel& codec, Coll c, Algo algo, int nranks,
+                                  double bytes, double in_elem_bytes, bool pipelined);
 
 // Pieces taco comm would cut this buffer into.
 int pipeline_depth(const ExecutorParams& ex, Coll c, int nranks, double bytes, bool pipelined);

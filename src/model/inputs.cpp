@@ -13,10 +13,14 @@ namespace taco::model {
 
 const char* codec_op_name(CodecOp op) {
   switch (op) {
-    case CodecOp::Encode: return "encode";
-    case CodecOp::Decode: return "decode";
-    case CodecOp::DecodeReduce: return "decode_reduce";
-    case CodecOp::DecodeReduceEncode: return "decode_reduce_encode";
+    case CodecOp::Encode:
+      return "encode";
+    case CodecOp::Decode:
+      return "decode";
+    case CodecOp::DecodeReduce:
+      return "decode_reduce";
+    case CodecOp::DecodeReduceEncode:
+      return "decode_reduce_encode";
   }
   throw Error("codec_op_name: unknown op");
 }
@@ -27,7 +31,8 @@ namespace {
 double curve_time_us(const CodecCurve& c, double bytes) {
   const auto& p = c.pts;
   TACO_ASSERT(!p.empty(), "empty codec curve");
-  if (bytes <= p.front().first) return p.front().first / (p.front().second * 1e3);  // launch-bound floor
+  if (bytes <= p.front().first)
+    return p.front().first / (p.front().second * 1e3);  // launch-bound floor
   if (bytes >= p.back().first) return bytes / (p.back().second * 1e3);
   size_t i = 1;
   while (p[i].first < bytes) ++i;
@@ -78,7 +83,8 @@ CodecTable read_bench_json(const std::string& path) {
     }
   }
   const jc::json& res = jc::member(j, "results", path);
-  TACO_REQUIRE_INPUT(res.is_array() && !res.empty(), "{}: \"results\" is not a non-empty list", path);
+  TACO_REQUIRE_INPUT(res.is_array() && !res.empty(), "{}: \"results\" is not a non-empty list",
+                     path);
   struct R {
     std::string variant;
     CodecOp op;
@@ -99,11 +105,16 @@ CodecTable read_bench_json(const std::string& path) {
     if (r.contains("cold")) cold = jc::boolean(r, "cold", w);
     if (impl != "fused" || (dtype != "bf16" && dtype != "bfloat16") || gbps <= 0) continue;
     CodecOp o;
-    if (op == "encode") o = CodecOp::Encode;
-    else if (op == "decode") o = CodecOp::Decode;
-    else if (op == "decode_reduce") o = CodecOp::DecodeReduce;
-    else if (op == "decode_reduce_encode") o = CodecOp::DecodeReduceEncode;
-    else throw_input_error("{}.op: unknown operation \"{}\"", w, op);
+    if (op == "encode")
+      o = CodecOp::Encode;
+    else if (op == "decode")
+      o = CodecOp::Decode;
+    else if (op == "decode_reduce")
+      o = CodecOp::DecodeReduce;
+    else if (op == "decode_reduce_encode")
+      o = CodecOp::DecodeReduceEncode;
+    else
+      throw_input_error("{}.op: unknown operation \"{}\"", w, op);
     any_cold = any_cold || cold;
     rows.push_back({variant, o, numel, bytes, gbps, cold});
   }
@@ -111,15 +122,20 @@ CodecTable read_bench_json(const std::string& path) {
   for (const R& r : rows) {
     if (any_cold && !r.cold) continue;  // cold (L2 flushed) rows: a collective's data is not in L2
     auto& pts = t.curves[r.variant][r.op].pts;
-    auto it = std::find_if(pts.begin(), pts.end(), [&](const auto& p) { return p.first == r.bytes; });
-    if (it == pts.end()) pts.emplace_back(r.bytes, r.gbps);
-    else it->second = std::max(it->second, r.gbps);  // several launch configurations: the best
+    auto it =
+        std::find_if(pts.begin(), pts.end(), [&](const auto& p) { return p.first == r.bytes; });
+    if (it == pts.end())
+      pts.emplace_back(r.bytes, r.gbps);
+    else
+      it->second = std::max(it->second, r.gbps);  // several launch configurations: the best
     if (r.op == CodecOp::Encode) {
       // encode counts input (2 B/elem, bf16) + wire; the largest size gives the asymptotic ratio
       // (per-tensor scales add 4 bytes per tensor, not per element).
       const double bpe = (r.bytes - 2 * r.numel) / r.numel;
-      TACO_REQUIRE_INPUT(bpe > 0, "{}: encode row of '{}' counts fewer bytes than its bf16 input", path, r.variant);
-      if (r.numel >= largest[r.variant]) largest[r.variant] = r.numel, t.bytes_per_elem[r.variant] = bpe;
+      TACO_REQUIRE_INPUT(bpe > 0, "{}: encode row of '{}' counts fewer bytes than its bf16 input",
+                         path, r.variant);
+      if (r.numel >= largest[r.variant])
+        largest[r.variant] = r.numel, t.bytes_per_elem[r.variant] = bpe;
     }
   }
   for (auto it = t.curves.begin(); it != t.curves.end();) {
@@ -131,7 +147,8 @@ CodecTable read_bench_json(const std::string& path) {
       ++it;
     }
   }
-  TACO_REQUIRE_INPUT(!t.curves.empty(), "{}: no variant has fused bf16 encode and decode_reduce rows", path);
+  TACO_REQUIRE_INPUT(!t.curves.empty(),
+                     "{}: no variant has fused bf16 encode and decode_reduce rows", path);
   return t;
 }
 
@@ -142,9 +159,11 @@ CommRecord read_comm_json(const std::string& path) {
   rec.path = path;
   const jc::json& meta = jc::member(j, "meta", path);
   TACO_REQUIRE_INPUT(meta.is_object(), "{}: \"meta\" is not an object", path);
-  if (meta.contains("launch") && meta["launch"].is_string()) rec.launch = meta["launch"].get<std::string>();
+  if (meta.contains("launch") && meta["launch"].is_string())
+    rec.launch = meta["launch"].get<std::string>();
   const jc::json& res = jc::member(j, "results", path);
-  TACO_REQUIRE_INPUT(res.is_array() && !res.empty(), "{}: \"results\" is not a non-empty list", path);
+  TACO_REQUIRE_INPUT(res.is_array() && !res.empty(), "{}: \"results\" is not a non-empty list",
+                     path);
   auto opt = [](const jc::json& r, const char* k, const std::string& w) -> std::optional<double> {
     if (!r.contains(k) || r.at(k).is_null()) return std::nullopt;
     return jc::number(r, k, w);
@@ -179,7 +198,8 @@ namespace {
 
 void require_string_or_null(const jc::json& o, const char* key, const std::string& w) {
   const jc::json& v = jc::member(o, key, w);
-  TACO_REQUIRE_INPUT(v.is_string() || v.is_null(), "{}.{}: expected a string or null, got {}", w, key, jc::show(v));
+  TACO_REQUIRE_INPUT(v.is_string() || v.is_null(), "{}.{}: expected a string or null, got {}", w,
+                     key, jc::show(v));
 }
 
 LayerMessage read_message(const jc::json& m, const std::string& w) {
@@ -192,8 +212,8 @@ LayerMessage read_message(const jc::json& m, const std::string& w) {
   x.bytes_wire = jc::integer(m, "bytes_wire", w, 1);
   x.codec_ms = jc::non_negative(m, "codec_ms", w);
   TACO_REQUIRE_INPUT(x.bytes_plain == 2 * x.elements,
-                     "{}: bytes_plain {} is not 2 x elements ({}) for bfloat16 messages", w, x.bytes_plain,
-                     2 * x.elements);
+                     "{}: bytes_plain {} is not 2 x elements ({}) for bfloat16 messages", w,
+                     x.bytes_plain, 2 * x.elements);
   return x;
 }
 
@@ -209,16 +229,19 @@ LayerRow read_layer_row(const jc::json& r, const std::string& w, int index) {
   x.model.ffn = jc::integer(m, "ffn", mw, 1);
   x.model.heads = jc::integer(m, "heads", mw, 1);
   x.model.kv_heads = jc::integer(m, "kv_heads", mw, 1);
-  TACO_REQUIRE_INPUT(x.model.hidden % x.model.heads == 0, "{}: hidden {} is not a multiple of heads {}", mw,
-                     x.model.hidden, x.model.heads);
-  TACO_REQUIRE_INPUT(x.model.heads % x.model.kv_heads == 0, "{}: heads {} is not a multiple of kv_heads {}", mw,
-                     x.model.heads, x.model.kv_heads);
+  TACO_REQUIRE_INPUT(x.model.hidden % x.model.heads == 0,
+                     "{}: hidden {} is not a multiple of heads {}", mw, x.model.hidden,
+                     x.model.heads);
+  TACO_REQUIRE_INPUT(x.model.heads % x.model.kv_heads == 0,
+                     "{}: heads {} is not a multiple of kv_heads {}", mw, x.model.heads,
+                     x.model.kv_heads);
   x.seq = jc::integer(r, "seq", w, 1);
   x.micro_batch = jc::integer(r, "micro_batch", w, 1);
   x.tp = jc::integer(r, "tp", w, 1);
-  TACO_REQUIRE_INPUT(x.model.hidden % x.tp == 0 && x.model.ffn % x.tp == 0 && x.model.heads % x.tp == 0,
-                     "{}: tp {} does not divide hidden {}, ffn {} and heads {}", w, x.tp, x.model.hidden,
-                     x.model.ffn, x.model.heads);
+  TACO_REQUIRE_INPUT(
+      x.model.hidden % x.tp == 0 && x.model.ffn % x.tp == 0 && x.model.heads % x.tp == 0,
+      "{}: tp {} does not divide hidden {}, ffn {} and heads {}", w, x.tp, x.model.hidden,
+      x.model.ffn, x.model.heads);
   x.sp = jc::boolean(r, "sp", w);
   x.dtype = jc::one_of(r, "dtype", w, {"bfloat16"});
   x.variant = jc::string(r, "variant", w);
@@ -232,8 +255,8 @@ LayerRow read_layer_row(const jc::json& r, const std::string& w, int index) {
   x.step_p90_ms = jc::positive(s, "p90", sw);
   x.samples = jc::integer(s, "samples", sw, 1);
   TACO_REQUIRE_INPUT(x.step_p10_ms <= x.step_median_ms && x.step_median_ms <= x.step_p90_ms,
-                     "{}: expected p10 <= median <= p90, got {} / {} / {}", sw, x.step_p10_ms, x.step_median_ms,
-                     x.step_p90_ms);
+                     "{}: expected p10 <= median <= p90, got {} / {} / {}", sw, x.step_p10_ms,
+                     x.step_median_ms, x.step_p90_ms);
   const jc::json& p = jc::member(r, "parts_ms", w);
   const std::string pw = w + ".parts_ms";
   x.gemm_ms = jc::non_negative(p, "gemm", pw);
@@ -243,27 +266,33 @@ LayerRow read_layer_row(const jc::json& r, const std::string& w, int index) {
   x.other_ms = jc::non_negative(p, "other", pw);
   const jc::json& ms = jc::member(r, "messages", w);
   TACO_REQUIRE_INPUT(ms.is_array(), "{}.messages: expected a list", w);
-  for (size_t i = 0; i < ms.size(); ++i) x.messages.push_back(read_message(ms[i], fmt::format("{}.messages[{}]", w, i)));
+  for (size_t i = 0; i < ms.size(); ++i)
+    x.messages.push_back(read_message(ms[i], fmt::format("{}.messages[{}]", w, i)));
   const jc::json& sv = jc::member(r, "speedup_vs_plain", w);
   if (!sv.is_null()) x.speedup_vs_plain = jc::positive(r, "speedup_vs_plain", w);
   // What the schema implies: plain rows send plain bytes with no codec; one-GPU (shard) rows
   // communicate nothing.
   if (x.variant == "bf16") {
-    TACO_REQUIRE_INPUT(x.algo == "nccl", "{}: variant bf16 (plain NCCL) needs algo \"nccl\", got \"{}\"", w, x.algo);
+    TACO_REQUIRE_INPUT(x.algo == "nccl",
+                       "{}: variant bf16 (plain NCCL) needs algo \"nccl\", got \"{}\"", w, x.algo);
     for (const LayerMessage& msg : x.messages)
-      TACO_REQUIRE_INPUT(msg.bytes_wire == msg.bytes_plain && msg.codec_ms == 0,
-                         "{}: a bf16 (plain) row has a message with bytes_wire != bytes_plain or codec_ms != 0", w);
+      TACO_REQUIRE_INPUT(
+          msg.bytes_wire == msg.bytes_plain && msg.codec_ms == 0,
+          "{}: a bf16 (plain) row has a message with bytes_wire != bytes_plain or codec_ms != 0",
+          w);
   }
   if (x.mode == "shard")
-    TACO_REQUIRE_INPUT(x.comm_exposed_ms == 0, "{}: mode \"shard\" communicates nothing, but parts_ms.comm_exposed is {}",
+    TACO_REQUIRE_INPUT(x.comm_exposed_ms == 0,
+                       "{}: mode \"shard\" communicates nothing, but parts_ms.comm_exposed is {}",
                        w, x.comm_exposed_ms);
   return x;
 }
 
 }  // namespace
 
-const LayerRow* LayerRecord::find(const LayerModelShape& m, int64_t seq, int64_t micro_batch, int64_t tp, bool sp,
-                                  const std::string& variant, const std::string& mode) const {
+const LayerRow* LayerRecord::find(const LayerModelShape& m, int64_t seq, int64_t micro_batch,
+                                  int64_t tp, bool sp, const std::string& variant,
+                                  const std::string& mode) const {
   for (const LayerRow& r : rows)
     if (r.model == m && r.seq == seq && r.micro_batch == micro_batch && r.tp == tp && r.sp == sp &&
         r.variant == variant && r.mode == mode)
@@ -276,7 +305,8 @@ LayerRecord read_layer_json(const std::string& path) {
   LayerRecord rec;
   rec.path = path;
   const std::string schema = jc::string(j, "schema", path);
-  TACO_REQUIRE_INPUT(schema == "taco.layer/1", "{}: schema \"{}\" is not \"taco.layer/1\"", path, schema);
+  TACO_REQUIRE_INPUT(schema == "taco.layer/1", "{}: schema \"{}\" is not \"taco.layer/1\"", path,
+                     schema);
   const jc::json& env = jc::member(j, "env", path);
   const std::string ew = path + ": env";
   rec.gpu = jc::string(env, "gpu", ew);
@@ -289,17 +319,20 @@ LayerRecord read_layer_json(const std::string& path) {
   rec.command = jc::string(env, "command", ew);
   rec.date_utc = jc::string(env, "date_utc", ew);
   const jc::json& rows = jc::member(j, "rows", path);
-  TACO_REQUIRE_INPUT(rows.is_array() && !rows.empty(), "{}: \"rows\" is not a non-empty list", path);
-  std::set<std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, std::string,
-                      std::string, std::string>>
+  TACO_REQUIRE_INPUT(rows.is_array() && !rows.empty(), "{}: \"rows\" is not a non-empty list",
+                     path);
+  std::set<std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                      bool, std::string, std::string, std::string>>
       seen;
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string w = fmt::format("{}: rows[{}]", path, i);
     LayerRow r = read_layer_row(rows[i], w, int(i));
-    const auto key = std::make_tuple(r.model.arch, r.model.hidden, r.model.ffn, r.model.heads, r.model.kv_heads, r.seq,
-                                     r.micro_batch, r.tp, r.sp, r.variant, r.algo, r.mode);
+    const auto key =
+        std::make_tuple(r.model.arch, r.model.hidden, r.model.ffn, r.model.heads, r.model.kv_heads,
+                        r.seq, r.micro_batch, r.tp, r.sp, r.variant, r.algo, r.mode);
     TACO_REQUIRE_INPUT(seen.insert(key).second,
-                       "{}: measures the same configuration (model, seq, micro_batch, tp, sp, variant, algo, mode) as "
+                       "{}: measures the same configuration (model, seq, micro_batch, tp, sp, "
+                       "variant, algo, mode) as "
                        "an earlier row",
                        w);
     rec.rows.push_back(std::move(r));

@@ -76,7 +76,8 @@ struct LayerModelShape {
   std::string arch;  // gpt | llama
   int64_t hidden = 0, ffn = 0, heads = 0, kv_heads = 0;
   bool operator==(const LayerModelShape& o) const {
-    return arch == o.arch && hidden == o.hidden && ffn == o.ffn && heads == o.heads && kv_heads == o.kv_heads;
+    return arch == o.arch && hidden == o.hidden && ffn == o.ffn && heads == o.heads &&
+           kv_heads == o.kv_heads;
   }
 };
 
@@ -108,8 +109,8 @@ struct LayerRecord {
   std::vector<LayerRow> rows;
 
   // The row measuring (shape, seq, micro_batch, tp, sp, variant, mode), or nullptr.
-  const LayerRow* find(const LayerModelShape& m, int64_t seq, int64_t micro_batch, int64_t tp, bool sp,
-                       const std::string& variant, const std::string& mode) const;
+  const LayerRow* find(const LayerModelShape& m, int64_t seq, int64_t micro_batch, int64_t tp,
+                       bool sp, const std::string& variant, const std::string& mode) const;
 };
 LayerRecord read_layer_json(const std::string& path);
 

@@ -66,9 +66,11 @@ inline double non_negative(const json& o, const std::string& key, const std::str
   return x;
 }
 
-inline int64_t integer(const json& o, const std::string& key, const std::string& where, int64_t min_value) {
+inline int64_t integer(const json& o, const std::string& key, const std::string& where,
+                       int64_t min_value) {
   const json& v = member(o, key, where);
-  TACO_REQUIRE_INPUT(v.is_number_integer(), "{}.{}: expected an integer, got {}", where, key, show(v));
+  TACO_REQUIRE_INPUT(v.is_number_integer(), "{}.{}: expected an integer, got {}", where, key,
+                     show(v));
   const int64_t x = v.get<int64_t>();
   TACO_REQUIRE_INPUT(x >= min_value, "{}.{}: must be >= {}, got {}", where, key, min_value, x);
   return x;
@@ -98,7 +100,8 @@ inline bool boolean(const json& o, const std::string& key, const std::string& wh
 }
 
 // Keys of `o` must be among `allowed` (typos in a hand-edited file are caught, not ignored).
-inline void only_keys(const json& o, const std::string& where, const std::set<std::string>& allowed) {
+inline void only_keys(const json& o, const std::string& where,
+                      const std::set<std::string>& allowed) {
   for (auto it = o.begin(); it != o.end(); ++it)
     TACO_REQUIRE_INPUT(allowed.count(it.key()) > 0, "{}: unknown key \"{}\"", where, it.key());
 }

@@ -13,11 +13,16 @@ CollShape coll_shape(Coll c, int nranks) {
   TACO_ASSERT(nranks >= 1, "nranks {}", nranks);
   const double n = nranks;
   switch (c) {
-    case Coll::AllReduce: return {2 * (n - 1), 2 * (n - 1) / n};
-    case Coll::AllGather: return {n - 1, n - 1};
-    case Coll::ReduceScatter: return {n - 1, (n - 1) / n};
-    case Coll::AllToAll: return {n - 1, (n - 1) / n};
-    case Coll::SendRecv: return {1, 1};
+    case Coll::AllReduce:
+      return {2 * (n - 1), 2 * (n - 1) / n};
+    case Coll::AllGather:
+      return {n - 1, n - 1};
+    case Coll::ReduceScatter:
+      return {n - 1, (n - 1) / n};
+    case Coll::AllToAll:
+      return {n - 1, (n - 1) / n};
+    case Coll::SendRecv:
+      return {1, 1};
   }
   throw Error("coll_shape: unknown collective");
 }
@@ -28,7 +33,8 @@ double envelope_time_us(const std::vector<AlphaBeta>& lines, Coll c, int nranks,
   TACO_ASSERT(!lines.empty(), "no alpha-beta line");
   double best = std::numeric_limits<double>::infinity();
   // bytes / (GB/s * 1e3) is microseconds.
-  for (const AlphaBeta& l : lines) best = std::min(best, sh.steps * l.alpha_us + sh.volume * bytes / (l.bw_GBps * 1e3));
+  for (const AlphaBeta& l : lines)
+    best = std::min(best, sh.steps * l.alpha_us + sh.volume * bytes / (l.bw_GBps * 1e3));
   return best;
 }
 
@@ -62,8 +68,9 @@ AlphaBeta read_line(const jc::json& o, const std::string& where) {
 }
 
 LinkTier read_tier(const std::string& name, const jc::json& o, const std::string& where) {
-  jc::only_keys(o, where, {"description", "scope", "bw_GBps", "efficiency", "latency_us", "basis", "source",
-                           "transport", "fit", "coll_factor", "coll_fit", "notes"});
+  jc::only_keys(o, where,
+                {"description", "scope", "bw_GBps", "efficiency", "latency_us", "basis", "source",
+                 "transport", "fit", "coll_factor", "coll_fit", "notes"});
   LinkTier t;
   t.name = name;
   t.description = jc::string(o, "description", where);
@@ -74,7 +81,8 @@ LinkTier read_tier(const std::string& name, const jc::json& o, const std::string
   t.latency_us = jc::non_negative(o, "latency_us", where);
   t.basis = jc::one_of(o, "basis", where, {"datasheet", "measured", "assumption"});
   t.source = jc::string(o, "source", where);
-  TACO_REQUIRE_INPUT(!t.source.empty(), "{}.source: every tier states where its numbers come from", where);
+  TACO_REQUIRE_INPUT(!t.source.empty(), "{}.source: every tier states where its numbers come from",
+                     where);
   if (o.contains("transport")) t.transport = jc::string(o, "transport", where);
   if (o.contains("fit")) {
     const jc::json& f = o.at("fit");
@@ -82,7 +90,8 @@ LinkTier read_tier(const std::string& name, const jc::json& o, const std::string
     jc::only_keys(f, fw, {"lines", "source", "max_rel_err", "rms_rel_err"});
     const jc::json& ls = jc::member(f, "lines", fw);
     TACO_REQUIRE_INPUT(ls.is_array() && !ls.empty(), "{}.lines: expected a non-empty list", fw);
-    for (size_t i = 0; i < ls.size(); ++i) t.fit.push_back(read_line(ls[i], fmt::format("{}.lines[{}]", fw, i)));
+    for (size_t i = 0; i < ls.size(); ++i)
+      t.fit.push_back(read_line(ls[i], fmt::format("{}.lines[{}]", fw, i)));
     t.fit_source = jc::string(f, "source", fw);
   }
   if (o.contains("coll_factor")) {
@@ -99,7 +108,8 @@ LinkTier read_tier(const std::string& name, const jc::json& o, const std::string
     for (auto it = f.begin(); it != f.end(); ++it) {
       const std::string cw = where + ".coll_fit." + it.key();
       const Coll c = parse_coll(it.key(), where + ".coll_fit");
-      TACO_REQUIRE_INPUT(it.value().is_array() && !it.value().empty(), "{}: expected a non-empty list of lines", cw);
+      TACO_REQUIRE_INPUT(it.value().is_array() && !it.value().empty(),
+                         "{}: expected a non-empty list of lines", cw);
       for (size_t i = 0; i < it.value().size(); ++i)
         t.coll_fit[c].push_back(read_line(it.value()[i], fmt::format("{}[{}]", cw, i)));
     }
@@ -115,11 +125,13 @@ LinkConfig read_links(const std::string& path) {
   cfg.path = path;
   jc::only_keys(j, path, {"schema", "notes", "executor", "tiers"});
   const std::string schema = jc::string(j, "schema", path);
-  TACO_REQUIRE_INPUT(schema == "taco.links/1", "{}: schema \"{}\" is not \"taco.links/1\"", path, schema);
+  TACO_REQUIRE_INPUT(schema == "taco.links/1", "{}: schema \"{}\" is not \"taco.links/1\"", path,
+                     schema);
   const jc::json& ex = jc::member(j, "executor", path);
   const std::string ew = path + ": executor";
-  jc::only_keys(ex, ew, {"pipeline", "pipeline_min_bytes", "overlap_efficiency", "codec_step_overhead_us", "source",
-                         "notes"});
+  jc::only_keys(ex, ew,
+                {"pipeline", "pipeline_min_bytes", "overlap_efficiency", "codec_step_overhead_us",
+                 "source", "notes"});
   cfg.exec.pipeline = int(jc::integer(ex, "pipeline", ew, 1));
   cfg.exec.pipeline_min_bytes = jc::integer(ex, "pipeline_min_bytes", ew, 0);
   cfg.exec.overlap_efficiency = jc::non_negative(ex, "overlap_efficiency", ew);
@@ -127,7 +139,8 @@ LinkConfig read_links(const std::string& path) {
   cfg.exec.codec_step_overhead_us = jc::non_negative(ex, "codec_step_overhead_us", ew);
   cfg.exec.source = jc::string(ex, "source", ew);
   const jc::json& ts = jc::member(j, "tiers", path);
-  TACO_REQUIRE_INPUT(ts.is_object() && !ts.empty(), "{}: \"tiers\" must be a non-empty object", path);
+  TACO_REQUIRE_INPUT(ts.is_object() && !ts.empty(), "{}: \"tiers\" must be a non-empty object",
+                     path);
   for (auto it = ts.begin(); it != ts.end(); ++it)
     cfg.tiers[it.key()] = read_tier(it.key(), it.value(), path + ": tiers." + it.key());
   return cfg;
@@ -162,7 +175,8 @@ Line fit_segment(const std::vector<TimePoint>& p, size_t lo, size_t hi) {
   return l;
 }
 
-void splits(size_t n, int parts, size_t start, std::vector<size_t>& cur, std::vector<std::vector<size_t>>& out) {
+void splits(size_t n, int parts, size_t start, std::vector<size_t>& cur,
+            std::vector<std::vector<size_t>>& out) {
   if (parts == 1) {
     if (n - start >= 2) {
       cur.push_back(n);
@@ -181,13 +195,16 @@ void splits(size_t n, int parts, size_t start, std::vector<size_t>& cur, std::ve
 }  // namespace
 
 LineFit fit_lines(std::vector<TimePoint> pts, Coll c, int nranks, int max_lines) {
-  TACO_REQUIRE_INPUT(pts.size() >= 2, "fitting {} at {} ranks needs at least 2 measured sizes, got {}", coll_name(c),
+  TACO_REQUIRE_INPUT(pts.size() >= 2,
+                     "fitting {} at {} ranks needs at least 2 measured sizes, got {}", coll_name(c),
                      nranks, pts.size());
   TACO_REQUIRE_INPUT(nranks >= 2, "fitting needs at least 2 ranks, got {}", nranks);
   TACO_REQUIRE_INPUT(max_lines >= 1, "at least one line");
   for (const TimePoint& p : pts)
-    TACO_REQUIRE_INPUT(p.bytes > 0 && p.time_us > 0, "fitting {}: sizes and times must be positive", coll_name(c));
-  std::sort(pts.begin(), pts.end(), [](const TimePoint& x, const TimePoint& y) { return x.bytes < y.bytes; });
+    TACO_REQUIRE_INPUT(p.bytes > 0 && p.time_us > 0, "fitting {}: sizes and times must be positive",
+                       coll_name(c));
+  std::sort(pts.begin(), pts.end(),
+            [](const TimePoint& x, const TimePoint& y) { return x.bytes < y.bytes; });
   const CollShape sh = coll_shape(c, nranks);
   LineFit best;
   best.max_rel_err = std::numeric_limits<double>::infinity();
@@ -225,10 +242,12 @@ LineFit fit_lines(std::vector<TimePoint> pts, Coll c, int nranks, int max_lines)
     // One more line must cut the largest error by a quarter and by at least 1 point of relative
     // error, or it only chases noise (a 3-iteration socket row, say).
     if (!best_k.lines.empty() &&
-        (best.lines.empty() || best_k.max_rel_err < std::min(0.75 * best.max_rel_err, best.max_rel_err - 0.01)))
+        (best.lines.empty() ||
+         best_k.max_rel_err < std::min(0.75 * best.max_rel_err, best.max_rel_err - 0.01)))
       best = best_k;
   }
-  TACO_REQUIRE_INPUT(!best.lines.empty(), "fitting {}: no line with a positive bandwidth fits the points", coll_name(c));
+  TACO_REQUIRE_INPUT(!best.lines.empty(),
+                     "fitting {}: no line with a positive bandwidth fits the points", coll_name(c));
   return best;
 }
 

@@ -45,19 +45,20 @@ struct AlphaBeta {
 };
 
 struct LinkTier {
-  std::string name;         // key in the file, e.g. "nvlink-h200"
-  std::string description;  // one line for tables
-  std::string scope;        // "intra-node" or "inter-node" (documentation only)
-  double bw_GBps = 0;       // datasheet bandwidth per GPU and direction
-  double efficiency = 1;    // fraction of bw_GBps a large NCCL collective reaches (assumption)
-  double latency_us = 0;    // alpha per step
-  std::string basis;        // "datasheet", "measured" or "assumption"
-  std::string source;       // where the numbers come from
-  std::string transport;    // `taco comm` transport label that measures this tier ("" = none)
-  std::vector<AlphaBeta> fit;          // calibrated lines (all-reduce at N = 2); empty = datasheet
-  std::string fit_source;              // which records and command produced `fit`
+  std::string name;            // key in the file, e.g. "nvlink-h200"
+  std::string description;     // one line for tables
+  std::string scope;           // "intra-node" or "inter-node" (documentation only)
+  double bw_GBps = 0;          // datasheet bandwidth per GPU and direction
+  double efficiency = 1;       // fraction of bw_GBps a large NCCL collective reaches (assumption)
+  double latency_us = 0;       // alpha per step
+  std::string basis;           // "datasheet", "measured" or "assumption"
+  std::string source;          // where the numbers come from
+  std::string transport;       // `taco comm` transport label that measures this tier ("" = none)
+  std::vector<AlphaBeta> fit;  // calibrated lines (all-reduce at N = 2); empty = datasheet
+  std::string fit_source;      // which records and command produced `fit`
   std::map<Coll, double> coll_factor;  // measured time / all-reduce-derived model, per collective
-  std::map<Coll, std::vector<AlphaBeta>> coll_fit;  // a collective's own lines (replace `fit` and factor)
+  std::map<Coll, std::vector<AlphaBeta>>
+      coll_fit;  // a collective's own lines (replace `fit` and factor)
 
   // Plain collective time (us) on this tier: the table above, lower envelope over the lines.
   double time_us(Coll c, int nranks, double bytes) const;
@@ -67,10 +68,10 @@ struct LinkTier {
 
 // How a compressed collective runs its pieces (taco comm's executor; docs/comm.md).
 struct ExecutorParams {
-  int pipeline = 4;                        // pieces per chunk (taco comm --pipeline)
-  int64_t pipeline_min_bytes = 4 << 20;    // smallest piece of a rank's chunk (--pipeline-min)
-  double overlap_efficiency = 0.7;         // share of the ideally hidden time actually hidden
-  double codec_step_overhead_us = 0;       // per codec step: launch + issue cost the bench hides
+  int pipeline = 4;                      // pieces per chunk (taco comm --pipeline)
+  int64_t pipeline_min_bytes = 4 << 20;  // smallest piece of a rank's chunk (--pipeline-min)
+  double overlap_efficiency = 0.7;       // share of the ideally hidden time actually hidden
+  double codec_step_overhead_us = 0;     // per codec step: launch + issue cost the bench hides
   std::string source;
 };
 
@@ -78,7 +79,8 @@ struct LinkConfig {
   std::string path;
   std::map<std::string, LinkTier> tiers;
   ExecutorParams exec;
-  const LinkTier& tier(const std::string& name, const std::string& flag) const;  // InputError if unknown
+  const LinkTier& tier(const std::string& name,
+                       const std::string& flag) const;  // InputError if unknown
 };
 
 // Reads and checks a "taco.links/1" file. Every problem is an InputError naming the file and key.

@@ -49,8 +49,10 @@ PipelineResult simulate_1f1b(const std::vector<StageCost>& stages, int microbatc
         const Op op = order[size_t(s)][next[size_t(s)]];
         const StageCost& c = stages[size_t(s)];
         double ready;
-        if (op.fwd) ready = act[size_t(s)][size_t(op.mb)];
-        else ready = s == p - 1 ? fdone[size_t(s)][size_t(op.mb)] : grad[size_t(s)][size_t(op.mb)];
+        if (op.fwd)
+          ready = act[size_t(s)][size_t(op.mb)];
+        else
+          ready = s == p - 1 ? fdone[size_t(s)][size_t(op.mb)] : grad[size_t(s)][size_t(op.mb)];
         if (ready == kUnset) break;
         const double start = std::max(free_at[size_t(s)], ready);
         double end = start + (op.fwd ? c.fwd_us : c.bwd_us);
@@ -88,7 +90,8 @@ PipelineResult simulate_1f1b(const std::vector<StageCost>& stages, int microbatc
   return r;
 }
 
-double dp_exposed_us(double bwd_start_us, double bwd_end_us, int buckets, double bucket_us, bool overlap) {
+double dp_exposed_us(double bwd_start_us, double bwd_end_us, int buckets, double bucket_us,
+                     bool overlap) {
   TACO_REQUIRE_INPUT(buckets >= 1, "dp: need at least one gradient bucket, got {}", buckets);
   if (!overlap) return buckets * bucket_us;
   const double dur = bwd_end_us - bwd_start_us;

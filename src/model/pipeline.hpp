@@ -22,10 +22,10 @@ struct StageCost {
 
 struct PipelineResult {
   double makespan_us = 0;
-  std::vector<double> stage_end_us;        // end of the stage's last op, its last send included
-  std::vector<double> last_bwd_start_us;   // the last micro-batch's backward on each stage
+  std::vector<double> stage_end_us;       // end of the stage's last op, its last send included
+  std::vector<double> last_bwd_start_us;  // the last micro-batch's backward on each stage
   std::vector<double> last_bwd_end_us;
-  std::vector<double> busy_us;             // compute and sends, per stage
+  std::vector<double> busy_us;  // compute and sends, per stage
 };
 
 // InputError when stages is empty or microbatches < 1.
@@ -35,6 +35,7 @@ PipelineResult simulate_1f1b(const std::vector<StageCost>& stages, int microbatc
 // gradients form `buckets` equal buckets, ready in turn as the backward proceeds (bucket k at
 // bwd_start + (k + 1) / buckets of the backward); each takes bucket_us on the DP link, one
 // after another. overlap = false: all buckets start at bwd_end.
-double dp_exposed_us(double bwd_start_us, double bwd_end_us, int buckets, double bucket_us, bool overlap);
+double dp_exposed_us(double bwd_start_us, double bwd_end_us, int buckets, double bucket_us,
+                     bool overlap);
 
 }  // namespace taco::model

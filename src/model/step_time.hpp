@@ -28,8 +28,8 @@ struct ModelShape {
   int64_t layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, vocab = 0;
   int64_t max_positions = 0;  // learned position embeddings (gpt); 0 = rotary
   bool tied_embeddings = true;
-  bool qkv_bias = false;      // llama-family models with q/k/v biases (Qwen2)
-  std::string source;         // where the numbers come from
+  bool qkv_bias = false;  // llama-family models with q/k/v biases (Qwen2)
+  std::string source;     // where the numbers come from
 };
 
 // "gpt-345m", "qwen2.5-3b"; InputError for other names.
@@ -42,15 +42,17 @@ struct TrainShape {
 
 struct Parallel {
   int tp = 1, pp = 1, dp = 1;
-  bool sp = false;          // sequence parallelism: all-gather / reduce-scatter instead of all-reduce
-  bool dist_opt = false;    // distributed optimizer: gradient reduce-scatter + parameter all-gather
-  bool dp_overlap = true;   // gradient reduction overlapped with the last backward, bucket by bucket
-  double grad_bytes = 4;    // bytes per gradient element on the DP wire (Megatron bf16: fp32 main grads)
+  bool sp = false;        // sequence parallelism: all-gather / reduce-scatter instead of all-reduce
+  bool dist_opt = false;  // distributed optimizer: gradient reduce-scatter + parameter all-gather
+  bool dp_overlap = true;  // gradient reduction overlapped with the last backward, bucket by bucket
+  double grad_bytes =
+      4;  // bytes per gradient element on the DP wire (Megatron bf16: fp32 main grads)
   double bucket_params = 40e6;  // Megatron's default DDP bucket size (parameters)
 };
 
 struct Placement {
-  std::string tp = "nvlink-h200", pp = "nvlink-h200", dp = "nvlink-h200";  // link tier per dimension
+  std::string tp = "nvlink-h200", pp = "nvlink-h200",
+              dp = "nvlink-h200";  // link tier per dimension
 };
 
 struct ComputeSource {
@@ -58,8 +60,8 @@ struct ComputeSource {
   double peak_tflops = 790;            // bf16 dense rate the placeholder scales
   double efficiency = 0.5;             // placeholder: share of peak_tflops reached
   std::string peak_source;
-  double causal_attention = 0.5;       // share of the s^2 attention FLOPs a causal kernel computes
-  double copy_TBps = 0;                // device copy bandwidth for the optimizer (0: 4.8 TB/s x 0.9)
+  double causal_attention = 0.5;  // share of the s^2 attention FLOPs a causal kernel computes
+  double copy_TBps = 0;           // device copy bandwidth for the optimizer (0: 4.8 TB/s x 0.9)
 };
 
 // A TP site: where Megatron's layer communicates (site, direction) and with which collective.
@@ -67,23 +69,25 @@ struct TpMessage {
   std::string site;       // attn_out, mlp_out, attn_qkv, mlp_fc1; embed, head (first / last stage)
   std::string direction;  // fwd | bwd
   Coll coll = Coll::AllReduce;
-  double bytes = 0;       // per-rank input buffer (all-gather: the shard)
+  double bytes = 0;  // per-rank input buffer (all-gather: the shard)
   std::string key() const { return site + ":" + direction; }
 };
-// Per-layer messages (no SP: 2 all-reduces forward, 2 backward; SP: all-gather + reduce-scatter pairs).
-std::vector<TpMessage> layer_messages(const ModelShape& m, const TrainShape& t, const Parallel& par);
+// Per-layer messages (no SP: 2 all-reduces forward, 2 backward; SP: all-gather + reduce-scatter
+// pairs).
+std::vector<TpMessage> layer_messages(const ModelShape& m, const TrainShape& t,
+                                      const Parallel& par);
 
 struct Compression {
   std::map<std::string, CodecModel> tp;  // key "site:direction"; missing or "none" = plain
-  CodecModel dp, pp;                      // gradient reduction, stage-to-stage activations
-  std::string tp_algo = "auto";           // compressed all-reduce: auto | one_shot | two_shot | ring
-  bool pipelined = true;                  // overlap model: chunked pipeline (true) or none
+  CodecModel dp, pp;                     // gradient reduction, stage-to-stage activations
+  std::string tp_algo = "auto";          // compressed all-reduce: auto | one_shot | two_shot | ring
+  bool pipelined = true;                 // overlap model: chunked pipeline (true) or none
   const CodecModel& tp_codec(const std::string& key) const;
 };
 
 struct Breakdown {
-  double compute_ms = 0, tp_comm_ms = 0, codec_ms = 0, pp_comm_ms = 0, bubble_ms = 0, dp_comm_ms = 0,
-         optimizer_ms = 0;
+  double compute_ms = 0, tp_comm_ms = 0, codec_ms = 0, pp_comm_ms = 0, bubble_ms = 0,
+         dp_comm_ms = 0, optimizer_ms = 0;
   double total_ms() const {
     return compute_ms + tp_comm_ms + codec_ms + pp_comm_ms + bubble_ms + dp_comm_ms + optimizer_ms;
   }
@@ -94,7 +98,7 @@ struct SiteCost {
   TpMessage msg;
   std::string codec;  // "none" = plain
   CollCost cost;
-  int count = 0;      // per micro-batch on the critical stage
+  int count = 0;  // per micro-batch on the critical stage
 };
 
 struct StepResult {
@@ -107,7 +111,7 @@ struct StepResult {
   double layer_compute_ms = 0;  // one layer, fwd + bwd, one micro-batch
   std::vector<SiteCost> sites;  // TP sites of one layer (and embedding / head), per micro-batch
   CollCost pp_send, dp_grad, dp_param_gather, embed_sync;
-  double params_per_rank = 0;   // on the critical stage
+  double params_per_rank = 0;  // on the critical stage
 };
 
 struct StepConfig {
@@ -125,18 +129,21 @@ StepResult predict_step(const StepConfig& cfg, const LinkConfig& links, const Co
 // Compression with every site plain.
 Compression no_compression();
 // The same codec at every TP site (and DP / PP when given).
-Compression uniform_compression(const CodecModel& tp, const CodecModel& dp, const CodecModel& pp, bool pipelined);
+Compression uniform_compression(const CodecModel& tp, const CodecModel& dp, const CodecModel& pp,
+                                bool pipelined);
 // Per site (each TP site, DP, PP) the fastest of plain and the candidates, by the predicted
 // time of that site's collective.
-Compression best_per_site(const StepConfig& cfg, const LinkConfig& links, const std::vector<CodecModel>& candidates,
-                          bool pipelined, bool include_dp_pp);
+Compression best_per_site(const StepConfig& cfg, const LinkConfig& links,
+                          const std::vector<CodecModel>& candidates, bool pipelined,
+                          bool include_dp_pp);
 
 // A codec model for `variant` from the bench table (InputError when it has no rows there);
 // "none" gives the plain model.
 CodecModel codec_from_table(const std::string& variant, const CodecTable* table);
 
 // FLOPs of one layer's forward on one TP rank (GEMMs + attention), and of the LM head.
-double layer_fwd_flops(const ModelShape& m, const TrainShape& t, const Parallel& par, double causal);
+double layer_fwd_flops(const ModelShape& m, const TrainShape& t, const Parallel& par,
+                       double causal);
 double head_fwd_flops(const ModelShape& m, const TrainShape& t, const Parallel& par);
 // Parameters of one layer held by one TP rank (sharded matrices / tp + replicated norms, biases).
 double layer_params_per_rank(const ModelShape& m, int tp);

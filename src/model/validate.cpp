@@ -30,10 +30,13 @@ LinkTier TransportFit::tier() const {
 
 namespace {
 
-bool is_bf16(const std::string& type) { return type == "bfloat16" || type == "bf16"; }
+bool is_bf16(const std::string& type) {
+  return type == "bfloat16" || type == "bf16";
+}
 
 std::string mib(double bytes) {
-  if (bytes >= double(1 << 30) && std::fmod(bytes, double(1 << 30)) == 0) return fmt::format("{:g} GiB", bytes / (1 << 30));
+  if (bytes >= double(1 << 30) && std::fmod(bytes, double(1 << 30)) == 0)
+    return fmt::format("{:g} GiB", bytes / (1 << 30));
   if (bytes >= double(1 << 20)) return fmt::format("{:g} MiB", bytes / (1 << 20));
   return fmt::format("{:g} KiB", bytes / 1024);
 }
@@ -56,8 +59,8 @@ CollCost predict_compressed(const CommRow& r, const LinkTier& tier, const Execut
   ex.pipeline = r.pipeline;
   ex.pipeline_min_bytes = 0;
   const CodecModel codec = codec_from_table(r.codec, &bench);
-  return compressed_collective(tier, ex, codec, parse_coll(r.collective, r.file), row_algo(r), r.nranks, r.size, 2,
-                               r.pipeline > 1);
+  return compressed_collective(tier, ex, codec, parse_coll(r.collective, r.file), row_algo(r),
+                               r.nranks, r.size, 2, r.pipeline > 1);
 }
 
 }  // namespace
@@ -66,7 +69,8 @@ std::vector<TransportFit> fit_transports(const std::vector<CommRecord>& comm, in
   std::map<std::pair<std::string, int>, std::vector<const CommRow*>> plain;
   for (const CommRecord& rec : comm)
     for (const CommRow& r : rec.rows)
-      if (r.plain() && is_bf16(r.type) && r.nranks >= 2) plain[{r.transport, r.nranks}].push_back(&r);
+      if (r.plain() && is_bf16(r.type) && r.nranks >= 2)
+        plain[{r.transport, r.nranks}].push_back(&r);
   std::vector<TransportFit> fits;
   for (const auto& [key, rows] : plain) {
     std::vector<TimePoint> ar;
@@ -95,7 +99,8 @@ std::vector<TransportFit> fit_transports(const std::vector<CommRecord>& comm, in
         continue;
       }
       double s = 0;
-      for (const CommRow* r : rs) s += std::log(r->time_us / envelope_time_us(f.all_reduce.lines, c, r->nranks, r->size));
+      for (const CommRow* r : rs)
+        s += std::log(r->time_us / envelope_time_us(f.all_reduce.lines, c, r->nranks, r->size));
       f.factor[c] = std::exp(s / double(rs.size()));  // geometric mean of measured / formula
       f.factor_points[c] = int(rs.size());
     }
@@ -104,8 +109,9 @@ std::vector<TransportFit> fit_transports(const std::vector<CommRecord>& comm, in
   return fits;
 }
 
-ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable* bench, const LayerRecord* layer,
-                          const LinkConfig& links, const ValidationOptions& opt) {
+ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable* bench,
+                          const LayerRecord* layer, const LinkConfig& links,
+                          const ValidationOptions& opt) {
   ValidationReport rep;
   rep.fits = fit_transports(comm, opt.max_lines);
   rep.exec = opt.exec;
@@ -132,7 +138,8 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
     std::vector<const CommRow*> crow;
     for (const CommRecord& rec : comm)
       for (const CommRow& r : rec.rows)
-        if (compressible(r) && r.transport == opt.fit_overlap_on && r.t_codec_us) crow.push_back(&r);
+        if (compressible(r) && r.transport == opt.fit_overlap_on && r.t_codec_us)
+          crow.push_back(&r);
     if (!crow.empty()) {
       double best = 1e300;
       for (int k = 0; k <= 80; ++k) {
@@ -140,47 +147,52 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
         ex.codec_step_overhead_us = k * 0.125;
         double ss = 0;
         for (const CommRow* r : crow) {
-          const double e = std::log(predict_compressed(*r, fit_of(r->transport, r->nranks)->tier(), ex, *bench).codec_us /
-                                    *r->t_codec_us);
+          const double e = std::log(
+              predict_compressed(*r, fit_of(r->transport, r->nranks)->tier(), ex, *bench).codec_us /
+              *r->t_codec_us);
           ss += e * e;
         }
-        if (ss < best - 1e-15) best = ss, rep.exec.codec_step_overhead_us = ex.codec_step_overhead_us;
+        if (ss < best - 1e-15)
+          best = ss, rep.exec.codec_step_overhead_us = ex.codec_step_overhead_us;
       }
     }
     double num = 0, den = 0;
     int used = 0;
     for (const CommRecord& rec : comm)
       for (const CommRow& r : rec.rows) {
-        if (!compressible(r) || r.transport != opt.fit_overlap_on || r.pipeline < 2 || !r.t_comm_us || !r.t_codec_us)
+        if (!compressible(r) || r.transport != opt.fit_overlap_on || r.pipeline < 2 ||
+            !r.t_comm_us || !r.t_codec_us)
           continue;
         ExecutorParams ex = rep.exec;
         ex.pipeline = r.pipeline;
         ex.pipeline_min_bytes = 0;
-        const PieceSchedule sch = compressed_schedule(fit_of(r.transport, r.nranks)->tier(), ex,
-                                                      codec_from_table(r.codec, bench), parse_coll(r.collective, r.file),
-                                                      row_algo(r), r.nranks, r.size, 2, true);
+        const PieceSchedule sch = compressed_schedule(
+            fit_of(r.transport, r.nranks)->tier(), ex, codec_from_table(r.codec, bench),
+            parse_coll(r.collective, r.file), row_algo(r), r.nranks, r.size, 2, true);
         double w = 0, k = 0;
         for (const Step& s : sch.steps) (s.network ? w : k) += s.us * sch.pieces;
         if (w <= 0 || k <= 0) continue;
         std::vector<Step> scaled = sch.steps;
         for (Step& s : scaled) s.us *= s.network ? *r.t_comm_us / w : *r.t_codec_us / k;
         const double serial = *r.t_comm_us + *r.t_codec_us;
-        const double ideal_hidden =
-            serial - two_stream_makespan(std::vector<std::vector<Step>>(static_cast<size_t>(sch.pieces), scaled));
+        const double ideal_hidden = serial - two_stream_makespan(std::vector<std::vector<Step>>(
+                                                 static_cast<size_t>(sch.pieces), scaled));
         const double hidden = std::max(0.0, serial - r.time_us);
         num += hidden * ideal_hidden, den += ideal_hidden * ideal_hidden;
         ++used;
       }
     if (used >= 1 && den > 0) {
       rep.exec.overlap_efficiency = std::min(1.0, std::max(0.0, num / den));
-      rep.exec_basis = fmt::format("codec step overhead fitted to the codec-only times (t_codec_us) of the {} compressed "
-                                   "rows on {}; overlap efficiency to the measured overlap (t_comm + t_codec - t) of "
-                                   "its {} pipelined rows",
-                                   crow.size(), opt.fit_overlap_on, used);
+      rep.exec_basis = fmt::format(
+          "codec step overhead fitted to the codec-only times (t_codec_us) of the {} compressed "
+          "rows on {}; overlap efficiency to the measured overlap (t_comm + t_codec - t) of "
+          "its {} pipelined rows",
+          crow.size(), opt.fit_overlap_on, used);
     } else {
-      rep.notes.push_back(fmt::format("no pipelined compressed rows with t_comm_us / t_codec_us on '{}': overlap "
-                                      "efficiency kept from {}",
-                                      opt.fit_overlap_on, links.path));
+      rep.notes.push_back(
+          fmt::format("no pipelined compressed rows with t_comm_us / t_codec_us on '{}': overlap "
+                      "efficiency kept from {}",
+                      opt.fit_overlap_on, links.path));
     }
   }
 
@@ -190,12 +202,13 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
       const std::string src = fmt::format("{}#{}", rec.path, r.index);
       const TransportFit* f = fit_of(r.transport, r.nranks);
       if (!is_bf16(r.type)) {
-        rep.notes.push_back(fmt::format("{}: type {} (the model costs bf16 collectives)", src, r.type));
+        rep.notes.push_back(
+            fmt::format("{}: type {} (the model costs bf16 collectives)", src, r.type));
         continue;
       }
       if (f == nullptr) {
-        rep.notes.push_back(fmt::format("{}: no plain all-reduce rows at {} ranks on '{}' to fit", src, r.nranks,
-                                        r.transport));
+        rep.notes.push_back(fmt::format("{}: no plain all-reduce rows at {} ranks on '{}' to fit",
+                                        src, r.nranks, r.transport));
         continue;
       }
       const LinkTier tier = f->tier();
@@ -207,7 +220,8 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
       v.measured_us = r.time_us;
       if (r.plain()) {
         v.kind = "comm-plain";
-        v.config = fmt::format("{} {} plain NCCL, {} ranks, {}", r.collective, mib(r.size), r.nranks, rec.launch);
+        v.config = fmt::format("{} {} plain NCCL, {} ranks, {}", r.collective, mib(r.size),
+                               r.nranks, rec.launch);
         v.predicted_us = tier.time_us(c, r.nranks, r.size);
         if (c == Coll::AllReduce) {
           v.basis = "fit (in-sample)";
@@ -215,8 +229,8 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
           std::vector<TimePoint> rest;
           for (const CommRecord& rr : comm)
             for (const CommRow& o : rr.rows)
-              if (o.plain() && is_bf16(o.type) && o.transport == r.transport && o.nranks == r.nranks &&
-                  o.collective == "all_reduce" && o.size != r.size)
+              if (o.plain() && is_bf16(o.type) && o.transport == r.transport &&
+                  o.nranks == r.nranks && o.collective == "all_reduce" && o.size != r.size)
                 rest.push_back({o.size, o.time_us});
           std::sort(rest.begin(), rest.end(), [](auto& a, auto& b) { return a.bytes < b.bytes; });
           if (rest.size() >= 2 && r.size > rest.front().bytes && r.size < rest.back().bytes) {
@@ -235,16 +249,17 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
         continue;
       }
       if (bench == nullptr || !bench->has(r.codec)) {
-        rep.notes.push_back(fmt::format("{}: codec '{}' has no kernel rows in the bench file", src, r.codec));
+        rep.notes.push_back(
+            fmt::format("{}: codec '{}' has no kernel rows in the bench file", src, r.codec));
         continue;
       }
       v.kind = "comm-compressed";
-      v.config = fmt::format("{} {} {} {} p{}, {} ranks, {}", r.collective, mib(r.size), r.codec, r.algorithm,
-                             r.pipeline, r.nranks, rec.launch);
+      v.config = fmt::format("{} {} {} {} p{}, {} ranks, {}", r.collective, mib(r.size), r.codec,
+                             r.algorithm, r.pipeline, r.nranks, rec.launch);
       const CollCost cc = predict_compressed(r, tier, rep.exec, *bench);
       v.predicted_us = cc.total_us;
-      v.basis = (r.transport == opt.fit_overlap_on && r.pipeline > 1 && r.t_comm_us && r.t_codec_us &&
-                 rep.exec_basis.rfind("codec step overhead fitted", 0) == 0)
+      v.basis = (r.transport == opt.fit_overlap_on && r.pipeline > 1 && r.t_comm_us &&
+                 r.t_codec_us && rep.exec_basis.rfind("codec step overhead fitted", 0) == 0)
                     ? "predicted; its overlap in the eta fit"
                     : "predicted";
       if (r.t_comm_us) v.wire_measured_us = *r.t_comm_us, v.wire_predicted_us = cc.wire_us;
@@ -260,16 +275,19 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
       const std::string src = fmt::format("{}#rows[{}]", layer->path, r.index);
       ModelShape m;
       m.arch = r.model.arch;
-      m.hidden = r.model.hidden, m.ffn = r.model.ffn, m.heads = r.model.heads, m.kv_heads = r.model.kv_heads;
+      m.hidden = r.model.hidden, m.ffn = r.model.ffn, m.heads = r.model.heads,
+      m.kv_heads = r.model.kv_heads;
       TrainShape t;
       t.seq = r.seq, t.micro_batch = r.micro_batch;
       Parallel par;
       par.tp = int(r.tp);
       par.sp = r.sp;
       const double flops_us = 3 * layer_fwd_flops(m, t, par, opt.causal_attention) / rate * 1e6;
-      const LayerRow* base = layer->find(r.model, r.seq, r.micro_batch, r.tp, r.sp, "bf16", "shard");
-      const std::string cfg = fmt::format("{} h{} ffn{} tp{}{} b{} s{} {} {}", r.model.arch, r.model.hidden,
-                                          r.model.ffn, r.tp, r.sp ? " sp" : "", r.micro_batch, r.seq, r.variant, r.mode);
+      const LayerRow* base =
+          layer->find(r.model, r.seq, r.micro_batch, r.tp, r.sp, "bf16", "shard");
+      const std::string cfg = fmt::format("{} h{} ffn{} tp{}{} b{} s{} {} {}", r.model.arch,
+                                          r.model.hidden, r.model.ffn, r.tp, r.sp ? " sp" : "",
+                                          r.micro_batch, r.seq, r.variant, r.mode);
       ValidationRow v;
       v.source = src;
       v.transport = layer->gpu;
@@ -278,14 +296,15 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
       if (r.mode == "shard" && r.variant == "bf16") {
         v.kind = "layer-compute";
         v.predicted_us = flops_us;
-        v.basis = fmt::format("placeholder: FLOPs at {:.0f}% of {:.0f} TFLOP/s", 100 * opt.compute_efficiency,
-                              opt.peak_tflops);
+        v.basis = fmt::format("placeholder: FLOPs at {:.0f}% of {:.0f} TFLOP/s",
+                              100 * opt.compute_efficiency, opt.peak_tflops);
         rep.rows.push_back(v);
         continue;
       }
       const bool compressed = r.variant != "bf16";
       if (compressed && (bench == nullptr || !bench->has(r.variant))) {
-        rep.notes.push_back(fmt::format("{}: codec '{}' has no kernel rows in the bench file", src, r.variant));
+        rep.notes.push_back(
+            fmt::format("{}: codec '{}' has no kernel rows in the bench file", src, r.variant));
         continue;
       }
       CodecModel codec;
@@ -300,19 +319,22 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
         const double bytes = double(msg.bytes_plain);  // the collective's per-rank input buffer
         if (r.mode == "shard") {
           if (!compressed) continue;
-          const Algo a = c == Coll::AllReduce ? (r.algo == "nccl" || r.algo == "auto" ? auto_allreduce_algo(bytes, int(r.tp))
-                                                                  : parse_algo(r.algo, src))
+          const Algo a = c == Coll::AllReduce ? (r.algo == "nccl" || r.algo == "auto"
+                                                     ? auto_allreduce_algo(bytes, int(r.tp))
+                                                     : parse_algo(r.algo, src))
                                               : Algo::Direct;
           // One GPU runs the codec kernels of one rank, unpipelined, no transfer.
           const LinkTier& any = links.tiers.begin()->second;
-          const double cu = compressed_collective(any, bare, codec, c, a, int(r.tp), bytes, 2, false).codec_us;
+          const double cu =
+              compressed_collective(any, bare, codec, c, a, int(r.tp), bytes, 2, false).codec_us;
           add_us += cu;
           ValidationRow m2;
           m2.source = fmt::format("{}.messages[{}]", src, i);
           m2.kind = "layer-codec";
           m2.transport = layer->gpu;
           m2.size = bytes;
-          m2.config = fmt::format("{} {} {} {} {}", msg.site, msg.direction, msg.collective, mib(bytes), r.variant);
+          m2.config = fmt::format("{} {} {} {} {}", msg.site, msg.direction, msg.collective,
+                                  mib(bytes), r.variant);
           m2.measured_us = msg.codec_ms * 1e3;
           m2.predicted_us = cu;
           m2.basis = "predicted from taco bench GB/s";
@@ -322,17 +344,20 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
           if (!compressed) {
             add_us += plain_collective(tier, c, int(r.tp), bytes).total_us;
           } else {
-            const Algo a = c == Coll::AllReduce ? (r.algo == "nccl" || r.algo == "auto" ? auto_allreduce_algo(bytes, int(r.tp))
-                                                                    : parse_algo(r.algo, src))
+            const Algo a = c == Coll::AllReduce ? (r.algo == "nccl" || r.algo == "auto"
+                                                       ? auto_allreduce_algo(bytes, int(r.tp))
+                                                       : parse_algo(r.algo, src))
                                                 : Algo::Direct;
-            add_us += compressed_collective(tier, rep.exec, codec, c, a, int(r.tp), bytes, 2, true).total_us;
+            add_us += compressed_collective(tier, rep.exec, codec, c, a, int(r.tp), bytes, 2, true)
+                          .total_us;
           }
         }
       }
       v.kind = r.mode == "shard" ? "layer-step" : "layer-dist";
       v.predicted_us = compute_us + add_us;
-      v.basis = fmt::format("{} + {}", base != nullptr ? "measured bf16 shard row" : "placeholder compute",
-                            r.mode == "shard" ? "codec from taco bench" : "collectives on " + opt.layer_tier);
+      v.basis = fmt::format(
+          "{} + {}", base != nullptr ? "measured bf16 shard row" : "placeholder compute",
+          r.mode == "shard" ? "codec from taco bench" : "collectives on " + opt.layer_tier);
       rep.rows.push_back(v);
     }
   }
@@ -342,12 +367,15 @@ ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable*
   for (const ValidationRow& v : rep.rows) {
     errs[{v.kind, v.transport}].push_back(std::abs(v.err()));
     if (v.kind == "comm-plain" && v.loo_predicted_us && v.basis.rfind("fit", 0) == 0)
-      errs[{"comm-plain-leave-one-out", v.transport}].push_back(std::abs(*v.loo_predicted_us / v.measured_us - 1));
+      errs[{"comm-plain-leave-one-out", v.transport}].push_back(
+          std::abs(*v.loo_predicted_us / v.measured_us - 1));
     // The parts of a compressed row against their own measurements say where a miss comes from.
     if (v.wire_measured_us && *v.wire_measured_us > 0)
-      errs[{"part: wire", v.transport}].push_back(std::abs(*v.wire_predicted_us / *v.wire_measured_us - 1));
+      errs[{"part: wire", v.transport}].push_back(
+          std::abs(*v.wire_predicted_us / *v.wire_measured_us - 1));
     if (v.codec_measured_us && *v.codec_measured_us > 0)
-      errs[{"part: codec", v.transport}].push_back(std::abs(*v.codec_predicted_us / *v.codec_measured_us - 1));
+      errs[{"part: codec", v.transport}].push_back(
+          std::abs(*v.codec_predicted_us / *v.codec_measured_us - 1));
   }
   for (const auto& [k, e] : errs) {
     ValidationSummary s;

@@ -25,24 +25,26 @@ namespace taco::model {
 struct TransportFit {
   std::string transport;
   int nranks = 0;
-  LineFit all_reduce;                 // lines fitted to the plain all-reduce rows
+  LineFit all_reduce;  // lines fitted to the plain all-reduce rows
   int points = 0;
-  std::map<Coll, double> factor;      // other plain collectives at one size: measured / all-reduce-derived
+  std::map<Coll, double>
+      factor;  // other plain collectives at one size: measured / all-reduce-derived
   std::map<Coll, int> factor_points;
-  std::map<Coll, LineFit> own;        // other plain collectives at >= 2 sizes: their own lines
+  std::map<Coll, LineFit> own;  // other plain collectives at >= 2 sizes: their own lines
   std::map<Coll, int> own_points;
-  LinkTier tier() const;              // the fit as a tier (basis "measured")
+  LinkTier tier() const;  // the fit as a tier (basis "measured")
 };
 
 struct ValidationRow {
-  std::string source;     // file and index
-  std::string kind;       // comm-plain | comm-compressed | layer-compute | layer-codec | layer-step | layer-dist
+  std::string source;  // file and index
+  std::string
+      kind;  // comm-plain | comm-compressed | layer-compute | layer-codec | layer-step | layer-dist
   std::string config;     // one readable line
   std::string transport;  // or the GPU for layer rows
   double size = 0;        // bytes (per-rank buffer) or 0
   double measured_us = 0, predicted_us = 0;
-  std::string basis;      // "fit (in-sample)", "predicted", ...
-  std::optional<double> loo_predicted_us;   // plain rows: without the row in the fit
+  std::string basis;                       // "fit (in-sample)", "predicted", ...
+  std::optional<double> loo_predicted_us;  // plain rows: without the row in the fit
   std::optional<double> wire_measured_us, wire_predicted_us, codec_measured_us, codec_predicted_us;
   double err() const { return predicted_us / measured_us - 1; }
 };
@@ -65,14 +67,16 @@ struct ValidationReport {
 
 struct ValidationOptions {
   int max_lines = 2;
-  std::string fit_overlap_on = "nvlink";  // transport whose pipelined rows fit the executor; "" = keep links'
-  ExecutorParams exec;                    // starting point (the links file's)
+  std::string fit_overlap_on =
+      "nvlink";         // transport whose pipelined rows fit the executor; "" = keep links'
+  ExecutorParams exec;  // starting point (the links file's)
   std::string layer_tier = "nvlink-h200";  // tier of the layer benchmark's dist rows
   double peak_tflops = 790, compute_efficiency = 0.5, causal_attention = 0.5;
 };
 
-ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable* bench, const LayerRecord* layer,
-                          const LinkConfig& links, const ValidationOptions& opt);
+ValidationReport validate(const std::vector<CommRecord>& comm, const CodecTable* bench,
+                          const LayerRecord* layer, const LinkConfig& links,
+                          const ValidationOptions& opt);
 
 // Fits per (transport, ranks) from the plain rows of the records (used by validate and by the
 // predictions' --comm recalibration).

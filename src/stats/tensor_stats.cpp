@@ -38,9 +38,11 @@ void merge(Moments& a, const Moments& b) {
   const double na = double(a.n), nb = double(b.n), n = na + nb;
   const double d = b.mean - a.mean, dn = d / n;
   const double m2 = a.m2 + b.m2 + d * dn * na * nb;
-  const double m3 = a.m3 + b.m3 + d * dn * dn * na * nb * (na - nb) + 3.0 * dn * (na * b.m2 - nb * a.m2);
+  const double m3 =
+      a.m3 + b.m3 + d * dn * dn * na * nb * (na - nb) + 3.0 * dn * (na * b.m2 - nb * a.m2);
   const double m4 = a.m4 + b.m4 + d * dn * dn * dn * na * nb * (na * na - na * nb + nb * nb) +
-                    6.0 * dn * dn * (na * na * b.m2 + nb * nb * a.m2) + 4.0 * dn * (na * b.m3 - nb * a.m3);
+                    6.0 * dn * dn * (na * na * b.m2 + nb * nb * a.m2) +
+                    4.0 * dn * (na * b.m3 - nb * a.m3);
   a.n += b.n;
   a.mean += dn * nb;
   a.m2 = m2;
@@ -135,7 +137,8 @@ std::vector<float> column_absmax(const float* x, int64_t rows, int64_t cols, int
       const float* row = x + r * cols;
       for (int64_t c = c0; c < c1; ++c) {
         const float a = std::fabs(row[c]);
-        if (a > m[c] && a != std::numeric_limits<float>::infinity()) m[c] = a;  // NaN compares false
+        if (a > m[c] && a != std::numeric_limits<float>::infinity())
+          m[c] = a;  // NaN compares false
       }
     }
   }
@@ -182,13 +185,16 @@ std::vector<IndexedAbsmax> top_k_of(const std::vector<float>& v, int k) {
   return heap;
 }
 
-double frac(int64_t num, int64_t den) { return den > 0 ? double(num) / double(den) : 0.0; }
+double frac(int64_t num, int64_t den) {
+  return den > 0 ? double(num) / double(den) : 0.0;
+}
 
 }  // namespace
 
 TensorStats compute_stats(const float* x, int64_t rows, int64_t cols, const StatsOptions& opts) {
   TACO_REQUIRE_INPUT(rows >= 0 && cols >= 0, "stats: negative shape [{}, {}]", rows, cols);
-  TACO_REQUIRE_INPUT(opts.block_size > 0, "stats: block size must be positive, got {}", opts.block_size);
+  TACO_REQUIRE_INPUT(opts.block_size > 0, "stats: block size must be positive, got {}",
+                     opts.block_size);
   TACO_REQUIRE_INPUT(opts.top_k >= 0, "stats: top-k must be >= 0, got {}", opts.top_k);
   TensorStats s;
   s.rows = rows;
@@ -285,7 +291,9 @@ TensorStats compute_stats(const Tensor& t, const StatsOptions& opts) {
 
 nlohmann::json to_json(const TensorStats& s) {
   // Undefined (NaN) and infinite values become null: JSON has no number for them.
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  auto num = [](double v) {
+    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+  };
   auto tops = [](const std::vector<IndexedAbsmax>& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& e : v) a.push_back({{"index", e.index}, {"absmax", e.absmax}});

@@ -1,7 +1,7 @@
 #include "study/error_feedback.hpp"
 
-#include "core/error.hpp"
 #include "core/csv.hpp"
+#include "core/error.hpp"
 
 #include <fmt/format.h>
 
@@ -14,12 +14,14 @@ namespace taco::study {
 namespace {
 const char* const kAqOnce = "aqsgd: this sample occurs once (no cache to delta against)";
 const char* const kAqNone =
-    "aqsgd: the inputs have no repeated samples (no extra.sample_id, no tensor name at two steps); nothing to "
+    "aqsgd: the inputs have no repeated samples (no extra.sample_id, no tensor name at two steps); "
+    "nothing to "
     "delta against";
 }  // namespace
 
 std::string feedback_sequence(const TensorMeta& m) {
-  return fmt::format("layer={}/site={}/direction={}/tp_rank={}", m.layer, m.site, m.direction, m.tp_rank);
+  return fmt::format("layer={}/site={}/direction={}/tp_rank={}", m.layer, m.site, m.direction,
+                     m.tp_rank);
 }
 
 std::string feedback_stream(const TensorInfo& t) {
@@ -37,8 +39,10 @@ std::vector<std::string> stream_keys(const std::vector<const TensorInfo*>& in_st
   return keys;
 }
 
-SampleIndex::SampleIndex(const std::vector<TensorInfo>& infos, const std::vector<std::string>& streams) {
-  TACO_ASSERT(infos.size() == streams.size(), "{} tensors, {} stream keys", infos.size(), streams.size());
+SampleIndex::SampleIndex(const std::vector<TensorInfo>& infos,
+                         const std::vector<std::string>& streams) {
+  TACO_ASSERT(infos.size() == streams.size(), "{} tensors, {} stream keys", infos.size(),
+              streams.size());
   std::map<std::string, std::set<int64_t>> steps_of_name;
   for (const TensorInfo& t : infos)
     if (!t.meta.extra.count("sample_id")) steps_of_name[t.name].insert(t.meta.step);
@@ -51,14 +55,16 @@ SampleIndex::SampleIndex(const std::vector<TensorInfo>& infos, const std::vector
     if (n >= 2) repeated_.insert(key);
 }
 
-std::optional<std::string> SampleIndex::sample_of(const TensorInfo& t, const std::set<std::string>& multi_step_names) {
+std::optional<std::string> SampleIndex::sample_of(const TensorInfo& t,
+                                                  const std::set<std::string>& multi_step_names) {
   const auto it = t.meta.extra.find("sample_id");
   if (it != t.meta.extra.end()) return "sample_id=" + it->second;
   if (multi_step_names.count(t.name)) return "name=" + t.name;
   return std::nullopt;
 }
 
-std::optional<std::string> SampleIndex::cache_key(const TensorInfo& t, const std::string& stream) const {
+std::optional<std::string> SampleIndex::cache_key(const TensorInfo& t,
+                                                  const std::string& stream) const {
   const auto s = sample_of(t, multi_step_names_);
   if (!s) return std::nullopt;
   std::string key = stream + "/" + *s;
@@ -71,8 +77,10 @@ const std::vector<float>* FeedbackState::state(const std::string& key) const {
   return it == mem_.end() ? nullptr : &it->second.mem;
 }
 
-FeedbackStep FeedbackState::step(const std::string& key, const float* x, int64_t rows, int64_t cols, float* xhat) {
-  TACO_REQUIRE_INPUT(rows > 0 && cols > 0, "{}: unusable shape [{}, {}] for {}", codec_->name(), rows, cols, key);
+FeedbackStep FeedbackState::step(const std::string& key, const float* x, int64_t rows, int64_t cols,
+                                 float* xhat) {
+  TACO_REQUIRE_INPUT(rows > 0 && cols > 0, "{}: unusable shape [{}, {}] for {}", codec_->name(),
+                     rows, cols, key);
   const int64_t n = rows * cols;
   Entry& e = mem_[key];
   if (e.visits == 0) {
@@ -80,10 +88,11 @@ FeedbackStep FeedbackState::step(const std::string& key, const float* x, int64_t
     e.cols = cols;
     e.mem.assign(size_t(n), 0.0f);
   }
-  TACO_REQUIRE_INPUT(e.rows == rows && e.cols == cols,
-                     "{}: {} changes shape from [{}, {}] to [{}, {}] between steps; its {} does not fit",
-                     codec_->name(), key, e.rows, e.cols, rows, cols,
-                     codec_->kind() == structured::FeedbackKind::ErrorFeedback ? "residual" : "cache");
+  TACO_REQUIRE_INPUT(
+      e.rows == rows && e.cols == cols,
+      "{}: {} changes shape from [{}, {}] to [{}, {}] between steps; its {} does not fit",
+      codec_->name(), key, e.rows, e.cols, rows, cols,
+      codec_->kind() == structured::FeedbackKind::ErrorFeedback ? "residual" : "cache");
   FeedbackStep out;
   // What goes into the codec: x + e (EF) or x - m (AQ-SGD); non-finite x counts as 0.
   std::vector<float> v(static_cast<size_t>(n));
@@ -105,9 +114,9 @@ FeedbackStep FeedbackState::step(const std::string& key, const float* x, int64_t
     const float d = std::isfinite(xhat[i]) ? xhat[i] : 0.0f;
     float& m = e.mem[size_t(i)];
     if (ef) {
-      m = v[size_t(i)] - d;   // e' = v - D(C(v)); the receiver uses D(C(v))
+      m = v[size_t(i)] - d;  // e' = v - D(C(v)); the receiver uses D(C(v))
     } else {
-      m = m + d;              // m' = m + D(C(x - m)); the receiver uses m'
+      m = m + d;  // m' = m + D(C(x - m)); the receiver uses m'
       xhat[i] = m;
     }
     out.state_norm2 += double(m) * double(m);
@@ -119,9 +128,10 @@ FeedbackStep FeedbackState::step(const std::string& key, const float* x, int64_t
   return out;
 }
 
-FeedbackMeasure measure_feedback(FeedbackState& state, const SampleIndex& samples, const TensorInfo& info,
-                                 const std::string& stream, const Tensor& t, double tau, bool skip_nonfinite,
-                                 int threads, std::vector<float>& xhat) {
+FeedbackMeasure measure_feedback(FeedbackState& state, const SampleIndex& samples,
+                                 const TensorInfo& info, const std::string& stream, const Tensor& t,
+                                 double tau, bool skip_nonfinite, int threads,
+                                 std::vector<float>& xhat) {
   FeedbackMeasure m;
   if (state.codec().kind() == structured::FeedbackKind::AqSgd) {
     const auto key = samples.cache_key(info, stream);
@@ -139,7 +149,8 @@ FeedbackMeasure measure_feedback(FeedbackState& state, const SampleIndex& sample
 std::vector<size_t> step_order(const std::vector<int64_t>& steps) {
   std::vector<size_t> order(steps.size());
   std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return steps[a] < steps[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return steps[a] < steps[b]; });
   return order;
 }
 
@@ -188,13 +199,17 @@ using csv::num;
 
 std::string feedback_csv(const std::vector<FeedbackRow>& rows) {
   std::string out =
-      "file,tensor,layer,site,direction,tp_rank,step,variant,family,key,visit,rel_l2,state_rel,avg_err\n";
+      "file,tensor,layer,site,direction,tp_rank,step,variant,family,key,visit,rel_l2,state_rel,avg_"
+      "err\n";
   for (const FeedbackRow& r : rows) {
-    const std::vector<std::string> f = {field(r.file),          field(r.tensor),        known(r.meta.layer),
-                                        field(r.meta.site),     field(r.meta.direction), known(r.meta.tp_rank),
-                                        known(r.meta.step),     field(r.variant),       field(r.family),
-                                        field(r.key),           std::to_string(r.visit), num(r.rel_l2),
-                                        num(r.state_rel),       r.family == "ef" ? num(r.avg_err) : std::string()};
+    const std::vector<std::string> f = {
+        field(r.file),           field(r.tensor),
+        known(r.meta.layer),     field(r.meta.site),
+        field(r.meta.direction), known(r.meta.tp_rank),
+        known(r.meta.step),      field(r.variant),
+        field(r.family),         field(r.key),
+        std::to_string(r.visit), num(r.rel_l2),
+        num(r.state_rel),        r.family == "ef" ? num(r.avg_err) : std::string()};
     for (size_t i = 0; i < f.size(); ++i) {
       if (i) out += ',';
       out += f[i];

@@ -25,7 +25,8 @@
 //   3. otherwise the sample occurs once: there is nothing to delta against and AQ-SGD is not
 //      measured on it (the study records it as skipped, with the reason).
 // A trace with no repeated sample at all (e.g. `taco synth` without --samples, whose names carry
-// the step) gets no AQ-SGD rows; the study says so. `taco synth --samples K` writes extra.sample_id.
+// the step) gets no AQ-SGD rows; the study says so. `taco synth --samples K` writes
+// extra.sample_id.
 //
 // Shapes: a sequence whose shape changes between steps is an InputError (the residual would not
 // fit). Non-finite inputs are counted and treated as 0 in x (the codecs' policy).
@@ -62,7 +63,8 @@ class SampleIndex {
   bool any_repeated() const { return !repeated_.empty(); }
 
  private:
-  static std::optional<std::string> sample_of(const TensorInfo& t, const std::set<std::string>& multi_step_names);
+  static std::optional<std::string> sample_of(const TensorInfo& t,
+                                              const std::set<std::string>& multi_step_names);
   std::set<std::string> multi_step_names_;  // names seen at >= 2 distinct steps
   std::set<std::string> repeated_;          // cache keys seen >= 2 times
 };
@@ -72,10 +74,10 @@ struct FeedbackStep {
   int64_t wire_bytes = 0;
   EncodeStats stats;
   int64_t nonfinite_inputs = 0;
-  double x_norm2 = 0;        // ||x||^2 (finite part)
-  double state_norm2 = 0;    // EF: ||e'||^2; AQ-SGD: ||m'||^2
-  double avg_err = 0;        // EF: ||e'|| / sum of ||x|| over the sequence so far; AQ-SGD: 0
-  int64_t visit = 0;         // 1-based: this sequence's (EF) or sample's (AQ-SGD) step count
+  double x_norm2 = 0;      // ||x||^2 (finite part)
+  double state_norm2 = 0;  // EF: ||e'||^2; AQ-SGD: ||m'||^2
+  double avg_err = 0;      // EF: ||e'|| / sum of ||x|| over the sequence so far; AQ-SGD: 0
+  int64_t visit = 0;       // 1-based: this sequence's (EF) or sample's (AQ-SGD) step count
 };
 
 // The memory of one wrapped codec over one trace.
@@ -84,7 +86,8 @@ class FeedbackState {
   explicit FeedbackState(const structured::FeedbackCodec& codec) : codec_(&codec) {}
   // One step of sequence / cache entry `key` (feedback_sequence, or SampleIndex::cache_key for
   // AQ-SGD) on x (rows x cols); writes what the receiver uses to xhat.
-  FeedbackStep step(const std::string& key, const float* x, int64_t rows, int64_t cols, float* xhat);
+  FeedbackStep step(const std::string& key, const float* x, int64_t rows, int64_t cols,
+                    float* xhat);
   size_t entries() const { return mem_.size(); }
   const structured::FeedbackCodec& codec() const { return *codec_; }
   // The residual (EF) or cache (AQ-SGD) of a key; nullptr if never stepped.
@@ -108,23 +111,24 @@ struct FeedbackOutcome {
   std::string skip_reason;
   std::string key;
   FeedbackStep step;
-  std::vector<float> xhat;   // what the receiver uses
+  std::vector<float> xhat;  // what the receiver uses
 };
 std::vector<FeedbackOutcome> run_feedback(const structured::FeedbackCodec& codec,
                                           const std::vector<const Tensor*>& tensors);
 
 // One study measurement of a wrapped codec on tensor t (info: its metadata; stream: its key from
-// stream_keys): keys the state (the stream, or the AQ-SGD cache key from samples), steps it, and sums the error of
-// what the receiver uses against t. Throws InputError (the study records the tensor as skipped)
-// for an AQ-SGD tensor without a repeated sample. xhat is scratch.
+// stream_keys): keys the state (the stream, or the AQ-SGD cache key from samples), steps it, and
+// sums the error of what the receiver uses against t. Throws InputError (the study records the
+// tensor as skipped) for an AQ-SGD tensor without a repeated sample. xhat is scratch.
 struct FeedbackMeasure {
   ErrorSums sums;
   FeedbackStep step;
   std::string key;
 };
-FeedbackMeasure measure_feedback(FeedbackState& state, const SampleIndex& samples, const TensorInfo& info,
-                                 const std::string& stream, const Tensor& t, double tau, bool skip_nonfinite,
-                                 int threads, std::vector<float>& xhat);
+FeedbackMeasure measure_feedback(FeedbackState& state, const SampleIndex& samples,
+                                 const TensorInfo& info, const std::string& stream, const Tensor& t,
+                                 double tau, bool skip_nonfinite, int threads,
+                                 std::vector<float>& xhat);
 
 // Indices 0..n-1 stably sorted by step (the order feedback state must see tensors in).
 std::vector<size_t> step_order(const std::vector<int64_t>& steps);

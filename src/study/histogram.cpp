@@ -33,9 +33,12 @@ constexpr int64_t kParallelMinElements = 32768;
 
 const char* hist_scope_name(HistScope s) {
   switch (s) {
-    case HistScope::Raw: return "raw";
-    case HistScope::Tensor: return "tensor";
-    case HistScope::Group128: return "group128";
+    case HistScope::Raw:
+      return "raw";
+    case HistScope::Tensor:
+      return "tensor";
+    case HistScope::Group128:
+      return "group128";
   }
   throw_error("hist_scope_name: unknown scope {}", int(s));
 }
@@ -45,8 +48,8 @@ int64_t log2_quarter_bin(double v) {
   std::memcpy(&b, &v, 8);
   const int64_t e = int64_t((b >> 52) & 0x7ff) - 1023;
   const uint64_t m = b & ((uint64_t(1) << 52) - 1);
-  const int64_t q = int64_t(m >= kQuarterEdge[0]) + int64_t(m >= kQuarterEdge[1]) +
-                    int64_t(m >= kQuarterEdge[2]);
+  const int64_t q =
+      int64_t(m >= kQuarterEdge[0]) + int64_t(m >= kQuarterEdge[1]) + int64_t(m >= kQuarterEdge[2]);
   return 4 * e + q;
 }
 
@@ -76,8 +79,8 @@ static_assert(4 * 1 + kCodeToBin >= 0 && 4 * 254 + 3 + kCodeToBin < Log2Histogra
 
 inline simd::i4 code4(simd::f4 v) {
   using namespace simd;
-  const i4 b = (i4)v;                   // v >= 0: no sign bit
-  const i4 e4 = (b >> 21) & ~3;         // 4 e
+  const i4 b = (i4)v;            // v >= 0: no sign bit
+  const i4 e4 = (b >> 21) & ~3;  // 4 e
   const i4 m = b & 0x7fffff;
   // Comparisons give -1 per true lane: subtracting them adds the quarter.
   return e4 - (m > kQuarterEdgeF[0] - 1) - (m > kQuarterEdgeF[1] - 1) - (m > kQuarterEdgeF[2] - 1);

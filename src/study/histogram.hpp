@@ -36,7 +36,9 @@ class Log2Histogram {
   void merge(const Log2Histogram& o);
 
   int64_t zeros(HistScope s) const { return zeros_[int(s)]; }
-  int64_t count(HistScope s, int bin) const { return counts_[static_cast<std::size_t>(s)][static_cast<std::size_t>(bin)]; }
+  int64_t count(HistScope s, int bin) const {
+    return counts_[static_cast<std::size_t>(s)][static_cast<std::size_t>(bin)];
+  }
   // Lower edge (log2) of a bin index 0..kBins-1.
   static double bin_lo(int bin) { return kMinLog2 + bin / 4.0; }
   static double bin_hi(int bin) { return kMinLog2 + (bin + 1) / 4.0; }

@@ -13,13 +13,16 @@
 namespace taco::study {
 namespace {
 
-int64_t block_count(int64_t n) { return (n + kMetricBlock - 1) / kMetricBlock; }
+int64_t block_count(int64_t n) {
+  return (n + kMetricBlock - 1) / kMetricBlock;
+}
 
 // Four lanes: element i of a block feeds lane i % 4 and the lanes are combined in lane order.
 // The vector path (no NaN/Inf in x) and the checked scalar path use the same lanes, so they
 // agree bit for bit on finite data.
 struct Lanes {
-  double x2[4] = {}, y2[4] = {}, xy[4] = {}, e2[4] = {}, mae[4] = {}, rn[4] = {}, rd[4] = {1, 1, 1, 1};
+  double x2[4] = {}, y2[4] = {}, xy[4] = {}, e2[4] = {}, mae[4] = {}, rn[4] = {},
+         rd[4] = {1, 1, 1, 1};
   int64_t nz[4] = {}, uf[4] = {}, rc[4] = {};
 
   ErrorSums combine(int64_t count) const {
@@ -144,7 +147,8 @@ void ErrorSums::combine(const ErrorSums& o) {
 InputScan scan_input(const float* x, int64_t n, int threads) {
   const int64_t nb = block_count(n);
   std::vector<InputScan> part(static_cast<size_t>(nb));
-#pragma omp parallel for schedule(static) num_threads(std::max(1, threads)) if (threads > 1 && nb > 1)
+#pragma omp parallel for schedule(static) \
+    num_threads(std::max(1, threads)) if (threads > 1 && nb > 1)
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t lo = b * kMetricBlock, hi = std::min(n, lo + kMetricBlock);
     InputScan p;
@@ -184,7 +188,8 @@ ErrorSums error_sums(const float* x, const float* xhat, int64_t n, double tau, b
                      int threads) {
   const int64_t nb = block_count(n);
   std::vector<ErrorSums> part(static_cast<size_t>(nb));
-#pragma omp parallel for schedule(static) num_threads(std::max(1, threads)) if (threads > 1 && nb > 1)
+#pragma omp parallel for schedule(static) \
+    num_threads(std::max(1, threads)) if (threads > 1 && nb > 1)
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t lo = b * kMetricBlock, len = std::min(n, lo + kMetricBlock) - lo;
     part[size_t(b)] = skip_nonfinite ? block_sums_checked(x + lo, xhat + lo, len, tau)

@@ -26,10 +26,10 @@ InputScan scan_input(const float* x, int64_t n, int threads);
 
 // Raw sums over the finite elements of x. Combinable (combine() in a fixed order).
 struct ErrorSums {
-  int64_t count = 0;       // finite x
-  int64_t nonzero = 0;     // finite x != 0
-  int64_t underflow = 0;   // finite x != 0 and x̂ == 0
-  int64_t rel_count = 0;   // |x| > tau
+  int64_t count = 0;      // finite x
+  int64_t nonzero = 0;    // finite x != 0
+  int64_t underflow = 0;  // finite x != 0 and x̂ == 0
+  int64_t rel_count = 0;  // |x| > tau
   double sum_x2 = 0, sum_y2 = 0, sum_xy = 0, sum_e2 = 0;
   double max_abs_err = 0;
   // max |x - x̂| / |x| over |x| > tau, kept as a fraction (num / den) so the pass needs no division.

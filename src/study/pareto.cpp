@@ -64,30 +64,31 @@ std::vector<ParetoPoint> pareto_points(const StudyResult& r) {
 using csv::field;
 
 std::string pareto_csv(const std::vector<ParetoPoint>& pts) {
-  std::string out = "site,direction,variant,family,bytes_per_elem,rel_l2,on_front,tensors,p99_rel_l2\n";
+  std::string out =
+      "site,direction,variant,family,bytes_per_elem,rel_l2,on_front,tensors,p99_rel_l2\n";
   for (const ParetoPoint& p : pts)
-    out += fmt::format("{},{},{},{},{:.9g},{:.9g},{},{},{:.9g}\n", field(p.site), field(p.direction),
-                       field(p.variant), field(p.family), p.bytes_per_elem, p.rel_l2, p.on_front ? 1 : 0,
-                       p.tensors, p.p99_rel_l2);
+    out += fmt::format("{},{},{},{},{:.9g},{:.9g},{},{},{:.9g}\n", field(p.site),
+                       field(p.direction), field(p.variant), field(p.family), p.bytes_per_elem,
+                       p.rel_l2, p.on_front ? 1 : 0, p.tensors, p.p99_rel_l2);
   return out;
 }
 
 std::vector<std::string> pareto_sweep_variants() {
-  return {
-      // number formats (the TACO axis)
-      "bf16", "fp8-g128", "taco", "mxfp8", "int8-g128", "nvfp4", "mxfp4", "int4-g32",
-      // memory across steps
-      "ef:int4-g32", "ef:nvfp4",
-      // fixed random subspace (Protocol Models)
-      "subspace:frac=0.5", "subspace:frac=0.25", "subspace:frac=0.125", "subspace:frac=0.25:coef=e4m3",
-      // low rank (randomized SVD, rank from the byte budget)
-      "lowrank:bpe=1:rsvd", "lowrank:bpe=0.5:rsvd", "lowrank:bpe=0.25:rsvd", "lowrank:bpe=0.1:rsvd",
-      "lowrank:bpe=0.5:rsvd:factors=e4m3",
-      // tensor train, order 3, rank caps
-      "tt:order=3:rank=32", "tt:order=3:rank=128", "tt:order=3:rank=512",
-      // sparsification
-      "topk:frac=0.25", "topk:frac=0.1", "topk:frac=0.05", "topk:frac=0.25:index=bitmap",
-      "randk:frac=0.25", "randk:frac=0.1"};
+  return {// number formats (the TACO axis)
+          "bf16", "fp8-g128", "taco", "mxfp8", "int8-g128", "nvfp4", "mxfp4", "int4-g32",
+          // memory across steps
+          "ef:int4-g32", "ef:nvfp4",
+          // fixed random subspace (Protocol Models)
+          "subspace:frac=0.5", "subspace:frac=0.25", "subspace:frac=0.125",
+          "subspace:frac=0.25:coef=e4m3",
+          // low rank (randomized SVD, rank from the byte budget)
+          "lowrank:bpe=1:rsvd", "lowrank:bpe=0.5:rsvd", "lowrank:bpe=0.25:rsvd",
+          "lowrank:bpe=0.1:rsvd", "lowrank:bpe=0.5:rsvd:factors=e4m3",
+          // tensor train, order 3, rank caps
+          "tt:order=3:rank=32", "tt:order=3:rank=128", "tt:order=3:rank=512",
+          // sparsification
+          "topk:frac=0.25", "topk:frac=0.1", "topk:frac=0.05", "topk:frac=0.25:index=bitmap",
+          "randk:frac=0.25", "randk:frac=0.1"};
 }
 
 std::string format_pareto(const std::vector<ParetoPoint>& pts) {
@@ -97,11 +98,12 @@ std::string format_pareto(const std::vector<ParetoPoint>& pts) {
     if (!p.on_front) continue;
     const std::string key = p.site + " " + p.direction;
     if (key != cur) {
-      out += fmt::format("\nPareto front, {} / {} (bytes/elem -> median rel_l2):\n", p.site.empty() ? "-" : p.site,
-                         p.direction.empty() ? "-" : p.direction);
+      out += fmt::format("\nPareto front, {} / {} (bytes/elem -> median rel_l2):\n",
+                         p.site.empty() ? "-" : p.site, p.direction.empty() ? "-" : p.direction);
       cur = key;
     }
-    out += fmt::format("  {:>8.4f}  {:>10.3e}  {} ({})\n", p.bytes_per_elem, p.rel_l2, p.variant, p.family);
+    out += fmt::format("  {:>8.4f}  {:>10.3e}  {} ({})\n", p.bytes_per_elem, p.rel_l2, p.variant,
+                       p.family);
   }
   return out;
 }

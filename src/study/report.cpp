@@ -1,17 +1,17 @@
 #include "study/report.hpp"
 
 #include "core/atomic_file.hpp"
-#include "core/error.hpp"
 #include "core/csv.hpp"
-#include "study/selection.hpp"
+#include "core/error.hpp"
 #include "core/provenance.hpp"
+#include "study/selection.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -21,7 +21,9 @@ namespace {
 // results-schema.md: numbers are plain decimal (%.9g), empty for "not applicable".
 using csv::known;
 using csv::num;
-std::string num(const std::optional<double>& v) { return v ? num(*v) : std::string(); }
+std::string num(const std::optional<double>& v) {
+  return v ? num(*v) : std::string();
+}
 
 std::string csv_line(const std::vector<std::string>& fields) {
   std::string line;
@@ -37,14 +39,16 @@ nlohmann::json jnum(const std::optional<double>& v) {
   if (!v || !std::isfinite(*v)) return nullptr;
   return *v;
 }
-nlohmann::json jknown(int64_t v) { return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v); }
+nlohmann::json jknown(int64_t v) {
+  return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v);
+}
 
 const std::vector<std::string> kResultColumns = {
     "file", "tensor", "layer", "site", "direction", "collective", "tp_rank", "tp_size", "step",
-    "shape", "numel", "in_dtype", "variant", "family", "elem_format", "scale_format",
-    "granularity", "group_size", "transform", "rel_l2", "mse", "snr_db", "cosine",
-    "max_abs_err", "max_rel_err", "underflow_frac", "saturation_frac", "nan_count", "inf_count",
-    "wire_bytes", "bytes_per_elem", "compression_ratio",
+    "shape", "numel", "in_dtype", "variant", "family", "elem_format", "scale_format", "granularity",
+    "group_size", "transform", "rel_l2", "mse", "snr_db", "cosine", "max_abs_err", "max_rel_err",
+    "underflow_frac", "saturation_frac", "nan_count", "inf_count", "wire_bytes", "bytes_per_elem",
+    "compression_ratio",
     // appended after the first schema version
     "calc_diff", "source"};
 
@@ -53,7 +57,6 @@ const std::vector<std::string> kCollectiveColumns = {
     "numel", "rel_l2", "mse", "snr_db", "max_abs_err", "cosine",
     // appended after the first schema version
     "file", "tensor", "trace_ranks", "bytes_sent_per_rank", "max_rel_err", "calc_diff", "source"};
-
 
 // One results.csv row as (column, text) pairs, plus the JSON value for results.json.
 struct Cell {
@@ -68,7 +71,9 @@ std::vector<Cell> result_cells(const StudyResult& r, const TensorRow& row) {
   auto i = [](int64_t x) { return Cell{std::to_string(x), x}; };
   auto k = [](int64_t x) { return Cell{known(x), jknown(x)}; };
   auto d = [](const std::optional<double>& x) { return Cell{num(x), jnum(x)}; };
-  auto f = [](double x) { return Cell{num(x), std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr)}; };
+  auto f = [](double x) {
+    return Cell{num(x), std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr)};
+  };
   // Rows exist only for non-empty tensors (empty ones are skipped).
   const double sat = double(row.saturated) / double(std::max<int64_t>(row.numel, 1));
   return {s(r.files[row.file_index]),
@@ -135,7 +140,8 @@ nlohmann::json results_json(const StudyResult& r, const Provenance& p) {
   j["rows"] = rows;
   nlohmann::json skipped = nlohmann::json::array();
   for (const Skipped& s : r.skipped)
-    skipped.push_back({{"file", s.file}, {"tensor", s.tensor}, {"variant", s.variant}, {"reason", s.reason}});
+    skipped.push_back(
+        {{"file", s.file}, {"tensor", s.tensor}, {"variant", s.variant}, {"reason", s.reason}});
   j["skipped"] = skipped;
   return j;
 }
@@ -144,13 +150,26 @@ std::string collectives_csv(const StudyResult& r) {
   std::string out = csv_line(kCollectiveColumns);
   for (const CollectiveRow& c : r.collective_rows) {
     const ErrorMetrics& m = c.metrics;
-    out += csv_line({known(c.meta.layer), c.meta.site, c.meta.direction, known(c.meta.step),
-                     r.variants[c.variant_index].name, std::string(collective_name(c.algorithm)),
-                     std::to_string(c.tp_size), std::to_string(c.quantizations),
-                     std::to_string(c.numel), num(m.rel_l2), num(m.mse), num(m.snr_db),
-                     num(m.max_abs_err), num(m.cosine), r.files[c.file_index], c.tensor,
-                     std::to_string(c.trace_ranks), num(c.bytes_sent_per_rank),
-                     num(m.max_rel_err), num(m.calc_diff),
+    out += csv_line({known(c.meta.layer),
+                     c.meta.site,
+                     c.meta.direction,
+                     known(c.meta.step),
+                     r.variants[c.variant_index].name,
+                     std::string(collective_name(c.algorithm)),
+                     std::to_string(c.tp_size),
+                     std::to_string(c.quantizations),
+                     std::to_string(c.numel),
+                     num(m.rel_l2),
+                     num(m.mse),
+                     num(m.snr_db),
+                     num(m.max_abs_err),
+                     num(m.cosine),
+                     r.files[c.file_index],
+                     c.tensor,
+                     std::to_string(c.trace_ranks),
+                     num(c.bytes_sent_per_rank),
+                     num(m.max_rel_err),
+                     num(m.calc_diff),
                      r.sources.empty() ? r.files[c.file_index] : r.sources[c.file_index]});
   }
   return out;
@@ -174,7 +193,8 @@ std::string histograms_csv(const StudyResult& r) {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> study_files(const StudyResult& r, const Provenance& p) {
+std::vector<std::pair<std::string, std::string>> study_files(const StudyResult& r,
+                                                             const Provenance& p) {
   std::vector<std::pair<std::string, std::string>> files;
   files.emplace_back("results.csv", results_csv(r));
   if (!r.histograms.empty()) files.emplace_back("histograms.csv", histograms_csv(r));
@@ -191,7 +211,8 @@ void write_study_outputs(const StudyResult& r, const Provenance& p, const std::s
   // A file this run does not produce is removed if an earlier run left it, so that the
   // directory never mixes results of two runs.
   for (const char* name : {"histograms.csv", "collectives.csv"}) {
-    const bool have = std::any_of(files.begin(), files.end(), [&](const auto& f) { return f.first == name; });
+    const bool have =
+        std::any_of(files.begin(), files.end(), [&](const auto& f) { return f.first == name; });
     std::error_code ec;
     if (!have) std::filesystem::remove(d / name, ec);
   }
@@ -206,19 +227,23 @@ std::string format_summary(const StudyResult& r) {
   std::vector<std::string> used;
   std::set<std::string> synthetic;
   for (const TensorRow& row : r.rows) {
-    const std::string& src = r.sources.empty() ? r.files[row.file_index] : r.sources[row.file_index];
+    const std::string& src =
+        r.sources.empty() ? r.files[row.file_index] : r.sources[row.file_index];
     if (std::find(used.begin(), used.end(), src) == used.end()) used.push_back(src);
     if (row.meta.model.rfind("synth:", 0) == 0) synthetic.insert(src);
   }
   if (used.size() > 1) {
     std::string list;
-    for (const std::string& u : used) list += fmt::format("{}{}{}", list.empty() ? "" : ", ", u,
-                                                          synthetic.count(u) ? " (synthetic)" : "");
-    os << fmt::format("note: the rows below pool {} inputs{}: {}; results.csv has a source column, and --filter "
-                      "file=NAME studies one\n",
-                      used.size(),
-                      !synthetic.empty() && synthetic.size() < used.size() ? ", synthetic and real data mixed" : "",
-                      list);
+    for (const std::string& u : used)
+      list += fmt::format("{}{}{}", list.empty() ? "" : ", ", u,
+                          synthetic.count(u) ? " (synthetic)" : "");
+    os << fmt::format(
+        "note: the rows below pool {} inputs{}: {}; results.csv has a source column, and --filter "
+        "file=NAME studies one\n",
+        used.size(),
+        !synthetic.empty() && synthetic.size() < used.size() ? ", synthetic and real data mixed"
+                                                             : "",
+        list);
   }
   std::string site, direction;
   int rank = 0;
@@ -226,10 +251,10 @@ std::string format_summary(const StudyResult& r) {
     if (site.empty() && direction.empty() && rank == 0) return;
     for (const HadamardEffect& e : hadamard_effects(r, agg, site, direction)) {
       const double ratio = e.ratio();
-      os << fmt::format("  Hadamard: {} vs {}: rel_l2 {:.4g} vs {:.4g}, ratio {:.3f} ({} by {:.1f}%)\n",
-                        r.variants[e.with].name, r.variants[e.without].name, e.with_rel_l2,
-                        e.without_rel_l2, ratio, ratio <= 1 ? "helps" : "hurts",
-                        std::fabs(1 - ratio) * 100);
+      os << fmt::format(
+          "  Hadamard: {} vs {}: rel_l2 {:.4g} vs {:.4g}, ratio {:.3f} ({} by {:.1f}%)\n",
+          r.variants[e.with].name, r.variants[e.without].name, e.with_rel_l2, e.without_rel_l2,
+          ratio, ratio <= 1 ? "helps" : "hurts", std::fabs(1 - ratio) * 100);
     }
   };
   for (const Aggregate& a : agg) {
@@ -257,7 +282,8 @@ std::string format_summary(const StudyResult& r) {
     for (const CollectiveRow& c : r.collective_rows) {
       if (!c.metrics.rel_l2) continue;
       acc[{c.variant_index, c.algorithm, c.tp_size}].push_back(
-          std::isnan(*c.metrics.rel_l2) ? std::numeric_limits<double>::infinity() : *c.metrics.rel_l2);
+          std::isnan(*c.metrics.rel_l2) ? std::numeric_limits<double>::infinity()
+                                        : *c.metrics.rel_l2);
       quant[{c.variant_index, c.algorithm, c.tp_size}] = c.quantizations;
     }
     os << fmt::format("\nsimulated collectives (median rel_l2 vs the exact fp32 result)\n");

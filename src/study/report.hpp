@@ -18,7 +18,8 @@ std::string histograms_csv(const StudyResult& r);
 nlohmann::json results_json(const StudyResult& r, const Provenance& p);
 
 // The files below, by name, with their contents (results.json last).
-std::vector<std::pair<std::string, std::string>> study_files(const StudyResult& r, const Provenance& p);
+std::vector<std::pair<std::string, std::string>> study_files(const StudyResult& r,
+                                                             const Provenance& p);
 
 // Writes DIR/results.csv, results.json, histograms.csv (when the study made histograms) and
 // collectives.csv (when it simulated collectives); a histograms.csv or collectives.csv left by

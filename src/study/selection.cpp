@@ -43,12 +43,14 @@ std::vector<std::string> default_candidates() {
   // TACO's group-size sweep with and without the Hadamard transform, plain per-group FP8 and
   // MXFP8: the geometry choices the selection is about.
   // (taco-noh-gG is TACO without the Hadamard at group size G: every taco-gG has its twin.)
-  return {"taco-g32",      "taco-g64",      "taco",     "taco-g256",    "taco-g512",
-          "taco-noh-g32",  "taco-noh-g64",  "taco-noh", "taco-noh-g256", "taco-noh-g512",
-          "fp8-g32",       "fp8-g128",      "fp8-g128-had", "mxfp8"};
+  return {"taco-g32",     "taco-g64",     "taco",         "taco-g256",     "taco-g512",
+          "taco-noh-g32", "taco-noh-g64", "taco-noh",     "taco-noh-g256", "taco-noh-g512",
+          "fp8-g32",      "fp8-g128",     "fp8-g128-had", "mxfp8"};
 }
 
-bool has_transform(const VariantInfo& v) { return !v.transform.empty() && v.transform != "none"; }
+bool has_transform(const VariantInfo& v) {
+  return !v.transform.empty() && v.transform != "none";
+}
 
 std::optional<size_t> transform_twin(const std::vector<VariantInfo>& variants, size_t i) {
   const VariantInfo& v = variants[i];
@@ -61,8 +63,10 @@ std::optional<size_t> transform_twin(const std::vector<VariantInfo>& variants, s
   return std::nullopt;
 }
 
-std::vector<HadamardEffect> hadamard_effects(const StudyResult& r, const std::vector<Aggregate>& agg,
-                                             const std::string& site, const std::string& direction) {
+std::vector<HadamardEffect> hadamard_effects(const StudyResult& r,
+                                             const std::vector<Aggregate>& agg,
+                                             const std::string& site,
+                                             const std::string& direction) {
   std::vector<HadamardEffect> out;
   for (size_t i = 0; i < r.variants.size(); ++i) {
     if (!has_transform(r.variants[i])) continue;
@@ -78,7 +82,8 @@ std::vector<HadamardEffect> hadamard_effects(const StudyResult& r, const std::ve
 
 Selection select_variants(const StudyResult& r, const SelectOptions& opts) {
   TACO_REQUIRE_INPUT(opts.budget > 0 && std::isfinite(opts.budget),
-                     "--budget: must be a positive number of bytes per element, got {}", opts.budget);
+                     "--budget: must be a positive number of bytes per element, got {}",
+                     opts.budget);
   Selection s;
   s.budget = opts.budget;
   s.candidates = opts.candidates;
@@ -94,7 +99,8 @@ Selection select_variants(const StudyResult& r, const SelectOptions& opts) {
   const std::vector<Aggregate> agg = aggregate(r);
   std::vector<SiteKey> sites;
   for (const Aggregate& a : agg)
-    if (sites.empty() || sites.back() != SiteKey{a.site, a.direction}) sites.emplace_back(a.site, a.direction);
+    if (sites.empty() || sites.back() != SiteKey{a.site, a.direction})
+      sites.emplace_back(a.site, a.direction);
   for (const SiteKey& site : sites) {
     // The lowest median among the candidates that fit, then the cheapest within the tolerance.
     double lowest = std::numeric_limits<double>::infinity();
@@ -133,12 +139,9 @@ Selection select_variants(const StudyResult& r, const SelectOptions& opts) {
 nlohmann::json selection_json(const Selection& s, const StudyResult& r) {
   nlohmann::json choices = nlohmann::json::array();
   for (const Choice& c : s.choices) {
-    nlohmann::json o = {{"site", c.site},
-                        {"direction", c.direction},
-                        {"variant", c.variant},
-                        {"rel_l2", c.rel_l2},
-                        {"bytes_per_elem", c.bytes_per_elem},
-                        {"tensors", c.tensors}};
+    nlohmann::json o = {
+        {"site", c.site},     {"direction", c.direction},           {"variant", c.variant},
+        {"rel_l2", c.rel_l2}, {"bytes_per_elem", c.bytes_per_elem}, {"tensors", c.tensors}};
     if (c.hadamard) {
       o["hadamard_effect"] = {{"with", r.variants[c.hadamard->with].name},
                               {"without", r.variants[c.hadamard->without].name},
@@ -162,12 +165,14 @@ nlohmann::json selection_json(const Selection& s, const StudyResult& r) {
 
 std::string format_selection(const Selection& s, const StudyResult& r) {
   std::ostringstream os;
-  os << fmt::format("\nselection (budget {} bytes/elem, lowest median rel_l2 per site)\n", s.budget);
+  os << fmt::format("\nselection (budget {} bytes/elem, lowest median rel_l2 per site)\n",
+                    s.budget);
   for (const Choice& c : s.choices) {
     os << fmt::format("  {:<12} {:<4} -> {:<20} rel_l2 {:.4e} at {:.5g} bytes/elem", c.site,
                       c.direction, c.variant, c.rel_l2, c.bytes_per_elem);
     if (c.hadamard)
-      os << fmt::format("; Hadamard {} by {:.2f}% ({} vs {})", c.hadamard->ratio() <= 1 ? "helps" : "hurts",
+      os << fmt::format("; Hadamard {} by {:.2f}% ({} vs {})",
+                        c.hadamard->ratio() <= 1 ? "helps" : "hurts",
                         std::fabs(1 - c.hadamard->ratio()) * 100, r.variants[c.hadamard->with].name,
                         r.variants[c.hadamard->without].name);
     os << "\n";
@@ -194,11 +199,11 @@ std::map<SiteKey, std::string> load_selection(const std::string& path) {
   std::map<SiteKey, std::string> out;
   size_t i = 0;
   for (const auto& c : j["choices"]) {
-    TACO_REQUIRE_INPUT(c.is_object() && c.contains("site") && c["site"].is_string() &&
-                           c.contains("direction") && c["direction"].is_string() &&
-                           c.contains("variant") && c["variant"].is_string() &&
-                           !c["variant"].get<std::string>().empty(),
-                       "--config {}: choices[{}] needs string site, direction and variant", path, i);
+    TACO_REQUIRE_INPUT(
+        c.is_object() && c.contains("site") && c["site"].is_string() && c.contains("direction") &&
+            c["direction"].is_string() && c.contains("variant") && c["variant"].is_string() &&
+            !c["variant"].get<std::string>().empty(),
+        "--config {}: choices[{}] needs string site, direction and variant", path, i);
     const SiteKey key{c["site"].get<std::string>(), c["direction"].get<std::string>()};
     TACO_REQUIRE_INPUT(!out.count(key), "--config {}: choices[{}] repeats site {} direction {}",
                        path, i, key.first, key.second);

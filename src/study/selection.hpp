@@ -3,9 +3,10 @@
 // Per (site, direction), among candidate variants whose measured mean bytes/elem fits a budget,
 // pick the one with the lowest median rel_l2 over that site's tensors. Medians within a relative
 // tie_tolerance of the lowest count as equal (e.g. TACO with and without its adaptive scale,
-// which differ only by fp32 rounding): among those the fewest bytes win, then candidate order. The choice is written to selection.json, which `taco study --config`
-// applies. Each choice also says whether the Hadamard transform helps there: the rel_l2 ratio
-// of the transform variant to its no-transform twin (e.g. taco vs taco-noh).
+// which differ only by fp32 rounding): among those the fewest bytes win, then candidate order. The
+// choice is written to selection.json, which `taco study --config` applies. Each choice also says
+// whether the Hadamard transform helps there: the rel_l2 ratio of the transform variant to its
+// no-transform twin (e.g. taco vs taco-noh).
 #include "study/study.hpp"
 
 #include <map>
@@ -26,12 +27,13 @@ bool has_transform(const VariantInfo& v);
 std::optional<size_t> transform_twin(const std::vector<VariantInfo>& variants, size_t i);
 
 struct HadamardEffect {
-  size_t with = 0, without = 0;           // variant indices
+  size_t with = 0, without = 0;  // variant indices
   double with_rel_l2 = 0, without_rel_l2 = 0;
   double ratio() const { return without_rel_l2 > 0 ? with_rel_l2 / without_rel_l2 : 0.0; }
 };
 // Every (transform variant, twin) pair measured at (site, direction), by median rel_l2.
-std::vector<HadamardEffect> hadamard_effects(const StudyResult& r, const std::vector<Aggregate>& agg,
+std::vector<HadamardEffect> hadamard_effects(const StudyResult& r,
+                                             const std::vector<Aggregate>& agg,
                                              const std::string& site, const std::string& direction);
 
 struct SelectOptions {

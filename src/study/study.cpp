@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <future>
-#include <cmath>
 #include <limits>
 #include <set>
 
@@ -85,9 +85,10 @@ std::vector<Unit> make_units(const std::vector<TensorRef>& refs, bool group_rank
     }
   }
   for (Unit& u : units)
-    std::stable_sort(u.members.begin(), u.members.end(), [](const TensorRef& a, const TensorRef& b) {
-      return a.info.meta.tp_rank < b.info.meta.tp_rank;
-    });
+    std::stable_sort(u.members.begin(), u.members.end(),
+                     [](const TensorRef& a, const TensorRef& b) {
+                       return a.info.meta.tp_rank < b.info.meta.tp_rank;
+                     });
   return units;
 }
 
@@ -103,7 +104,8 @@ bool algorithm_fits(Collective a, const std::string& collective) {
 }
 
 std::string human_bytes(uint64_t b) {
-  if (b >= (uint64_t(1) << 30)) return fmt::format("{:.1f} GiB", double(b) / double(uint64_t(1) << 30));
+  if (b >= (uint64_t(1) << 30))
+    return fmt::format("{:.1f} GiB", double(b) / double(uint64_t(1) << 30));
   return fmt::format("{:.1f} MiB", double(b) / double(uint64_t(1) << 20));
 }
 
@@ -114,15 +116,18 @@ void check_simulations(const std::vector<Unit>& units, const StudyOptions& opts)
   std::set<std::string> seen;
   for (Collective a : opts.collectives) {
     bool fits = false;
-    for (const Unit& u : units) fits = fits || algorithm_fits(a, u.members.front().info.meta.collective);
+    for (const Unit& u : units)
+      fits = fits || algorithm_fits(a, u.members.front().info.meta.collective);
     if (fits) continue;
     for (const Unit& u : units) seen.insert(u.members.front().info.meta.collective);
     std::string kinds;
     for (const std::string& k : seen) kinds += (kinds.empty() ? "" : ", ") + k;
-    throw_input_error("--collectives {}: no input tensor is what it takes ({} takes {}; the inputs are {} tensors)",
-                      collective_name(a), collective_name(a),
-                      a == sim::kAllGather ? "all_gather shards" : "all_reduce or reduce_scatter partial sums",
-                      kinds);
+    throw_input_error(
+        "--collectives {}: no input tensor is what it takes ({} takes {}; the inputs are {} "
+        "tensors)",
+        collective_name(a), collective_name(a),
+        a == sim::kAllGather ? "all_gather shards" : "all_reduce or reduce_scatter partial sums",
+        kinds);
   }
   // Simulations multiply their inputs by design (derived ranks, every rank's output), so their
   // floor is higher than a reader's.
@@ -140,12 +145,14 @@ void check_simulations(const std::vector<Unit>& units, const StudyOptions& opts)
       for (Collective a : opts.collectives) {
         if (!algorithm_fits(a, first.meta.collective)) continue;
         const uint64_t need = sim::memory_estimate(a, n, numel);
-        TACO_REQUIRE_INPUT(need <= limit,
-                           "--tp {}: simulating {} over {} ranks of '{}' {} needs about {}, over the limit of {} "
-                           "({}; TACO_MEMORY_LIMIT sets another)",
-                           n, collective_name(a), n, first.name, shape_string(first.shape), human_bytes(need),
-                           human_bytes(limit),
-                           env > 0 ? "TACO_MEMORY_LIMIT" : fmt::format("{}x the group's input, at least 4 GiB", kMaxExpansion));
+        TACO_REQUIRE_INPUT(
+            need <= limit,
+            "--tp {}: simulating {} over {} ranks of '{}' {} needs about {}, over the limit of {} "
+            "({}; TACO_MEMORY_LIMIT sets another)",
+            n, collective_name(a), n, first.name, shape_string(first.shape), human_bytes(need),
+            human_bytes(limit),
+            env > 0 ? "TACO_MEMORY_LIMIT"
+                    : fmt::format("{}x the group's input, at least 4 GiB", kMaxExpansion));
       }
   }
 }
@@ -154,7 +161,9 @@ void check_simulations(const std::vector<Unit>& units, const StudyOptions& opts)
 struct AddElapsed {
   double& acc;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  ~AddElapsed() { acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+  ~AddElapsed() {
+    acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
 };
 
 struct Measured {
@@ -179,7 +188,8 @@ Measured measure(const Codec& codec, const Tensor& t, double tau, bool skip_nonf
 
 }  // namespace
 
-bool TensorFilter::matches(const TensorInfo& t, const std::string& file, const std::string& source) const {
+bool TensorFilter::matches(const TensorInfo& t, const std::string& file,
+                           const std::string& source) const {
   for (const auto& [key, values] : terms) {
     if (key == "file") {
       const std::string base = std::filesystem::path(file).filename().string();
@@ -190,14 +200,22 @@ bool TensorFilter::matches(const TensorInfo& t, const std::string& file, const s
       continue;
     }
     std::string v;
-    if (key == "site") v = t.meta.site;
-    else if (key == "direction") v = t.meta.direction;
-    else if (key == "collective") v = t.meta.collective;
-    else if (key == "layer") v = std::to_string(t.meta.layer);
-    else if (key == "step") v = std::to_string(t.meta.step);
-    else if (key == "tp_rank") v = std::to_string(t.meta.tp_rank);
-    else if (key == "name") v = t.name;
-    else throw_error("TensorFilter: unknown key '{}'", key);
+    if (key == "site")
+      v = t.meta.site;
+    else if (key == "direction")
+      v = t.meta.direction;
+    else if (key == "collective")
+      v = t.meta.collective;
+    else if (key == "layer")
+      v = std::to_string(t.meta.layer);
+    else if (key == "step")
+      v = std::to_string(t.meta.step);
+    else if (key == "tp_rank")
+      v = std::to_string(t.meta.tp_rank);
+    else if (key == "name")
+      v = t.name;
+    else
+      throw_error("TensorFilter: unknown key '{}'", key);
     if (std::find(values.begin(), values.end(), v) == values.end()) return false;
   }
   return true;
@@ -205,7 +223,7 @@ bool TensorFilter::matches(const TensorInfo& t, const std::string& file, const s
 
 TensorFilter parse_filter(const std::string& spec) {
   static const std::set<std::string> kKeys = {"site", "direction", "collective", "layer",
-                                              "step", "tp_rank", "name", "file"};
+                                              "step", "tp_rank",   "name",       "file"};
   TensorFilter f;
   if (spec.empty()) return f;
   for (const std::string& term : split(spec, ',')) {
@@ -215,8 +233,10 @@ TensorFilter parse_filter(const std::string& spec) {
                        "step, tp_rank, name, file)",
                        term);
     const std::string key = term.substr(0, eq);
-    TACO_REQUIRE_INPUT(kKeys.count(key), "--filter: unknown key '{}' (keys: site, direction, "
-                       "collective, layer, step, tp_rank, name, file)", key);
+    TACO_REQUIRE_INPUT(kKeys.count(key),
+                       "--filter: unknown key '{}' (keys: site, direction, "
+                       "collective, layer, step, tp_rank, name, file)",
+                       key);
     f.terms.emplace_back(key, split(term.substr(eq + 1), '|'));
   }
   return f;
@@ -252,8 +272,8 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
   const auto t0 = std::chrono::steady_clock::now();
   const int threads = std::max(1, opts.threads);
   StudyResult res;
-  TACO_ASSERT(opts.source_labels.empty() || opts.source_labels.size() == sources.size(), "{} sources, {} labels",
-              sources.size(), opts.source_labels.size());
+  TACO_ASSERT(opts.source_labels.empty() || opts.source_labels.size() == sources.size(),
+              "{} sources, {} labels", sources.size(), opts.source_labels.size());
   for (size_t f = 0; f < sources.size(); ++f) {
     res.files.push_back(sources[f]->path());
     res.sources.push_back(opts.source_labels.empty() ? sources[f]->path() : opts.source_labels[f]);
@@ -296,7 +316,8 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
     for (size_t i = 0; i < sources[f]->size(); ++i) {
       if (opts.max_tensors >= 0 && int64_t(refs.size()) >= opts.max_tensors) break;
       TensorInfo info = sources[f]->info(i);
-      if (opts.filter.matches(info, res.files[f], res.sources[f])) refs.push_back(TensorRef{f, i, std::move(info)});
+      if (opts.filter.matches(info, res.files[f], res.sources[f]))
+        refs.push_back(TensorRef{f, i, std::move(info)});
     }
   }
   const bool simulate = !opts.collectives.empty();
@@ -378,8 +399,8 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
         try {
           if (feedback[v]) {
             const FeedbackMeasure m =
-                measure_feedback(*feedback[v], samples, r.info, stream_of.at({r.file, r.index}), t, tau,
-                                 !scan.all_finite(), threads, xhat);
+                measure_feedback(*feedback[v], samples, r.info, stream_of.at({r.file, r.index}), t,
+                                 tau, !scan.all_finite(), threads, xhat);
             row.metrics = finish_metrics(m.sums);
             row.saturated = m.step.stats.saturated;
             row.wire_bytes = m.step.wire_bytes;
@@ -395,11 +416,13 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
             fr.meta = t.meta;
             fr.visit = m.step.visit;
             fr.rel_l2 = row.metrics.rel_l2.value_or(0.0);
-            fr.state_rel = m.step.x_norm2 > 0 ? std::sqrt(m.step.state_norm2 / m.step.x_norm2) : 0.0;
+            fr.state_rel =
+                m.step.x_norm2 > 0 ? std::sqrt(m.step.state_norm2 / m.step.x_norm2) : 0.0;
             fr.avg_err = m.step.avg_err;
             res.feedback_rows.push_back(std::move(fr));
           } else {
-            const Measured m = measure(*codecs[v], t, tau, !scan.all_finite(), threads, xhat_buf, wire);
+            const Measured m =
+                measure(*codecs[v], t, tau, !scan.all_finite(), threads, xhat_buf, wire);
             row.metrics = finish_metrics(m.sums);
             row.saturated = m.saturated;
             row.wire_bytes = m.wire_bytes;
@@ -430,9 +453,8 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
     // ---- simulated collectives over the ranks of this group ----
     const Tensor& first = tensors.front();
     const TensorRef& first_ref = unit.members.front();
-    const bool same_shape = std::all_of(tensors.begin(), tensors.end(), [&](const Tensor& t) {
-      return t.shape == first.shape;
-    });
+    const bool same_shape = std::all_of(tensors.begin(), tensors.end(),
+                                        [&](const Tensor& t) { return t.shape == first.shape; });
     const int k = int(tensors.size());
     auto skip_group = [&](const std::string& why) {
       res.skipped.push_back({res.files[first_ref.file], first.name, "", "collectives: " + why});
@@ -460,7 +482,8 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
           inputs.push_back(tensors[size_t(r)].values.data());
         } else {
           const uint64_t seed = opts.seed ^ fnv1a(first.name) ^ (uint64_t(first_ref.file) << 48);
-          derived.push_back(sim::derive_rank(tensors[size_t(r % k)].values.data(), rows, cols, seed, r));
+          derived.push_back(
+              sim::derive_rank(tensors[size_t(r % k)].values.data(), rows, cols, seed, r));
         }
       }
       for (auto& d : derived) inputs.push_back(d.data());
@@ -480,9 +503,10 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
           ref.out = sim::reference_outputs(a, inputs, rows, cols);
           ref.same_for_all_ranks = a != sim::kReduceScatter;
           for (size_t r = 0; r < ref.out.size(); ++r)
-            ref.scans.push_back(r > 0 && ref.same_for_all_ranks
-                                    ? ref.scans[0]
-                                    : scan_input(ref.out[r].data(), int64_t(ref.out[r].size()), threads));
+            ref.scans.push_back(
+                r > 0 && ref.same_for_all_ranks
+                    ? ref.scans[0]
+                    : scan_input(ref.out[r].data(), int64_t(ref.out[r].size()), threads));
         }
         return ref;
       };
@@ -513,7 +537,8 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
                   r > 0 && ref.same_for_all_ranks && out.outputs[r] == out.outputs[0]
                       ? first_rank
                       : error_sums(x.data(), out.outputs[r].data(), int64_t(x.size()),
-                                   opts.tau_rel * ref.scans[r].absmax, !ref.scans[r].all_finite(), threads);
+                                   opts.tau_rel * ref.scans[r].absmax, !ref.scans[r].all_finite(),
+                                   threads);
               if (r == 0) first_rank = s;
               sums.combine(s);
             }
@@ -523,8 +548,9 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
             for (int64_t b : out.bytes_sent) bytes += double(b);
             row.bytes_sent_per_rank = bytes / double(N);
           } catch (const InputError& e) {
-            res.skipped.push_back({res.files[first_ref.file], first.name, names[v],
-                                   fmt::format("collectives {} tp={}: {}", collective_name(a), N, e.what())});
+            res.skipped.push_back(
+                {res.files[first_ref.file], first.name, names[v],
+                 fmt::format("collectives {} tp={}: {}", collective_name(a), N, e.what())});
             continue;
           }
           res.collective_rows.push_back(std::move(row));
@@ -553,7 +579,7 @@ std::vector<Aggregate> aggregate(const StudyResult& r) {
     Acc& a = acc[{row.meta.site, row.meta.direction, row.variant_index}];
     // A NaN error (a codec that produced NaN) ranks last.
     const double rel = std::isnan(*row.metrics.rel_l2) ? std::numeric_limits<double>::infinity()
-                                                        : *row.metrics.rel_l2;
+                                                       : *row.metrics.rel_l2;
     a.rel.push_back(rel);
     a.snr.push_back(row.metrics.snr_db ? *row.metrics.snr_db : 0.0);
     a.bytes += row.bytes_per_elem();

@@ -9,12 +9,12 @@
 // Results are deterministic: they do not depend on the thread count (metrics combine fixed
 // blocks in a fixed order; rows are sorted by input order).
 #include "codecs/codec.hpp"
+#include "collectives/sim_collectives.hpp"
 #include "core/tensor.hpp"
 #include "io/tensor_source.hpp"
 #include "study/error_feedback.hpp"
 #include "study/histogram.hpp"
 #include "study/metrics.hpp"
-#include "collectives/sim_collectives.hpp"
 
 #include <functional>
 #include <map>
@@ -34,7 +34,8 @@ using SiteKey = std::pair<std::string, std::string>;  // (site, direction)
 // tp_rank, name, file (the file's path, its name, or the input argument it came from).
 struct TensorFilter {
   std::vector<std::pair<std::string, std::vector<std::string>>> terms;
-  bool matches(const TensorInfo& t, const std::string& file = "", const std::string& source = "") const;
+  bool matches(const TensorInfo& t, const std::string& file = "",
+               const std::string& source = "") const;
 };
 TensorFilter parse_filter(const std::string& spec);  // InputError naming --filter
 
@@ -49,32 +50,32 @@ struct VariantInfo {
 VariantInfo describe_variant(const std::string& name, const Codec& codec);
 
 struct Progress {
-  int64_t done = 0, total = 0;   // tensors
-  std::string tensor;            // the one just finished
-  int64_t elements = 0;          // numel x variants processed so far
-  double seconds = 0;            // since the start, without the collective simulation
+  int64_t done = 0, total = 0;  // tensors
+  std::string tensor;           // the one just finished
+  int64_t elements = 0;         // numel x variants processed so far
+  double seconds = 0;           // since the start, without the collective simulation
 };
 
 struct StudyOptions {
-  std::vector<std::string> variants;                 // run on every tensor
-  std::map<SiteKey, std::string> per_site;           // --config: one more variant per (site, direction)
-  CodecFactory codec_factory;                        // required (make_codec, or the GPU one)
+  std::vector<std::string> variants;        // run on every tensor
+  std::map<SiteKey, std::string> per_site;  // --config: one more variant per (site, direction)
+  CodecFactory codec_factory;               // required (make_codec, or the GPU one)
   int threads = 1;
-  uint64_t seed = 0;                                 // derived TP ranks (sim::derive_rank)
+  uint64_t seed = 0;  // derived TP ranks (sim::derive_rank)
   TensorFilter filter;
-  int64_t max_tensors = -1;                          // < 0: all
-  double tau_rel = 1e-3;                             // max_rel_err over |x| > tau_rel * absmax
+  int64_t max_tensors = -1;  // < 0: all
+  double tau_rel = 1e-3;     // max_rel_err over |x| > tau_rel * absmax
   bool histograms = true;
   // Simulated collectives (empty: none). A group whose tensors name their collective gets only
   // the algorithms that take its inputs: partial sums (all_reduce, reduce_scatter) ->
   // one_shot/two_shot/ring/reduce_scatter, shards (all_gather) -> all_gather; without that
   // metadata, every algorithm asked for. An algorithm no group can take is an InputError.
   std::vector<Collective> collectives;
-  std::vector<int> tp;                               // TP degrees; empty: the ranks in the trace
+  std::vector<int> tp;  // TP degrees; empty: the ranks in the trace
   // Per source: the input argument it came from (a directory given on the command line, or the
   // file itself); the `source` column. Empty: each file's own path.
   std::vector<std::string> source_labels;
-  std::function<void(const Progress&)> progress;     // may be empty
+  std::function<void(const Progress&)> progress;  // may be empty
   // Called once per tensor read, before its codecs run (extra per-tensor analyses, e.g. the
   // subspace energies of weights.hpp's StructureCollector). May be empty.
   std::function<void(const Tensor&)> on_tensor;
@@ -116,17 +117,17 @@ struct Skipped {
 
 struct StudyResult {
   std::vector<std::string> files;
-  std::vector<std::string> sources;           // per file: the input argument it came from
+  std::vector<std::string> sources;  // per file: the input argument it came from
   std::vector<VariantInfo> variants;
-  std::vector<TensorRow> rows;                // sorted by (file, tensor, variant)
+  std::vector<TensorRow> rows;  // sorted by (file, tensor, variant)
   std::vector<CollectiveRow> collective_rows;
   std::map<SiteKey, Log2Histogram> histograms;
   std::vector<Skipped> skipped;
   // ef:/aqsgd: variants, one row per measured step in processing order (error_feedback.hpp).
   std::vector<FeedbackRow> feedback_rows;
-  int64_t tensors = 0, elements = 0;          // elements: numel x variants measured
-  double seconds = 0;                         // the whole run
-  double collective_seconds = 0;              // of which simulating collectives
+  int64_t tensors = 0, elements = 0;  // elements: numel x variants measured
+  double seconds = 0;                 // the whole run
+  double collective_seconds = 0;      // of which simulating collectives
 };
 
 // sources[i] is read in order; their paths name the files in the results.

@@ -4,8 +4,8 @@
 #include "codecs/structured/structured.hpp"
 #include "codecs/structured/tt.hpp"
 #include "codecs/structured/wire.hpp"
-#include "core/error.hpp"
 #include "core/csv.hpp"
+#include "core/error.hpp"
 
 #include <fmt/format.h>
 
@@ -28,10 +28,13 @@ using csv::known;
 
 }  // namespace
 
-WeightsResult run_weights_study(const std::vector<TensorSource*>& sources, const WeightsOptions& opts) {
+WeightsResult run_weights_study(const std::vector<TensorSource*>& sources,
+                                const WeightsOptions& opts) {
   using namespace structured;
-  TACO_REQUIRE_INPUT(opts.tt_order >= 2 && opts.tt_order <= 16, "--weights: TT order {} is not in 2..16", opts.tt_order);
-  TACO_REQUIRE_INPUT(opts.rtol > 0 && opts.rtol < 1, "--weights: rtol {} is not in (0, 1)", opts.rtol);
+  TACO_REQUIRE_INPUT(opts.tt_order >= 2 && opts.tt_order <= 16,
+                     "--weights: TT order {} is not in 2..16", opts.tt_order);
+  TACO_REQUIRE_INPUT(opts.rtol > 0 && opts.rtol < 1, "--weights: rtol {} is not in (0, 1)",
+                     opts.rtol);
   const auto t0 = std::chrono::steady_clock::now();
   WeightsResult res;
   for (const TensorSource* s : sources) res.files.push_back(s->path());
@@ -45,7 +48,9 @@ WeightsResult run_weights_study(const std::vector<TensorSource*>& sources, const
       const TensorInfo info = sources[f]->info(i);
       if (!opts.filter.matches(info)) continue;
       if (info.shape.size() != 2 || info.shape[0] < 2 || info.shape[1] < 2) {
-        res.skipped.push_back({res.files[f], info.name, "", fmt::format("not a 2-D matrix: shape {}", shape_string(info.shape))});
+        res.skipped.push_back(
+            {res.files[f], info.name, "",
+             fmt::format("not a 2-D matrix: shape {}", shape_string(info.shape))});
         continue;
       }
       refs.push_back({f, i});
@@ -56,7 +61,9 @@ WeightsResult run_weights_study(const std::vector<TensorSource*>& sources, const
     std::vector<float> w;
     const int64_t m = t.shape[0], n = t.shape[1];
     const int64_t bad = sanitize(t.values.data(), t.numel(), w);
-    if (bad) res.skipped.push_back({res.files[ref.file], t.name, "", fmt::format("{} non-finite values taken as 0", bad)});
+    if (bad)
+      res.skipped.push_back(
+          {res.files[ref.file], t.name, "", fmt::format("{} non-finite values taken as 0", bad)});
     WeightSpectrum sp;
     sp.file_index = ref.file;
     sp.tensor_index = ref.index;
@@ -130,28 +137,30 @@ std::string spectra_csv(const WeightsResult& r) {
   std::string out = "file,tensor,index,sigma\n";
   for (const WeightSpectrum& sp : r.spectra)
     for (size_t i = 0; i < sp.sigma.size(); ++i)
-      out += fmt::format("{},{},{},{:.9g}\n", field(r.files[sp.file_index]), field(sp.tensor), i, sp.sigma[i]);
+      out += fmt::format("{},{},{},{:.9g}\n", field(r.files[sp.file_index]), field(sp.tensor), i,
+                         sp.sigma[i]);
   return out;
 }
 
 std::string weights_csv(const WeightsResult& r, int tt_order) {
   std::string out =
-      "file,tensor,rows,cols,effective_rank,tt_order,tt_modes,tt_unfolding_ranks,method,rank,tt_ranks,params,"
+      "file,tensor,rows,cols,effective_rank,tt_order,tt_modes,tt_unfolding_ranks,method,rank,tt_"
+      "ranks,params,"
       "compression_ratio,rel_fro_err\n";
   for (const WeightPoint& p : r.points) {
     const WeightSpectrum& sp = r.spectra[p.spectrum];
     const double ratio = p.params > 0 ? double(sp.rows) * double(sp.cols) / double(p.params) : 0.0;
-    out += fmt::format("{},{},{},{},{:.9g},{},{},{},{},{},{},{},{:.9g},{:.9g}\n", field(r.files[sp.file_index]),
-                       field(sp.tensor), sp.rows, sp.cols, sp.effective_rank, tt_order, join(sp.tt_modes),
-                       join(sp.tt_unfolding_ranks), p.method, p.rank, join(p.tt_ranks), p.params, ratio,
-                       p.rel_fro_err);
+    out += fmt::format("{},{},{},{},{:.9g},{},{},{},{},{},{},{},{:.9g},{:.9g}\n",
+                       field(r.files[sp.file_index]), field(sp.tensor), sp.rows, sp.cols,
+                       sp.effective_rank, tt_order, join(sp.tt_modes), join(sp.tt_unfolding_ranks),
+                       p.method, p.rank, join(p.tt_ranks), p.params, ratio, p.rel_fro_err);
   }
   return out;
 }
 
 std::string format_weights(const WeightsResult& r) {
-  std::string out = fmt::format("{:<40} {:>11} {:>9} {:>9}  {}\n", "tensor", "shape", "eff.rank", "max rank",
-                                "rel. error at compression (lowrank | tt)");
+  std::string out = fmt::format("{:<40} {:>11} {:>9} {:>9}  {}\n", "tensor", "shape", "eff.rank",
+                                "max rank", "rel. error at compression (lowrank | tt)");
   for (size_t si = 0; si < r.spectra.size(); ++si) {
     const WeightSpectrum& sp = r.spectra[si];
     std::string lr, tt;
@@ -160,8 +169,9 @@ std::string format_weights(const WeightsResult& r) {
       const double ratio = double(sp.rows) * double(sp.cols) / double(p.params);
       (p.method == "lowrank" ? lr : tt) += fmt::format(" {:.3g}@{:.3g}x", p.rel_fro_err, ratio);
     }
-    out += fmt::format("{:<40} {:>11} {:>9.1f} {:>9}  {} |{}\n", sp.tensor, fmt::format("{}x{}", sp.rows, sp.cols),
-                       sp.effective_rank, std::min(sp.rows, sp.cols), lr, tt);
+    out += fmt::format("{:<40} {:>11} {:>9.1f} {:>9}  {} |{}\n", sp.tensor,
+                       fmt::format("{}x{}", sp.rows, sp.cols), sp.effective_rank,
+                       std::min(sp.rows, sp.cols), lr, tt);
   }
   return out;
 }
@@ -193,7 +203,8 @@ void StructureCollector::add(const Tensor& t) {
   const double erank = effective_rank(sigma);
   const double total = frobenius2(x.data(), t.numel());
   for (const Sub& s : subs_) {
-    const int64_t k = s.k > 0 ? s.k : std::max<int64_t>(1, int64_t(std::floor(s.frac * double(cols) + 0.5)));
+    const int64_t k =
+        s.k > 0 ? s.k : std::max<int64_t>(1, int64_t(std::floor(s.frac * double(cols) + 0.5)));
     std::string span, top;
     if (k <= cols) {
       auto& u = bases_[{cols, k, s.seed}];
@@ -201,14 +212,16 @@ void StructureCollector::add(const Tensor& t) {
       span = fmt::format("{:.9g}", energy_in_span(x.data(), rows, cols, u, k));
       top = fmt::format("{:.9g}", topk_energy(e, k, total));
     }
-    lines_ += fmt::format("{},{},{},{},{},{},{},{},{:.9g},{},{},{},{}\n", field(t.name), known(t.meta.layer),
-                          field(t.meta.site), field(t.meta.direction), known(t.meta.step), known(t.meta.tp_rank),
-                          rows, cols, erank, field(s.variant), k, span, top);
+    lines_ += fmt::format("{},{},{},{},{},{},{},{},{:.9g},{},{},{},{}\n", field(t.name),
+                          known(t.meta.layer), field(t.meta.site), field(t.meta.direction),
+                          known(t.meta.step), known(t.meta.tp_rank), rows, cols, erank,
+                          field(s.variant), k, span, top);
   }
 }
 
 std::string StructureCollector::csv() const {
-  return "tensor,layer,site,direction,step,tp_rank,rows,cols,effective_rank,variant,k,energy_span_u,energy_topk\n" +
+  return "tensor,layer,site,direction,step,tp_rank,rows,cols,effective_rank,variant,k,energy_span_"
+         "u,energy_topk\n" +
          lines_;
 }
 

@@ -19,8 +19,8 @@
 
 #include <functional>
 #include <map>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace taco::study {
@@ -39,17 +39,17 @@ struct WeightSpectrum {
   size_t file_index = 0, tensor_index = 0;
   std::string tensor;
   int64_t rows = 0, cols = 0;
-  std::vector<double> sigma;             // descending
+  std::vector<double> sigma;  // descending
   double effective_rank = 0;
-  std::vector<int64_t> tt_modes;         // o_k i_k
+  std::vector<int64_t> tt_modes;  // o_k i_k
   std::vector<int64_t> tt_unfolding_ranks;
 };
 
 struct WeightPoint {
-  size_t spectrum = 0;                   // index into WeightsResult::spectra
-  std::string method;                    // "lowrank" | "tt"
-  int64_t rank = 0;                      // lowrank: r; tt: the cap R
-  std::vector<int64_t> tt_ranks;         // tt: r_1..r_{D-1} reached
+  size_t spectrum = 0;            // index into WeightsResult::spectra
+  std::string method;             // "lowrank" | "tt"
+  int64_t rank = 0;               // lowrank: r; tt: the cap R
+  std::vector<int64_t> tt_ranks;  // tt: r_1..r_{D-1} reached
   int64_t params = 0;
   double rel_fro_err = 0;
 };
@@ -62,7 +62,8 @@ struct WeightsResult {
   double seconds = 0;
 };
 
-WeightsResult run_weights_study(const std::vector<TensorSource*>& sources, const WeightsOptions& opts);
+WeightsResult run_weights_study(const std::vector<TensorSource*>& sources,
+                                const WeightsOptions& opts);
 
 // file,tensor,index,sigma
 std::string spectra_csv(const WeightsResult& r);

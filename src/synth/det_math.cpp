@@ -8,8 +8,16 @@
 namespace taco::detmath {
 namespace {
 
-uint64_t to_bits(double x) { uint64_t u; std::memcpy(&u, &x, 8); return u; }
-double from_bits(uint64_t u) { double x; std::memcpy(&x, &u, 8); return x; }
+uint64_t to_bits(double x) {
+  uint64_t u;
+  std::memcpy(&u, &x, 8);
+  return u;
+}
+double from_bits(uint64_t u) {
+  double x;
+  std::memcpy(&x, &u, 8);
+  return x;
+}
 
 // ln 2 split so that k * kLn2Hi is exact for |k| < 2^21 (kLn2Hi has 32 significant bits).
 constexpr double kLn2Hi = 0x1.62e42feep-1;
@@ -103,6 +111,8 @@ double expm1(double x) {
   return exp(x) - 1.0;
 }
 
-double pow(double x, double y) { return exp(y * log(x)); }
+double pow(double x, double y) {
+  return exp(y * log(x));
+}
 
 }  // namespace taco::detmath

@@ -18,10 +18,13 @@ constexpr ParamKind kPos = ParamKind::Positive, kCount = ParamKind::Count,
 std::vector<DistInfo> make_catalog() {
   return {
       {"gaussian", "N(0, sigma^2)", {{"sigma", 1.0, kPos, "standard deviation"}}},
-      {"laplace", "Laplace(0, b): exponential tails, std = b*sqrt(2), kurtosis 6",
+      {"laplace",
+       "Laplace(0, b): exponential tails, std = b*sqrt(2), kurtosis 6",
        {{"b", 1.0, kPos, "scale"}}},
-      {"student_t", "scale * t(nu): power-law tails, kurtosis 3 + 6/(nu-4) for nu > 4",
-       {{"nu", 4.0, kPos, "degrees of freedom"}, {"scale", 1.0, kPos, "scale (std = scale*sqrt(nu/(nu-2)))"}}},
+      {"student_t",
+       "scale * t(nu): power-law tails, kurtosis 3 + 6/(nu-4) for nu > 4",
+       {{"nu", 4.0, kPos, "degrees of freedom"},
+        {"scale", 1.0, kPos, "scale (std = scale*sqrt(nu/(nu-2)))"}}},
       {"outlier_channels",
        "N(0, sigma^2) with `count` channels per layer scaled by factors log-uniform in [min, max] "
        "(\"massive activations\"; the same channels in every step, site and rank of a layer)",
@@ -36,14 +39,19 @@ std::vector<DistInfo> make_catalog() {
         {"count", 8.0, kCount, "outlier tokens per step"},
         {"min", 10.0, kFactor, "smallest outlier factor"},
         {"max", 100.0, kFactor, "largest outlier factor"}}},
-      {"gradient", "Student-t(nu) scaled to a target rms: dense, near-zero, heavy-tailed",
-       {{"rms", 1e-7, kPos, "target root mean square"}, {"nu", 4.0, kNu, "degrees of freedom (> 2)"}}},
-      {"sparse", "N(0, sigma^2) with each element zero with probability p",
-       {{"p", 0.9, kProb, "probability of an exact zero"}, {"sigma", 1.0, kPos, "std of the nonzeros"}}},
+      {"gradient",
+       "Student-t(nu) scaled to a target rms: dense, near-zero, heavy-tailed",
+       {{"rms", 1e-7, kPos, "target root mean square"},
+        {"nu", 4.0, kNu, "degrees of freedom (> 2)"}}},
+      {"sparse",
+       "N(0, sigma^2) with each element zero with probability p",
+       {{"p", 0.9, kProb, "probability of an exact zero"},
+        {"sigma", 1.0, kPos, "std of the nonzeros"}}},
       {"realistic",
        "per site and direction: forward activations are Gaussian plus outlier channels "
        "(act_sigma for row-parallel outputs attn_out/mlp_out, ln_sigma for the layernorm outputs "
-       "that --sp all-gathers before attn_qkv/mlp_fc1); backward gradients are Student-t plus outlier "
+       "that --sp all-gathers before attn_qkv/mlp_fc1); backward gradients are Student-t plus "
+       "outlier "
        "tokens, at rms grad_rms over all tokens of the step",
        {{"act_sigma", 0.5, kPos, "std of forward row-parallel partial outputs"},
         {"ln_sigma", 1.0, kPos, "std of forward all-gathered layernorm outputs (--sp)"},
@@ -70,12 +78,28 @@ void check_param(const std::string& dist, const ParamInfo& p, double v) {
   const char* need = "";
   bool ok = std::isfinite(v);
   switch (p.kind) {
-    case ParamKind::Positive: ok = ok && v > 0; need = "> 0"; break;
-    case ParamKind::Count: ok = ok && v >= 0 && v == std::floor(v) && v <= 1e12; need = "a whole number >= 0"; break;
-    case ParamKind::Probability: ok = ok && v >= 0 && v < 1; need = "in [0, 1)"; break;
-    case ParamKind::Factor: ok = ok && v >= 1; need = ">= 1"; break;
-    case ParamKind::NuFinite: ok = ok && v > 2; need = "> 2"; break;
-    default: throw_error("unhandled parameter kind {}", int(p.kind));
+    case ParamKind::Positive:
+      ok = ok && v > 0;
+      need = "> 0";
+      break;
+    case ParamKind::Count:
+      ok = ok && v >= 0 && v == std::floor(v) && v <= 1e12;
+      need = "a whole number >= 0";
+      break;
+    case ParamKind::Probability:
+      ok = ok && v >= 0 && v < 1;
+      need = "in [0, 1)";
+      break;
+    case ParamKind::Factor:
+      ok = ok && v >= 1;
+      need = ">= 1";
+      break;
+    case ParamKind::NuFinite:
+      ok = ok && v > 2;
+      need = "> 2";
+      break;
+    default:
+      throw_error("unhandled parameter kind {}", int(p.kind));
   }
   TACO_REQUIRE_INPUT(ok, "--dist {}: {}={} must be {}", dist, p.key, v, need);
 }
@@ -141,9 +165,11 @@ DistSpec parse_dist(const std::string& text) {
       pos = comma + 1;
     }
   }
-  for (size_t i = 0; i < info.params.size(); ++i) check_param(d.name, info.params[i], d.params[i].second);
+  for (size_t i = 0; i < info.params.size(); ++i)
+    check_param(d.name, info.params[i], d.params[i].second);
   // Ranges: the lower end must not exceed the upper end.
-  for (const auto& [lo, hi] : {std::pair<const char*, const char*>{"min", "max"}, {"ch_min", "ch_max"},
+  for (const auto& [lo, hi] : {std::pair<const char*, const char*>{"min", "max"},
+                               {"ch_min", "ch_max"},
                                {"tok_min", "tok_max"}}) {
     bool has_lo = false, has_hi = false;
     for (const auto& p : info.params) {

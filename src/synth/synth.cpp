@@ -28,7 +28,9 @@ constexpr double kFailed = std::numeric_limits<double>::quiet_NaN();
 
 const std::vector<std::string> kSites{"attn_out", "mlp_out", "attn_qkv", "mlp_fc1"};
 
-uint64_t stream_id(const std::string& name) { return fnv1a64(name.data(), name.size()); }
+uint64_t stream_id(const std::string& name) {
+  return fnv1a64(name.data(), name.size());
+}
 
 // Two independent N(0,1) from one accepted point of the unit disc (Marsaglia's polar method).
 // u and v are odd multiples of 2^-52, never 0, so 0 < w.
@@ -97,17 +99,24 @@ double factor(const Stream& s, int64_t index, double lo, double hi) {
 
 float round_to(float v, DType store) {
   switch (store) {
-    case DType::BF16: return bf16_to_float(float_to_bf16(v));
-    case DType::F16: return fp16_to_float(float_to_fp16(v));
-    case DType::F32: return v;
-    default: throw_input_error("--store: cannot store synthetic values as {}", dtype_name(store));
+    case DType::BF16:
+      return bf16_to_float(float_to_bf16(v));
+    case DType::F16:
+      return fp16_to_float(float_to_fp16(v));
+    case DType::F32:
+      return v;
+    default:
+      throw_input_error("--store: cannot store synthetic values as {}", dtype_name(store));
   }
 }
 
-std::string channels_stream(int64_t layer) { return fmt::format("channels/layer={}", layer); }
+std::string channels_stream(int64_t layer) {
+  return fmt::format("channels/layer={}", layer);
+}
 // The batch at a step: the step itself, or with --samples the sample it draws.
 std::string tokens_stream(const SynthOptions& o, int64_t step) {
-  return o.samples > 0 ? fmt::format("tokens/sample={}", step % o.samples) : fmt::format("tokens/step={}", step);
+  return o.samples > 0 ? fmt::format("tokens/sample={}", step % o.samples)
+                       : fmt::format("tokens/step={}", step);
 }
 
 template <typename T>
@@ -121,7 +130,8 @@ void require_unique(const std::vector<T>& v, const char* flag) {
 
 std::pair<double, double> sample_gaussian_pair(uint64_t seed, uint64_t stream, uint64_t index) {
   const auto z = gaussian_pair(Stream(seed, stream, kTagValues), index);
-  TACO_ASSERT(!std::isnan(z.first), "gaussian sampler: no point accepted in {} attempts", kMaxAttempts);
+  TACO_ASSERT(!std::isnan(z.first), "gaussian sampler: no point accepted in {} attempts",
+              kMaxAttempts);
   return z;
 }
 double sample_laplace(uint64_t seed, uint64_t stream, uint64_t index) {
@@ -152,7 +162,8 @@ std::vector<TensorPlan> plan_trace(const SynthOptions& o) {
   // As taco study simulates at most (sim::kMaxTpDegree): no deployment is wider.
   TACO_REQUIRE_INPUT(o.tp >= 1 && o.tp <= 256, "--tp: must be in [1, 256], got {}", o.tp);
   TACO_REQUIRE_INPUT(o.hidden <= (int64_t(1) << 31) / o.tokens,
-                     "--tokens x --hidden: {} x {} elements per tensor is more than 2^31", o.tokens, o.hidden);
+                     "--tokens x --hidden: {} x {} elements per tensor is more than 2^31", o.tokens,
+                     o.hidden);
   TACO_REQUIRE_INPUT(o.store == DType::BF16 || o.store == DType::F16 || o.store == DType::F32,
                      "--store: must be bf16, f16 or f32, got {}", dtype_name(o.store));
   require_unique(o.steps, "--steps");
@@ -165,9 +176,10 @@ std::vector<TensorPlan> plan_trace(const SynthOptions& o) {
   for (const auto& d : o.directions)
     TACO_REQUIRE_INPUT(d == "fwd" || d == "bwd", "--directions: '{}' is neither fwd nor bwd", d);
   if (o.sequence_parallel)
-    TACO_REQUIRE_INPUT(o.tokens % o.tp == 0, "--sp: --tokens {} is not divisible by --tp {}", o.tokens, o.tp);
-  TACO_REQUIRE_INPUT(o.samples >= 0 && o.samples <= 1000000, "--samples: must be 0 (off) to 1000000, got {}",
-                     o.samples);
+    TACO_REQUIRE_INPUT(o.tokens % o.tp == 0, "--sp: --tokens {} is not divisible by --tp {}",
+                       o.tokens, o.tp);
+  TACO_REQUIRE_INPUT(o.samples >= 0 && o.samples <= 1000000,
+                     "--samples: must be 0 (off) to 1000000, got {}", o.samples);
   TACO_REQUIRE_INPUT(o.drift >= 0 && o.drift <= 1, "--drift: must be in [0, 1], got {}", o.drift);
 
   std::vector<TensorPlan> plan;
@@ -205,13 +217,16 @@ std::vector<TensorPlan> plan_trace(const SynthOptions& o) {
             p.meta.extra["token_offset"] = std::to_string(p.token_offset);
             if (o.samples > 0) p.meta.extra["sample_id"] = std::to_string(step % o.samples);
             const Recipe r = recipe_for(o.dist, p.meta);
-            TACO_REQUIRE_INPUT(r.outlier_channels <= o.hidden, "--dist {}: {} outlier channels but --hidden is {}",
-                               o.dist.name, r.outlier_channels, o.hidden);
-            TACO_REQUIRE_INPUT(r.outlier_tokens <= o.tokens, "--dist {}: {} outlier tokens but --tokens is {}",
-                               o.dist.name, r.outlier_tokens, o.tokens);
+            TACO_REQUIRE_INPUT(r.outlier_channels <= o.hidden,
+                               "--dist {}: {} outlier channels but --hidden is {}", o.dist.name,
+                               r.outlier_channels, o.hidden);
+            TACO_REQUIRE_INPUT(r.outlier_tokens <= o.tokens,
+                               "--dist {}: {} outlier tokens but --tokens is {}", o.dist.name,
+                               r.outlier_tokens, o.tokens);
             plan.push_back(std::move(p));
             // The trace format names datasets t000000..t999999.
-            TACO_REQUIRE_INPUT(plan.size() <= 1000000, "synth: more than 1,000,000 tensors requested");
+            TACO_REQUIRE_INPUT(plan.size() <= 1000000,
+                               "synth: more than 1,000,000 tensors requested");
           }
         }
       }
@@ -239,7 +254,7 @@ Tensor synthesize_tensor(const SynthOptions& o, const TensorPlan& p) {
     const Stream f(o.seed, stream_id(tokens_stream(o, p.meta.step)), kTagFactor);
     const std::vector<int64_t> outliers = outlier_tokens(o, rc, p.meta.step);
     double sum_sq = double(o.tokens - int64_t(outliers.size()));  // ordinary tokens: factor 1
-    for (int64_t t : outliers) {  // sorted: a fixed summation order
+    for (int64_t t : outliers) {                                  // sorted: a fixed summation order
       const double f_t = factor(f, t, rc.token_min, rc.token_max);
       sum_sq += f_t * f_t;
       if (t >= p.token_offset && t < p.token_offset + rows) tokf[size_t(t - p.token_offset)] = f_t;
@@ -248,8 +263,8 @@ Tensor synthesize_tensor(const SynthOptions& o, const TensorPlan& p) {
   }
 
   const auto coordinates = [&](const std::string& what, int64_t value) {
-    return stream_id(fmt::format("{}={}/layer={}/site={}/dir={}/rank={}", what, value, p.meta.layer, p.meta.site,
-                                 p.meta.direction, p.meta.tp_rank));
+    return stream_id(fmt::format("{}={}/layer={}/site={}/dir={}/rank={}", what, value, p.meta.layer,
+                                 p.meta.site, p.meta.direction, p.meta.tp_rank));
   };
   // With samples, the values (and zeros) belong to the sample, plus a fresh part per step.
   const bool by_sample = o.samples > 0;
@@ -257,10 +272,15 @@ Tensor synthesize_tensor(const SynthOptions& o, const TensorPlan& p) {
                                 : coordinates("values/step", p.meta.step);
   const Stream values(o.seed, id, kTagValues), zeros(o.seed, id, kTagZero);
   const Stream fresh(o.seed, coordinates("drift/step", p.meta.step), kTagValues);
-  const double keep = by_sample ? std::sqrt(1.0 - o.drift * o.drift) : 1.0, drift = by_sample ? o.drift : 0.0;
+  const double keep = by_sample ? std::sqrt(1.0 - o.drift * o.drift) : 1.0,
+               drift = by_sample ? o.drift : 0.0;
   switch (rc.base) {  // checked here: the loop below must not throw inside OpenMP
-    case Base::Gaussian: case Base::Laplace: case Base::StudentT: break;
-    default: throw_error("unhandled base distribution {}", int(rc.base));
+    case Base::Gaussian:
+    case Base::Laplace:
+    case Base::StudentT:
+      break;
+    default:
+      throw_error("unhandled base distribution {}", int(rc.base));
   }
   (void)round_to(0.0f, o.store);  // same: reject an unsupported store dtype before the loop
 
@@ -300,7 +320,8 @@ Tensor synthesize_tensor(const SynthOptions& o, const TensorPlan& p) {
       t.values[e] = round_to(float(v), o.store);
     }
   }
-  TACO_ASSERT(failed == 0, "{}: a rejection sampler gave up after {} attempts", p.name, kMaxAttempts);
+  TACO_ASSERT(failed == 0, "{}: a rejection sampler gave up after {} attempts", p.name,
+              kMaxAttempts);
   return t;
 }
 
@@ -310,7 +331,8 @@ std::string synth_command_line(const SynthOptions& o, const std::string& out) {
       "--directions {}{} --dist {} --seed {} --store {}{}",
       out, o.hidden, o.tokens, o.layers, o.tp, fmt::join(o.steps, ","), fmt::join(o.sites, ","),
       fmt::join(o.directions, ","), o.sequence_parallel ? " --sp" : "", o.dist.canonical(), o.seed,
-      dtype_name(o.store), o.samples > 0 ? fmt::format(" --samples {} --drift {}", o.samples, o.drift) : "");
+      dtype_name(o.store),
+      o.samples > 0 ? fmt::format(" --samples {} --drift {}", o.samples, o.drift) : "");
 }
 
 }  // namespace taco::synth

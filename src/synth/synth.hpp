@@ -37,14 +37,14 @@ struct SynthOptions {
   // relative size `drift` (the weights moved): x = sqrt(1 - drift^2) z_sample + drift z_step.
   int64_t samples = 0;
   double drift = 0.1;
-  int threads = 0;            // OpenMP threads, 0 = default; never changes the values
+  int threads = 0;  // OpenMP threads, 0 = default; never changes the values
 };
 
 // One tensor of the trace, before its values are drawn.
 struct TensorPlan {
-  std::string name;               // "step0/layer1/attn_out/fwd/rank0"
-  std::vector<int64_t> shape;     // [tokens, hidden], or [tokens/tp, hidden] for all-gather shards
-  int64_t token_offset = 0;       // global index of the first row (all-gather shards)
+  std::string name;            // "step0/layer1/attn_out/fwd/rank0"
+  std::vector<int64_t> shape;  // [tokens, hidden], or [tokens/tp, hidden] for all-gather shards
+  int64_t token_offset = 0;    // global index of the first row (all-gather shards)
   TensorMeta meta;
 };
 
@@ -67,7 +67,7 @@ std::vector<int64_t> outlier_tokens(const SynthOptions& o, const Recipe& r, int6
 // Samplers, exposed for the distribution tests. `index` selects the draw; each is a pure
 // function of (seed, stream, index).
 std::pair<double, double> sample_gaussian_pair(uint64_t seed, uint64_t stream, uint64_t index);
-double sample_laplace(uint64_t seed, uint64_t stream, uint64_t index);  // b = 1
+double sample_laplace(uint64_t seed, uint64_t stream, uint64_t index);               // b = 1
 double sample_student_t(uint64_t seed, uint64_t stream, uint64_t index, double nu);  // scale 1
 
 // The canonical command line that reproduces a trace (for provenance).

@@ -18,7 +18,8 @@ std::string slurp(const std::string& p) {
 
 }  // namespace
 
-TEST_CASE("check_output_file refuses directories, devices, a missing directory and ''", "[core][outputs]") {
+TEST_CASE("check_output_file refuses directories, devices, a missing directory and ''",
+          "[core][outputs]") {
   TempDir dir;
   REQUIRE_THAT(input_error_of([&] { check_output_file(dir.path(), "--out"); }),
                Catch::Matchers::Contains("is a directory"));
@@ -26,7 +27,8 @@ TEST_CASE("check_output_file refuses directories, devices, a missing directory a
                Catch::Matchers::Contains("not a regular file"));
   REQUIRE_THAT(input_error_of([&] { check_output_file(dir.file("no/such/x.h5"), "--out"); }),
                Catch::Matchers::Contains("does not exist"));
-  REQUIRE_THAT(input_error_of([&] { check_output_file("", "--out"); }), Catch::Matchers::Contains("empty"));
+  REQUIRE_THAT(input_error_of([&] { check_output_file("", "--out"); }),
+               Catch::Matchers::Contains("empty"));
   REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0600) == 0);
   REQUIRE_THAT(input_error_of([&] { check_output_file(dir.file("fifo"), "--out"); }),
                Catch::Matchers::Contains("not a regular file"));
@@ -35,7 +37,10 @@ TEST_CASE("check_output_file refuses directories, devices, a missing directory a
   check_output_file(dir.file("new.h5"), "--out");
   // AtomicFile applies the same checks, and leaves nothing when not committed.
   REQUIRE_THROWS_AS(write_file_atomically(dir.file("fifo"), "x"), InputError);
-  { AtomicFile f(dir.file("a.txt")); f.stream() << "half"; }
+  {
+    AtomicFile f(dir.file("a.txt"));
+    f.stream() << "half";
+  }
   REQUIRE_FALSE(std::filesystem::exists(dir.file("a.txt")));
 }
 
@@ -75,7 +80,8 @@ TEST_CASE("AtomicDirectory swaps a whole set in, and never mixes two runs", "[co
   write_bytes(dir.file("file"), {1});
   REQUIRE_THAT(input_error_of([&] { AtomicDirectory(dir.file("file"), owned, "--out"); }),
                Catch::Matchers::Contains("exists and is not a directory"));
-  REQUIRE_THAT(input_error_of([&] { AtomicDirectory("", owned, "--out"); }), Catch::Matchers::Contains("empty"));
+  REQUIRE_THAT(input_error_of([&] { AtomicDirectory("", owned, "--out"); }),
+               Catch::Matchers::Contains("empty"));
   // A trailing slash names the same directory; missing parents are created.
   {
     AtomicDirectory d(dir.file("deep/er/out2/"), owned, "--out");

@@ -40,8 +40,8 @@ double rel_l2(const std::vector<float>& x, const std::vector<float>& y) {
   return std::sqrt(num / den);
 }
 
-std::vector<float> roundtrip(const Codec& c, const std::vector<float>& x, int64_t rows, int64_t cols,
-                             EncodeStats* st = nullptr, size_t* bytes = nullptr) {
+std::vector<float> roundtrip(const Codec& c, const std::vector<float>& x, int64_t rows,
+                             int64_t cols, EncodeStats* st = nullptr, size_t* bytes = nullptr) {
   const std::vector<uint8_t> w = c.encode(x.data(), rows, cols, st);
   if (bytes) *bytes = w.size();
   std::vector<float> y(x.size());
@@ -74,13 +74,16 @@ TEST_CASE("every preset rebuilds itself from name() with the same parameters", "
     const auto def = make_codec(c->params().at("definition").get<std::string>());
     REQUIRE(def->name() == name);
     REQUIRE(def->params() == c->params());
-    for (const char* key : {"family", "elem_format", "scale_format", "granularity", "transform", "group_size"})
+    for (const char* key :
+         {"family", "elem_format", "scale_format", "granularity", "transform", "group_size"})
       REQUIRE(c->params().contains(key));
   }
   for (const char* required :
-       {"fp8-tensor", "fp8-row", "fp8-col", "fp8-g128", "fp8-g32", "fp8-1x128-e8m0", "taco", "taco-noh",
-        "taco-nosa", "taco-e5m2", "taco-g32", "taco-g64", "taco-g256", "taco-g512", "taco-rht", "mxfp8",
-        "mxfp8-e5m2", "mxfp4", "nvfp4", "int8-g128", "int8-g128-had", "int4-g32", "int4-g32-had", "tahquant", "bf16"})
+       {"fp8-tensor",     "fp8-row",    "fp8-col",      "fp8-g128",  "fp8-g32",
+        "fp8-1x128-e8m0", "taco",       "taco-noh",     "taco-nosa", "taco-e5m2",
+        "taco-g32",       "taco-g64",   "taco-g256",    "taco-g512", "taco-rht",
+        "mxfp8",          "mxfp8-e5m2", "mxfp4",        "nvfp4",     "int8-g128",
+        "int8-g128-had",  "int4-g32",   "int4-g32-had", "tahquant",  "bf16"})
     REQUIRE(names.count(required));
 }
 
@@ -198,8 +201,10 @@ TEST_CASE("wire sizes follow the documented layout", "[codecs]") {
   REQUIRE(make_codec("taco-noh")->encode(t.data(), 1, 1000).size() == 1000 + 8 * 8);
   REQUIRE(make_codec("fp8-g128")->encode(t.data(), 1, 1000).size() == 1000 + 4 * 8);
   REQUIRE(make_codec("int4-g32")->encode(t.data(), 1, 1000).size() == 500 + 4 * 32);
-  REQUIRE(make_codec("int4-g32")->encode(t.data(), 1, 999).size() == 500 + 4 * 32);  // odd: half a byte
-  REQUIRE(make_codec("fp8-g128")->encode(t.data(), 8, 125).size() == 1000 + 4 * 8);  // groups straddle rows
+  REQUIRE(make_codec("int4-g32")->encode(t.data(), 1, 999).size() ==
+          500 + 4 * 32);  // odd: half a byte
+  REQUIRE(make_codec("fp8-g128")->encode(t.data(), 8, 125).size() ==
+          1000 + 4 * 8);  // groups straddle rows
 }
 
 TEST_CASE("decode(encode(x)) error is bounded by the format's precision", "[codecs]") {
@@ -212,13 +217,15 @@ TEST_CASE("decode(encode(x)) error is bounded by the format's precision", "[code
   for (auto& v : x) v = g(rng) * std::ldexp(1.0f, int(rng() % 24) - 12);
   struct Case {
     const char* variant;
-    double rel;       // relative half-ulp of the element format
-    double abs_steps; // absolute error in units of the scale
+    double rel;        // relative half-ulp of the element format
+    double abs_steps;  // absolute error in units of the scale
   };
-  for (const Case& cs : {Case{"fp8-g128", 1.0 / 16, 1.0 / 1024}, Case{"fp8-g32", 1.0 / 16, 1.0 / 1024},
-                         Case{"fp8-row", 1.0 / 16, 1.0 / 1024}, Case{"e5m2:g128", 1.0 / 8, 1.0 / 131072},
-                         Case{"int8-g128", 0, 0.5}, Case{"int4-g32", 0, 0.5}, Case{"fp8-1x128-e8m0", 1.0 / 16, 1.0 / 1024},
-                         Case{"e4m3:g64:sbf16", 1.0 / 16, 1.0 / 1024}}) {
+  for (const Case& cs :
+       {Case{"fp8-g128", 1.0 / 16, 1.0 / 1024}, Case{"fp8-g32", 1.0 / 16, 1.0 / 1024},
+        Case{"fp8-row", 1.0 / 16, 1.0 / 1024}, Case{"e5m2:g128", 1.0 / 8, 1.0 / 131072},
+        Case{"int8-g128", 0, 0.5}, Case{"int4-g32", 0, 0.5},
+        Case{"fp8-1x128-e8m0", 1.0 / 16, 1.0 / 1024},
+        Case{"e4m3:g64:sbf16", 1.0 / 16, 1.0 / 1024}}) {
     CAPTURE(cs.variant);
     const auto c = make_codec(cs.variant);
     const std::vector<uint8_t> w = c->encode(x.data(), rows, cols);
@@ -231,7 +238,8 @@ TEST_CASE("decode(encode(x)) error is bounded by the format's precision", "[code
     int64_t checked = 0;
     for (int64_t b = 0; b < int64_t(x.size()) / len; ++b) {
       double amax = 0;
-      for (int64_t i = 0; i < len; ++i) amax = std::max(amax, std::fabs(double(x[size_t(b * len + i)])));
+      for (int64_t i = 0; i < len; ++i)
+        amax = std::max(amax, std::fabs(double(x[size_t(b * len + i)])));
       const double scale = amax / s.target;  // the exact ideal scale (rounded scales are >= it)
       const double sc = s.scale == ScaleFormat::F32 ? scale : 2 * scale;
       for (int64_t i = 0; i < len; ++i) {
@@ -250,13 +258,17 @@ TEST_CASE("decode(encode(x)) error is bounded by the format's precision", "[code
 TEST_CASE("every preset round-trips random data with a plausible error", "[codecs]") {
   const std::vector<float> x = gaussian(256 * 1024, 9, 0.02f);
   const std::map<std::string, double> max_err = {
-      {"bf16", 0.005}, {"fp8-tensor", 0.05}, {"fp8-row", 0.05}, {"fp8-col", 0.05}, {"fp8-g128", 0.05},
-      {"fp8-g32", 0.05}, {"fp8-g128-had", 0.05}, {"fp8-1x128-e8m0", 0.05}, {"fp8-tile128", 0.05},
-      {"taco", 0.05}, {"taco-noh", 0.05}, {"taco-nosa", 0.05}, {"taco-e5m2", 0.1}, {"taco-g32", 0.05},
-      {"taco-g64", 0.05}, {"taco-g256", 0.05}, {"taco-g512", 0.05}, {"taco-rht", 0.05}, {"taco-noh-g32", 0.05},
-      {"taco-noh-g64", 0.05}, {"taco-noh-g256", 0.05}, {"taco-noh-g512", 0.05}, {"mxfp8", 0.05},
-      {"mxfp8-e5m2", 0.1}, {"mxfp4", 0.25}, {"nvfp4", 0.2}, {"int8-g128", 0.02}, {"int8-g128-had", 0.02},
-      {"int8-g128-asym", 0.02}, {"int4-g32", 0.2}, {"int4-g32-had", 0.2}, {"tahquant", 0.3}};
+      {"bf16", 0.005},         {"fp8-tensor", 0.05},     {"fp8-row", 0.05},
+      {"fp8-col", 0.05},       {"fp8-g128", 0.05},       {"fp8-g32", 0.05},
+      {"fp8-g128-had", 0.05},  {"fp8-1x128-e8m0", 0.05}, {"fp8-tile128", 0.05},
+      {"taco", 0.05},          {"taco-noh", 0.05},       {"taco-nosa", 0.05},
+      {"taco-e5m2", 0.1},      {"taco-g32", 0.05},       {"taco-g64", 0.05},
+      {"taco-g256", 0.05},     {"taco-g512", 0.05},      {"taco-rht", 0.05},
+      {"taco-noh-g32", 0.05},  {"taco-noh-g64", 0.05},   {"taco-noh-g256", 0.05},
+      {"taco-noh-g512", 0.05}, {"mxfp8", 0.05},          {"mxfp8-e5m2", 0.1},
+      {"mxfp4", 0.25},         {"nvfp4", 0.2},           {"int8-g128", 0.02},
+      {"int8-g128-had", 0.02}, {"int8-g128-asym", 0.02}, {"int4-g32", 0.2},
+      {"int4-g32-had", 0.2},   {"tahquant", 0.3}};
   for (const auto& [name, desc] : codec_presets()) {
     CAPTURE(name);
     REQUIRE(max_err.count(name));
@@ -329,8 +341,8 @@ TEST_CASE("shapes the codec cannot take and wrong wire sizes are InputErrors", "
 TEST_CASE("results do not depend on the number of threads", "[codecs]") {
   const std::vector<float> x = gaussian(512 * 1024, 8, 0.01f);
   const int saved = omp_get_max_threads();
-  for (const char* v : {"taco", "fp8-g128", "fp8-tensor", "fp8-col", "fp8-tile128", "nvfp4", "mxfp4",
-                        "int8-g128-asym", "tahquant", "e4m3:tile32:had:se8m0"}) {
+  for (const char* v : {"taco", "fp8-g128", "fp8-tensor", "fp8-col", "fp8-tile128", "nvfp4",
+                        "mxfp4", "int8-g128-asym", "tahquant", "e4m3:tile32:had:se8m0"}) {
     CAPTURE(v);
     const auto c = make_codec(v);
     omp_set_num_threads(1);
@@ -369,8 +381,9 @@ TEST_CASE("the AVX2 and baseline kernels give identical bytes and values", "[cod
   std::vector<std::string> variants;
   for (const auto& [name, desc] : codec_presets())
     if (name != "bf16" && name != "tahquant") variants.push_back(name);
-  for (const char* v : {"int8:asym:col", "int4:asym:tile32:had", "e2m1:g16:sue4m3:had", "e4m3:tile32:had:se8m0",
-                        "e5m2:tensor:nosat", "e4m3:row:sbf16", "int8:asym:tensor", "e4m3:g64:had:dual:lambda=0.01"})
+  for (const char* v :
+       {"int8:asym:col", "int4:asym:tile32:had", "e2m1:g16:sue4m3:had", "e4m3:tile32:had:se8m0",
+        "e5m2:tensor:nosat", "e4m3:row:sbf16", "int8:asym:tensor", "e4m3:g64:had:dual:lambda=0.01"})
     variants.push_back(v);
   std::vector<float> x = gaussian(256 * 384, 31, 0.3f);
   for (size_t i = 0; i < x.size(); i += 997) x[i] *= 1e4f;
@@ -380,7 +393,9 @@ TEST_CASE("the AVX2 and baseline kernels give identical bytes and values", "[cod
     for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{256, 384}, {3, 1000}}) {
       CAPTURE(v, rows, cols);
       const VariantSpec spec = parse_variant(v);
-      if (spec.quant.gran == Granularity::Tile && (rows % spec.quant.block || cols % spec.quant.block)) continue;
+      if (spec.quant.gran == Granularity::Tile &&
+          (rows % spec.quant.block || cols % spec.quant.block))
+        continue;
       const QuantCodec simd(spec.quant, v, true), base(spec.quant, v, false);
       EncodeStats s1, s2;
       const std::vector<uint8_t> a = simd.encode(x.data(), rows, cols, &s1);
@@ -396,7 +411,8 @@ TEST_CASE("the AVX2 and baseline kernels give identical bytes and values", "[cod
   }
 }
 
-TEST_CASE("MXFP8 uses the OCP floor rule and saturates; 1x128-e8m0 rounds the scale up", "[codecs]") {
+TEST_CASE("MXFP8 uses the OCP floor rule and saturates; 1x128-e8m0 rounds the scale up",
+          "[codecs]") {
   // One block of 32: amax = 1.9 * 2^3 -> X = 2^(3 - 8); 1.9 * 2^8 = 486.4 > 464 saturates to 448.
   std::vector<float> x(32, 0.5f);
   x[7] = 1.9f * 8.0f;
@@ -408,7 +424,8 @@ TEST_CASE("MXFP8 uses the OCP floor rule and saturates; 1x128-e8m0 rounds the sc
   REQUIRE(w[7] == 0x7e);
   REQUIRE(w[8] == 0xfe);
   REQUIRE(w[0] == float_to_fp8_e4m3(0.5f * 32.0f));
-  // MXFP4: emax 2: X = 2^(3 - 2); 15.2 / 2 = 7.6 -> 6 (saturated), 0.5 / 2 = 0.25 -> 0 (tie to even)
+  // MXFP4: emax 2: X = 2^(3 - 2); 15.2 / 2 = 7.6 -> 6 (saturated), 0.5 / 2 = 0.25 -> 0 (tie to
+  // even)
   const std::vector<uint8_t> w4 = make_codec("mxfp4")->encode(x.data(), 1, 32);
   REQUIRE(w4.size() == 17);
   REQUIRE(w4[16] == 127 + 3 - 2);
@@ -427,7 +444,8 @@ TEST_CASE("MXFP8 uses the OCP floor rule and saturates; 1x128-e8m0 rounds the sc
 
 TEST_CASE("NVFP4: two-level scale, per-tensor fp32 then UE4M3 per 16", "[codecs]") {
   std::vector<float> x(64);
-  for (int i = 0; i < 64; ++i) x[size_t(i)] = float(i % 16) * (i < 16 ? 1.0f : i < 32 ? 0.1f : i < 48 ? 10.0f : 0.0f);
+  for (int i = 0; i < 64; ++i)
+    x[size_t(i)] = float(i % 16) * (i < 16 ? 1.0f : i < 32 ? 0.1f : i < 48 ? 10.0f : 0.0f);
   const auto c = make_codec("nvfp4");
   const std::vector<uint8_t> w = c->encode(x.data(), 1, 64);
   REQUIRE(w.size() == 32 + 4 + 4);
@@ -438,7 +456,8 @@ TEST_CASE("NVFP4: two-level scale, per-tensor fp32 then UE4M3 per 16", "[codecs]
   std::vector<float> y(64);
   c->decode(w.data(), w.size(), 1, 64, y.data());
   for (int i = 48; i < 64; ++i) REQUIRE(y[size_t(i)] == 0.0f);
-  REQUIRE(y[47] == Approx(150.0f).epsilon(0.17));  // 150 / s = 6 exactly representable -> small error
+  REQUIRE(y[47] ==
+          Approx(150.0f).epsilon(0.17));  // 150 / s = 6 exactly representable -> small error
 }
 
 TEST_CASE("asymmetric ints keep zero exact and use the whole code range", "[codecs]") {
@@ -447,13 +466,14 @@ TEST_CASE("asymmetric ints keep zero exact and use the whole code range", "[code
   const auto c = make_codec("int8-g128-asym");
   const std::vector<uint8_t> w = c->encode(x.data(), 1, 128);
   REQUIRE(w.size() == 128 + 4 + 1);
-  REQUIRE(w[132] == 0);    // zero point: the range [0, max] starts at 0
+  REQUIRE(w[132] == 0);  // zero point: the range [0, max] starts at 0
   REQUIRE(w[0] == 0);
   REQUIRE(w[127] == 255);
   std::vector<float> y(128);
   c->decode(w.data(), w.size(), 1, 128, y.data());
   REQUIRE(y[0] == 0.0f);
-  for (int i = 0; i < 128; ++i) REQUIRE(std::fabs(y[size_t(i)] - x[size_t(i)]) <= (1.37f / 255) * 0.5001f);
+  for (int i = 0; i < 128; ++i)
+    REQUIRE(std::fabs(y[size_t(i)] - x[size_t(i)]) <= (1.37f / 255) * 0.5001f);
   // A range straddling zero: zero point inside, 0 still exact.
   std::vector<float> z = gaussian(128, 12);
   z[9] = 0.0f;
@@ -467,7 +487,8 @@ TEST_CASE("col, tile and tensor blocks take their scales from the right elements
   const int64_t rows = 128, cols = 256;
   std::vector<float> x = gaussian(rows * cols, 21);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) x[size_t(r * cols + c)] *= std::ldexp(1.0f, int(c % 8) * 4 - 20);
+    for (int64_t c = 0; c < cols; ++c)
+      x[size_t(r * cols + c)] *= std::ldexp(1.0f, int(c % 8) * 4 - 20);
   auto col_err = [&](const char* v) {
     const std::vector<float> y = roundtrip(*make_codec(v), x, rows, cols);
     double worst = 0;
@@ -494,7 +515,8 @@ TEST_CASE("col, tile and tensor blocks take their scales from the right elements
   REQUIRE(le_f32(w, size_t(rows * cols + 4 * (1 * 8 + 2))) == amax / 448.0f);
 }
 
-TEST_CASE("the collective operations of the Codec contract are decode, fp32 sums in order, encode", "[codecs]") {
+TEST_CASE("the collective operations of the Codec contract are decode, fp32 sums in order, encode",
+          "[codecs]") {
   // The oracle: separate decode() calls, fp32 sums written out left to right,
   // bf16 rounding by bit manipulation (round to nearest even), then encode().
   auto to_bf16 = [](float v) {
@@ -508,7 +530,8 @@ TEST_CASE("the collective operations of the Codec contract are decode, fp32 sums
   std::mt19937 rng(99);
   std::normal_distribution<float> nd(0.0f, 3.0f);
   const int64_t rows = 6, cols = 256, n = rows * cols;
-  for (const char* variant : {"taco", "fp8-row", "fp8-col", "nvfp4", "int4-g32", "bf16", "tahquant", "mxfp8"}) {
+  for (const char* variant :
+       {"taco", "fp8-row", "fp8-col", "nvfp4", "int4-g32", "bf16", "tahquant", "mxfp8"}) {
     CAPTURE(variant);
     const auto codec = make_codec(variant);
     std::vector<std::vector<uint8_t>> wires;
@@ -520,7 +543,9 @@ TEST_CASE("the collective operations of the Codec contract are decode, fp32 sums
     }
     for (const auto& w : wires) views.push_back({w.data(), w.size()});
     std::vector<std::vector<float>> d(3, std::vector<float>(static_cast<size_t>(n)));
-    for (int i = 0; i < 3; ++i) codec->decode(wires[size_t(i)].data(), wires[size_t(i)].size(), rows, cols, d[size_t(i)].data());
+    for (int i = 0; i < 3; ++i)
+      codec->decode(wires[size_t(i)].data(), wires[size_t(i)].size(), rows, cols,
+                    d[size_t(i)].data());
     std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
     for (size_t k = 0; k < size_t(n); ++k) want[k] = (d[0][k] + d[1][k]) + d[2][k];
     codec->decode_reduce(views, rows, cols, got.data());

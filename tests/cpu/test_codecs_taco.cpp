@@ -21,13 +21,15 @@ float le_f32(const std::vector<uint8_t>& w, size_t off) {
   return bits_float(u);
 }
 
-std::vector<float> decode(const Codec& c, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+std::vector<float> decode(const Codec& c, const std::vector<uint8_t>& w, int64_t rows,
+                          int64_t cols) {
   std::vector<float> y(static_cast<size_t>(rows * cols));
   c.decode(w.data(), w.size(), rows, cols, y.data());
   return y;
 }
 
-double rel_l2(const std::vector<float>& x, const std::vector<float>& y, size_t lo = 0, size_t hi = SIZE_MAX) {
+double rel_l2(const std::vector<float>& x, const std::vector<float>& y, size_t lo = 0,
+              size_t hi = SIZE_MAX) {
   double num = 0, den = 0;
   for (size_t i = lo; i < std::min(hi, x.size()); ++i) {
     num += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
@@ -61,7 +63,8 @@ TEST_CASE("TACO on hand-computed groups (G = 16)", "[taco]") {
     for (int i = 0; i < 16; ++i) REQUIRE(w[size_t(i)] == 0x00);
     for (float v : decode(*c, w, 1, 16)) REQUIRE(v == 0.0f);
   }
-  SECTION("a NaN poisons the group the way the authors' kernel does: s_a -> 1e3, s_q -> 1e6, codes 0") {
+  SECTION(
+      "a NaN poisons the group the way the authors' kernel does: s_a -> 1e3, s_q -> 1e6, codes 0") {
     std::vector<float> x(16, 0.5f);
     x[3] = std::numeric_limits<float>::quiet_NaN();
     EncodeStats st;
@@ -85,13 +88,16 @@ TEST_CASE("TACO on hand-computed groups (G = 16)", "[taco]") {
     x[20] = std::numeric_limits<float>::quiet_NaN();
     const std::vector<float> y = decode(*c, c->encode(x.data(), 4, 16), 4, 16);
     for (int i = 0; i < 64; ++i) {
-      if (i / 16 == 1) REQUIRE(y[size_t(i)] == 0.0f);
-      else REQUIRE(y[size_t(i)] == Approx(0.25f).epsilon(1e-6));
+      if (i / 16 == 1)
+        REQUIRE(y[size_t(i)] == 0.0f);
+      else
+        REQUIRE(y[size_t(i)] == Approx(0.25f).epsilon(1e-6));
     }
   }
 }
 
-TEST_CASE("TACO layout is the authors' [codes | s_q | s_a] when the chunk is a multiple of G", "[taco]") {
+TEST_CASE("TACO layout is the authors' [codes | s_q | s_a] when the chunk is a multiple of G",
+          "[taco]") {
   std::mt19937 rng(1);
   std::normal_distribution<float> g(0.0f, 0.01f);
   std::vector<float> x(8 * 1024);
@@ -118,7 +124,8 @@ TEST_CASE("TACO layout is the authors' [codes | s_q | s_a] when the chunk is a m
   REQUIRE(fp8_e5m2_to_float(0x5f) == 448.0f);
 }
 
-TEST_CASE("TACO tail policy: a partial last group stores all G codes and decodes uncorrupted", "[taco]") {
+TEST_CASE("TACO tail policy: a partial last group stores all G codes and decodes uncorrupted",
+          "[taco]") {
   std::mt19937 rng(4);
   std::normal_distribution<float> g(0.0f, 1.0f);
   const int64_t n = 1000;  // 7 full groups of 128 + a tail of 104
@@ -143,7 +150,8 @@ TEST_CASE("TACO tail policy: a partial last group stores all G codes and decodes
   REQUIRE(le_f32(wt, 128 + 4) == le_f32(w, 1024 + 4 * 8 + 4 * 7));
 }
 
-TEST_CASE("without the adaptive scale TACO decodes to the same values up to fp32 rounding", "[taco]") {
+TEST_CASE("without the adaptive scale TACO decodes to the same values up to fp32 rounding",
+          "[taco]") {
   // s_a is a per-group positive scalar and H is linear, so it cancels in exact arithmetic
   // (methods.md 1.4). In fp32 a code can flip where a value sits next to a rounding tie; the
   // groups without a flip decode to the same values up to a few ulps of the group's magnitude.
@@ -153,7 +161,8 @@ TEST_CASE("without the adaptive scale TACO decodes to the same values up to fp32
   std::vector<float> x(static_cast<size_t>(rows * cols));
   for (size_t i = 0; i < x.size(); ++i) x[i] = g(rng) * std::ldexp(1.0f, int(i / 1024 % 16) - 12);
   const auto a = make_codec("taco"), b = make_codec("taco-nosa");
-  const std::vector<uint8_t> wa = a->encode(x.data(), rows, cols), wb = b->encode(x.data(), rows, cols);
+  const std::vector<uint8_t> wa = a->encode(x.data(), rows, cols),
+                             wb = b->encode(x.data(), rows, cols);
   const std::vector<float> ya = decode(*a, wa, rows, cols), yb = decode(*b, wb, rows, cols);
   const size_t groups = x.size() / 128;
   size_t same_groups = 0;
@@ -171,10 +180,12 @@ TEST_CASE("without the adaptive scale TACO decodes to the same values up to fp32
     worst = std::max(worst, d / mx * 16777216.0);
   }
   const double same_frac = double(same_groups) / double(groups);
-  WARN("taco vs taco-nosa: " << same_frac * 100 << "% of groups have identical codes; there the decoded "
-                             "values differ by at most " << worst << " ulp (2^-24) of the group max");
+  WARN("taco vs taco-nosa: " << same_frac * 100
+                             << "% of groups have identical codes; there the decoded "
+                                "values differ by at most "
+                             << worst << " ulp (2^-24) of the group max");
   REQUIRE(same_frac > 0.99);
-  REQUIRE(worst > 0);  // not bit-identical: s_a does change the fp32 rounding
+  REQUIRE(worst > 0);     // not bit-identical: s_a does change the fp32 rounding
   REQUIRE(worst < 16.0);  // measured 4.88
   REQUIRE(rel_l2(x, ya) == Approx(rel_l2(x, yb)).epsilon(1e-3));
 }
@@ -193,14 +204,16 @@ TEST_CASE("the adaptive scale matters through the clamps: tiny groups", "[taco]"
   REQUIRE(eb > 1.8 * ea);  // measured 5.6% vs 2.7%
 }
 
-TEST_CASE("rotate-then-quantize is not quantize: the Hadamard runs and behaves as documented", "[taco]") {
+TEST_CASE("rotate-then-quantize is not quantize: the Hadamard runs and behaves as documented",
+          "[taco]") {
   std::mt19937 rng(10);
   SECTION("codes differ") {
     std::normal_distribution<float> g(0.0f, 1.0f);
     std::vector<float> x(64 * 128);
     for (auto& v : x) v = g(rng);
     for (const auto& [with, without] : {std::pair<const char*, const char*>{"taco", "taco-noh"},
-                                        {"fp8-g128-had", "fp8-g128"}, {"int8-g128-had", "int8-g128"},
+                                        {"fp8-g128-had", "fp8-g128"},
+                                        {"int8-g128-had", "int8-g128"},
                                         {"taco-rht", "taco"}}) {
       CAPTURE(with);
       const std::vector<uint8_t> a = make_codec(with)->encode(x.data(), 64, 128);

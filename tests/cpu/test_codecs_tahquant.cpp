@@ -12,13 +12,16 @@ using namespace taco;
 
 namespace {
 
-std::vector<float> decode(const Codec& c, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+std::vector<float> decode(const Codec& c, const std::vector<uint8_t>& w, int64_t rows,
+                          int64_t cols) {
   std::vector<float> y(static_cast<size_t>(rows * cols));
   c.decode(w.data(), w.size(), rows, cols, y.data());
   return y;
 }
 
-bool bit(const std::vector<uint8_t>& w, int64_t byte0, int64_t i) { return (w[size_t(byte0 + i / 8)] >> (i % 8)) & 1; }
+bool bit(const std::vector<uint8_t>& w, int64_t byte0, int64_t i) {
+  return (w[size_t(byte0 + i / 8)] >> (i % 8)) & 1;
+}
 
 }  // namespace
 
@@ -30,7 +33,8 @@ TEST_CASE("TAH-Quant gives the lowest-entropy 20% of tokens the low bit width", 
   std::vector<float> x(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      x[size_t(r * cols + c)] = (r == 2 || r == 7) ? (c == 5 ? 10.0f : 1e-3f * u(rng)) : u(rng) * (c % 2 ? 1.0f : -1.0f);
+      x[size_t(r * cols + c)] =
+          (r == 2 || r == 7) ? (c == 5 ? 10.0f : 1e-3f * u(rng)) : u(rng) * (c % 2 ? 1.0f : -1.0f);
   const auto codec = make_codec("tahquant");
   const auto* tah = dynamic_cast<const TahQuantCodec*>(codec.get());
   REQUIRE(tah != nullptr);
@@ -70,7 +74,8 @@ TEST_CASE("TAH-Quant reconstructs exactly when values sit on its fp16 grid", "[t
   for (int64_t r = 0; r < rows; ++r) {
     if (bit(w, 0, r)) continue;  // the one 3-bit token is lossy
     bool exact = true;
-    for (int64_t c = 0; c < cols; ++c) exact = exact && y[size_t(r * cols + c)] == x[size_t(r * cols + c)];
+    for (int64_t c = 0; c < cols; ++c)
+      exact = exact && y[size_t(r * cols + c)] == x[size_t(r * cols + c)];
     exact_tokens += exact;
   }
   REQUIRE(exact_tokens == 4);
@@ -92,7 +97,8 @@ TEST_CASE("TAH-Quant error, non-finite inputs and configurations", "[tahquant]")
     }
     return std::sqrt(num / den);
   };
-  const double e43 = err("tahquant"), e66 = err("tahquant:tile=32:hi=6:lo=6"), e88 = err("tahquant:hi=8:lo=8");
+  const double e43 = err("tahquant"), e66 = err("tahquant:tile=32:hi=6:lo=6"),
+               e88 = err("tahquant:hi=8:lo=8");
   REQUIRE(e43 < 0.2);
   REQUIRE(e66 < e43 / 2);
   REQUIRE(e88 < e66 / 2);

@@ -1,19 +1,20 @@
-// The compressed-collective plans (collectives/comm_plans.hpp) run on host buffers (collectives/comm_hostsim.hpp)
-// against the study's independent simulator (collectives/sim_collectives): same codec, same outputs bit
-// for bit, same quantization counts and bytes. Plus what the simulator does not cover: all-to-all,
-// send/recv, pipelining, the bf16 exact codec, schedule invariants and the nccl-tests conventions.
+// The compressed-collective plans (collectives/comm_plans.hpp) run on host buffers
+// (collectives/comm_hostsim.hpp) against the study's independent simulator
+// (collectives/sim_collectives): same codec, same outputs bit for bit, same quantization counts and
+// bytes. Plus what the simulator does not cover: all-to-all, send/recv, pipelining, the bf16 exact
+// codec, schedule invariants and the nccl-tests conventions.
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
 #include <set>
 
-#include "collectives/comm_hostsim.hpp"
-#include "collectives/comm_plans.hpp"
 #include "catch.hpp"
 #include "codecs/codec.hpp"
-#include "core/dtype.hpp"
+#include "collectives/comm_hostsim.hpp"
+#include "collectives/comm_plans.hpp"
 #include "collectives/sim_collectives.hpp"
+#include "core/dtype.hpp"
 
 using namespace taco;
 using namespace taco::comm;
@@ -41,8 +42,9 @@ struct Case {
   int64_t rows, cols;
 };
 
-std::vector<HostRank> run_plans(const std::vector<RankPlan>& plans, const std::vector<std::vector<float>>& in,
-                                const Codec& codec, const WireModel& wm, bool bf16 = false) {
+std::vector<HostRank> run_plans(const std::vector<RankPlan>& plans,
+                                const std::vector<std::vector<float>>& in, const Codec& codec,
+                                const WireModel& wm, bool bf16 = false) {
   std::vector<HostRank> ranks(in.size());
   for (size_t r = 0; r < in.size(); ++r) ranks[r].in = in[r];
   run_host(plans, codec, wm, ranks, bf16);
@@ -58,19 +60,22 @@ bool bytes_are_16_aligned(const WireModel& wm, const std::vector<sim::Chunk>& ch
 }  // namespace
 
 TEST_CASE("comm plans reproduce sim_collectives bit for bit", "[comm]") {
-  const std::vector<std::string> codecs = {"taco",  "fp8-g128",     "fp8-row", "fp8-tensor", "int8-g128-had", "mxfp8",
-                                           "mxfp4", "int4-g32-had", "nvfp4",   "taco-e5m2",  "bf16"};
+  const std::vector<std::string> codecs = {"taco",          "fp8-g128",  "fp8-row", "fp8-tensor",
+                                           "int8-g128-had", "mxfp8",     "mxfp4",   "int4-g32-had",
+                                           "nvfp4",         "taco-e5m2", "bf16"};
   const int N = GENERATE(1, 2, 3, 4, 8);
   // rows % N == 0 (row chunks, 16-byte aligned wires), rows % N != 0 with rows > 1 (flat chunks),
   // one row with numel % N != 0 and a partial tail group.
-  const std::vector<Case> cases = {{int64_t(N) * 4, 256}, {int64_t(N) * 3 + 1, 128}, {1, 128 * int64_t(N) * 2 + 37}};
+  const std::vector<Case> cases = {
+      {int64_t(N) * 4, 256}, {int64_t(N) * 3 + 1, 128}, {1, 128 * int64_t(N) * 2 + 37}};
   for (const std::string& v : codecs) {
     const auto codec = make_codec(v);
     const WireModel wm = wire_model(v);
     for (const Case& cs : cases) {
       std::vector<std::vector<float>> in;
       std::vector<const float*> ptrs;
-      for (int r = 0; r < N; ++r) in.push_back(random_values(cs.rows * cs.cols, uint32_t(1000 * N + r)));
+      for (int r = 0; r < N; ++r)
+        in.push_back(random_values(cs.rows * cs.cols, uint32_t(1000 * N + r)));
       for (auto& x : in) ptrs.push_back(x.data());
       const sim::SimulatedCommunicator simc(N, *codec);
       const auto chunks = sim::chunk_layout(cs.rows, cs.cols, N);
@@ -79,8 +84,8 @@ TEST_CASE("comm plans reproduce sim_collectives bit for bit", "[comm]") {
         const sim::CollectiveResult ref = simc.run(sc, ptrs, cs.rows, cs.cols);
         for (int depth : {1, 3}) {
           {  // context only: a section per case would re-run the whole test body for each
-            INFO(v << " N=" << N << " [" << cs.rows << "x" << cs.cols << "] " << coll_name(coll) << " "
-                            << algo_name(algo) << " depth " << depth);
+            INFO(v << " N=" << N << " [" << cs.rows << "x" << cs.cols << "] " << coll_name(coll)
+                   << " " << algo_name(algo) << " depth " << depth);
             PlanRequest rq{coll, algo, N, cs.rows, cs.cols, &wm, depth};
             const auto plans = build_plans(rq);
             const auto got = run_plans(plans, in, *codec, wm);
@@ -92,7 +97,8 @@ TEST_CASE("comm plans reproduce sim_collectives bit for bit", "[comm]") {
             // Bytes on the wire: equal to the simulator's whenever no slot needed padding.
             if (depth == 1 && bytes_are_16_aligned(wm, chunks) &&
                 bytes_are_16_aligned(wm, {sim::Chunk{0, cs.rows, cs.cols}}) && cs.rows % N == 0)
-              for (int r = 0; r < N; ++r) REQUIRE(plans[size_t(r)].bytes_sent == ref.bytes_sent[size_t(r)]);
+              for (int r = 0; r < N; ++r)
+                REQUIRE(plans[size_t(r)].bytes_sent == ref.bytes_sent[size_t(r)]);
           }
         }
       }
@@ -109,7 +115,8 @@ TEST_CASE("comm plans: the bf16 codec gives exact sums of small integers", "[com
   std::mt19937 g(7);
   for (int r = 0; r < N; ++r) {
     std::vector<float> x(size_t(rows * cols));
-    for (auto& e : x) e = float(int(g() % 31) - 15) * 0.25f;  // |sum| <= 8 * 15 / 4: exact in bf16 and fp32
+    for (auto& e : x)
+      e = float(int(g() % 31) - 15) * 0.25f;  // |sum| <= 8 * 15 / 4: exact in bf16 and fp32
     in.push_back(x);
   }
   std::vector<float> sum(size_t(rows * cols), 0.0f);
@@ -127,13 +134,15 @@ TEST_CASE("comm plans: the bf16 codec gives exact sums of small integers", "[com
   const auto chunks = sim::chunk_layout(rows, cols, N);
   for (int r = 0; r < N; ++r) {
     REQUIRE(plans[size_t(r)].out_offset == chunks[size_t(r)].offset);
-    const std::vector<float> want(sum.begin() + chunks[size_t(r)].offset,
-                                  sum.begin() + chunks[size_t(r)].offset + chunks[size_t(r)].numel());
+    const std::vector<float> want(
+        sum.begin() + chunks[size_t(r)].offset,
+        sum.begin() + chunks[size_t(r)].offset + chunks[size_t(r)].numel());
     REQUIRE(same_bits(got[size_t(r)].out, want));
   }
 }
 
-TEST_CASE("comm plans: all-to-all and send/recv deliver decode(encode(block)) to the right rank", "[comm]") {
+TEST_CASE("comm plans: all-to-all and send/recv deliver decode(encode(block)) to the right rank",
+          "[comm]") {
   for (const std::string v : {"taco", "fp8-row", "bf16"}) {
     const auto codec = make_codec(v);
     const WireModel wm = wire_model(v);
@@ -152,10 +161,12 @@ TEST_CASE("comm plans: all-to-all and send/recv deliver decode(encode(block)) to
       for (int depth : {1, 2}) {
         {  // context only: a section per case would re-run the whole test body for each
           INFO(v << " N=" << N << " depth " << depth);
-          const auto a2a = run_plans(build_plans({Coll::AllToAll, Algo::Direct, N, rows, cols, &wm, depth}), in,
-                                     *codec, wm);
-          const auto sr = run_plans(build_plans({Coll::SendRecv, Algo::Direct, N, rows, cols, &wm, depth}), in,
-                                    *codec, wm);
+          const auto a2a =
+              run_plans(build_plans({Coll::AllToAll, Algo::Direct, N, rows, cols, &wm, depth}), in,
+                        *codec, wm);
+          const auto sr =
+              run_plans(build_plans({Coll::SendRecv, Algo::Direct, N, rows, cols, &wm, depth}), in,
+                        *codec, wm);
           for (int r = 0; r < N; ++r) {
             const sim::Chunk& c = chunks[size_t(r)];
             std::vector<float> want;
@@ -176,10 +187,11 @@ TEST_CASE("comm plans: all-to-all and send/recv deliver decode(encode(block)) to
 TEST_CASE("comm plans: schedule invariants", "[comm]") {
   const WireModel wm = wire_model("taco");
   for (int N : {2, 3, 5}) {
-    for (auto [coll, algo] : {std::pair{Coll::AllReduce, Algo::OneShot}, std::pair{Coll::AllReduce, Algo::TwoShot},
-                              std::pair{Coll::AllReduce, Algo::Ring}, std::pair{Coll::AllGather, Algo::Direct},
-                              std::pair{Coll::ReduceScatter, Algo::Direct}, std::pair{Coll::AllToAll, Algo::Direct},
-                              std::pair{Coll::SendRecv, Algo::Direct}}) {
+    for (auto [coll, algo] :
+         {std::pair{Coll::AllReduce, Algo::OneShot}, std::pair{Coll::AllReduce, Algo::TwoShot},
+          std::pair{Coll::AllReduce, Algo::Ring}, std::pair{Coll::AllGather, Algo::Direct},
+          std::pair{Coll::ReduceScatter, Algo::Direct}, std::pair{Coll::AllToAll, Algo::Direct},
+          std::pair{Coll::SendRecv, Algo::Direct}}) {
       for (int depth : {1, 4}) {
         {  // context only: a section per case would re-run the whole test body for each
           INFO(coll_name(coll) << " " << algo_name(algo) << " N=" << N << " depth " << depth);
@@ -194,7 +206,8 @@ TEST_CASE("comm plans: schedule invariants", "[comm]") {
               for (size_t s = 0; s < p.pieces[k].size(); ++s) {
                 const Step& st = p.pieces[k][s];
                 REQUIRE(st.comm == p0.pieces[k][s].comm);
-                if (s > 0) REQUIRE(st.comm != p.pieces[k][s - 1].comm);  // compute and comm alternate
+                if (s > 0)
+                  REQUIRE(st.comm != p.pieces[k][s - 1].comm);  // compute and comm alternate
                 for (const Op& o : st.ops) {
                   REQUIRE(o.is_comm() == st.comm);
                   if (o.kind == Op::Kind::Send || o.kind == Op::Kind::Recv) {
@@ -205,11 +218,15 @@ TEST_CASE("comm plans: schedule invariants", "[comm]") {
                   // Every wire reference lies inside its buffer.
                   auto inside = [&](const Ref& ref, int64_t len) {
                     if (!is_wire(ref.buf)) return true;
-                    return ref.off >= 0 && ref.off + len <= p.wire_size[size_t(wire_index(ref.buf))];
+                    return ref.off >= 0 &&
+                           ref.off + len <= p.wire_size[size_t(wire_index(ref.buf))];
                   };
                   const int64_t wb = o.is_comm() ? o.bytes : wm.bytes(o.rows, o.cols);
-                  for (const Ref& ref : o.srcs) REQUIRE(inside(ref, wb + (o.count - 1) * o.src_stride));
-                  REQUIRE(inside(o.dst, o.kind == Op::Kind::AllGather ? wb * N : wb + (o.count - 1) * o.dst_stride));
+                  for (const Ref& ref : o.srcs)
+                    REQUIRE(inside(ref, wb + (o.count - 1) * o.src_stride));
+                  REQUIRE(inside(o.dst, o.kind == Op::Kind::AllGather
+                                            ? wb * N
+                                            : wb + (o.count - 1) * o.dst_stride));
                 }
               }
               REQUIRE_FALSE(p.pieces[k].front().comm);  // starts with an encode
@@ -254,7 +271,8 @@ TEST_CASE("comm plans: schedule invariants", "[comm]") {
       }
       REQUIRE(at == chunks[j].offset + chunks[j].numel());
     }
-    // Tensor-scaled codecs, and NVFP4's block scales relative to an fp32 scale per encode, are never cut.
+    // Tensor-scaled codecs, and NVFP4's block scales relative to an fp32 scale per encode, are
+    // never cut.
     for (const char* v : {"fp8-tensor", "nvfp4", "int4:g32:sue4m3"})
       REQUIRE(detail::split_chunks(chunks, wire_model(v), 4)[0].size() == 1);
   }

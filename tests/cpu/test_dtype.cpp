@@ -27,7 +27,8 @@ TEST_CASE("float to bf16 rounds to nearest even", "[dtype]") {
   // 1 + 2^-8 is halfway between bf16 1.0 and 1 + 2^-7: ties to even (1.0).
   REQUIRE(float_to_bf16(1.0f + std::ldexp(1.0f, -8)) == float_to_bf16(1.0f));
   // 1 + 3*2^-8 is halfway between 1+2^-7 (odd) and 1+2^-6 (even): rounds up.
-  REQUIRE(bf16_to_float(float_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8))) == 1.0f + std::ldexp(1.0f, -6));
+  REQUIRE(bf16_to_float(float_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8))) ==
+          1.0f + std::ldexp(1.0f, -6));
   REQUIRE(bf16_to_float(float_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20))) ==
           1.0f + std::ldexp(1.0f, -7));
 }
@@ -41,14 +42,15 @@ TEST_CASE("fp16 decoding matches the IEEE binary16 definition for all patterns",
       REQUIRE((m ? std::isnan(f) : std::isinf(f)));
       continue;
     }
-    const double expect = sign * (e == 0 ? std::ldexp(double(m), -24) : std::ldexp(1024.0 + m, e - 25));
+    const double expect =
+        sign * (e == 0 ? std::ldexp(double(m), -24) : std::ldexp(1024.0 + m, e - 25));
     REQUIRE(double(f) == expect);
     if (!(e == 0 && m == 0)) REQUIRE(float_to_fp16(f) == h);
   }
   REQUIRE(float_to_fp16(65520.0f) == 0x7c00);  // rounds past the max finite (65504): inf
   REQUIRE(float_to_fp16(65519.0f) == 0x7bff);
-  REQUIRE(float_to_fp16(std::ldexp(1.0f, -25)) == 0);        // tie to even (zero)
-  REQUIRE(float_to_fp16(std::ldexp(1.5f, -25)) == 1);        // above the tie: min subnormal
+  REQUIRE(float_to_fp16(std::ldexp(1.0f, -25)) == 0);  // tie to even (zero)
+  REQUIRE(float_to_fp16(std::ldexp(1.5f, -25)) == 1);  // above the tie: min subnormal
 }
 
 TEST_CASE("dtype names parse in every spelling and reject the rest", "[dtype]") {

@@ -38,8 +38,8 @@ std::unique_ptr<FeedbackCodec> feedback(const std::string& v) {
   return std::unique_ptr<FeedbackCodec>(fb);
 }
 
-Tensor tensor(const std::string& name, std::vector<float> v, int64_t rows, int64_t cols, int64_t step, int layer,
-              int rank = 0) {
+Tensor tensor(const std::string& name, std::vector<float> v, int64_t rows, int64_t cols,
+              int64_t step, int layer, int rank = 0) {
   Tensor t;
   t.name = name;
   t.shape = {rows, cols};
@@ -70,7 +70,8 @@ TEST_CASE("EF on a stationary input: bounded residual, time average converges to
   const int64_t rows = 32, cols = 64, n = rows * cols;
   const std::vector<float> x = gaussian(size_t(n), 2);
   const double xn = norm(x);
-  for (const char* v : {"ef:int4-g32", "ef:topk:frac=0.05", "ef:lowrank:rank=2", "ef:randk:frac=0.1"}) {
+  for (const char* v :
+       {"ef:int4-g32", "ef:topk:frac=0.05", "ef:lowrank:rank=2", "ef:randk:frac=0.1"}) {
     CAPTURE(v);
     const auto ef = feedback(v);
     // The plain codec's error: deterministic, so its time average is no better than one step.
@@ -92,7 +93,8 @@ TEST_CASE("EF on a stationary input: bounded residual, time average converges to
       REQUIRE(s.visit == t);
       for (int64_t i = 0; i < n; ++i) sum_hat[size_t(i)] += xhat[size_t(i)];
       const double res = std::sqrt(s.state_norm2) / xn;
-      (t <= steps / 2 ? max_res_first : max_res_last) = std::max(t <= steps / 2 ? max_res_first : max_res_last, res);
+      (t <= steps / 2 ? max_res_first : max_res_last) =
+          std::max(t <= steps / 2 ? max_res_first : max_res_last, res);
       // The time-averaged error, directly: || mean x^ - x || / ||x||.
       double e2 = 0;
       for (int64_t i = 0; i < n; ++i) {
@@ -128,7 +130,8 @@ TEST_CASE("EF cannot help a fixed subspace: the residual outside span(U) grows l
   const double r1 = std::sqrt(st.step("k", x.data(), rows, cols, xhat.data()).state_norm2);
   REQUIRE(r1 > 0.5 * norm(x));  // most of x is outside an 8-of-32 subspace
   double rt = 0;
-  for (int t = 2; t <= 50; ++t) rt = std::sqrt(st.step("k", x.data(), rows, cols, xhat.data()).state_norm2);
+  for (int t = 2; t <= 50; ++t)
+    rt = std::sqrt(st.step("k", x.data(), rows, cols, xhat.data()).state_norm2);
   REQUIRE(rt == Approx(50 * r1).epsilon(1e-4));
 }
 
@@ -139,8 +142,9 @@ TEST_CASE("run_feedback keys residuals by sequence and processes steps in order"
   std::vector<Tensor> ts;
   for (int step = 2; step >= 0; --step)
     for (int layer = 0; layer < 2; ++layer)
-      ts.push_back(tensor(fmt::format("s{}l{}", step, layer), gaussian(size_t(rows * cols), uint32_t(10 * step + layer)),
-                          rows, cols, step, layer));
+      ts.push_back(tensor(fmt::format("s{}l{}", step, layer),
+                          gaussian(size_t(rows * cols), uint32_t(10 * step + layer)), rows, cols,
+                          step, layer));
   std::vector<const Tensor*> ptrs;
   for (const Tensor& t : ts) ptrs.push_back(&t);
   const std::vector<FeedbackOutcome> out = run_feedback(*ef, ptrs);
@@ -179,10 +183,12 @@ TEST_CASE("EF rejects a sequence whose shape changes", "[ef]") {
 TEST_CASE("AQ-SGD: the sample rule and the cache converging on a repeated sample", "[ef]") {
   const int64_t rows = 16, cols = 64;
   const auto aq = feedback("aqsgd:int4-g32");
-  const std::vector<float> a = gaussian(size_t(rows * cols), 5), b = gaussian(size_t(rows * cols), 6);
+  const std::vector<float> a = gaussian(size_t(rows * cols), 5),
+                           b = gaussian(size_t(rows * cols), 6);
 
   SECTION("no repeated samples: everything skipped, and the reason says why") {
-    std::vector<Tensor> ts = {tensor("step0/x", a, rows, cols, 0, 0), tensor("step1/x", b, rows, cols, 1, 0)};
+    std::vector<Tensor> ts = {tensor("step0/x", a, rows, cols, 0, 0),
+                              tensor("step1/x", b, rows, cols, 1, 0)};
     const auto out = run_feedback(*aq, {&ts[0], &ts[1]});
     for (const auto& o : out) {
       REQUIRE_FALSE(o.measured);
@@ -247,21 +253,24 @@ TEST_CASE("feedback.csv: header and one row", "[ef]") {
   r.state_rel = 0.25;
   r.avg_err = 0.5;
   REQUIRE(feedback_csv({r}) ==
-          "file,tensor,layer,site,direction,tp_rank,step,variant,family,key,visit,rel_l2,state_rel,avg_err\n"
+          "file,tensor,layer,site,direction,tp_rank,step,variant,family,key,visit,rel_l2,state_rel,"
+          "avg_err\n"
           "t.h5,step0/layer1/attn_out/fwd/rank0,1,attn_out,fwd,0,0,ef-int4-g32,ef,"
           "layer=1/site=attn_out/direction=fwd/tp_rank=0,1,0.125,0.25,0.5\n");
   r.family = "aqsgd";
   REQUIRE_THAT(feedback_csv({r}), Catch::Matchers::EndsWith(",0.125,0.25,\n"));
 }
 
-TEST_CASE("tensors without a stream identity never share state; repeats at one step are copies", "[ef]") {
+TEST_CASE("tensors without a stream identity never share state; repeats at one step are copies",
+          "[ef]") {
   const int64_t rows = 16, cols = 32;
   const auto ef = feedback("ef:int4-g32");
   // Unrelated tensors of a dump taco could not read (no site), all at one step: each is its own
   // stream, so EF on them is the plain codec.
   std::vector<Tensor> ts;
   for (int i = 0; i < 4; ++i) {
-    Tensor t = tensor(fmt::format("tensor{}", i), gaussian(size_t(rows * cols), uint32_t(100 + i)), rows, cols, -1, -1);
+    Tensor t = tensor(fmt::format("tensor{}", i), gaussian(size_t(rows * cols), uint32_t(100 + i)),
+                      rows, cols, -1, -1);
     t.meta.site.clear();
     t.meta.direction.clear();
     t.meta.tp_rank = -1;

@@ -35,9 +35,11 @@ struct Fmt {
 
 std::vector<Fmt> formats() {
   return {
-      {"e4m3", 4, 3, 7, 256, 448.0f, [](float x, bool s) { return uint32_t(float_to_fp8_e4m3(x, s)); },
+      {"e4m3", 4, 3, 7, 256, 448.0f,
+       [](float x, bool s) { return uint32_t(float_to_fp8_e4m3(x, s)); },
        [](uint32_t c) { return fp8_e4m3_to_float(uint8_t(c)); }},
-      {"e5m2", 5, 2, 15, 256, 57344.0f, [](float x, bool s) { return uint32_t(float_to_fp8_e5m2(x, s)); },
+      {"e5m2", 5, 2, 15, 256, 57344.0f,
+       [](float x, bool s) { return uint32_t(float_to_fp8_e5m2(x, s)); },
        [](uint32_t c) { return fp8_e5m2_to_float(uint8_t(c)); }},
       {"e2m1", 2, 1, 1, 16, 6.0f, [](float x, bool) { return uint32_t(float_to_fp4_e2m1(x)); },
        [](uint32_t c) { return fp4_e2m1_to_float(uint8_t(c)); }},
@@ -55,8 +57,8 @@ double field_value(const Fmt& f, uint32_t c) {
 
 bool is_special(const Fmt& f, uint32_t c) {
   const uint32_t mag = c & ((1u << (f.ebits + f.mbits)) - 1);
-  if (f.ebits == 4) return mag == 0x7f;                 // E4M3 NaN
-  if (f.ebits == 5) return (mag >> 2) == 0x1f;          // E5M2 Inf/NaN
+  if (f.ebits == 4) return mag == 0x7f;         // E4M3 NaN
+  if (f.ebits == 5) return (mag >> 2) == 0x1f;  // E5M2 Inf/NaN
   return false;
 }
 
@@ -86,7 +88,8 @@ uint32_t oracle_encode(const Fmt& f, float xf, bool saturate) {
   }();
   const bool next_is_even = ((max_code + 1) & 1) == 0;
   const double dist_next = std::fabs(std::fabs(x) - virtual_next);
-  const bool over = std::fabs(x) > virtual_next || dist_next < best_d || (dist_next == best_d && next_is_even);
+  const bool over =
+      std::fabs(x) > virtual_next || dist_next < best_d || (dist_next == best_d && next_is_even);
   if (over) {
     if (saturate || f.ebits == 2) return sign | max_code;
     return f.ebits == 4 ? (sign | 0x7f) : (sign | 0x7c);
@@ -113,8 +116,10 @@ TEST_CASE("minifloat decode matches the bit-field definition for every code", "[
       CAPTURE(c);
       const float v = f.dec(c);
       if (is_special(f, c)) {
-        if (f.ebits == 5 && (c & 3) == 0) REQUIRE(std::isinf(v));
-        else REQUIRE(std::isnan(v));
+        if (f.ebits == 5 && (c & 3) == 0)
+          REQUIRE(std::isinf(v));
+        else
+          REQUIRE(std::isnan(v));
         continue;
       }
       REQUIRE(double(v) == field_value(f, c));
@@ -150,7 +155,8 @@ TEST_CASE("minifloat encode inverts decode on every finite code", "[formats]") {
   }
 }
 
-TEST_CASE("minifloat encode is round-to-nearest-even (exhaustive nearest-code oracle)", "[formats]") {
+TEST_CASE("minifloat encode is round-to-nearest-even (exhaustive nearest-code oracle)",
+          "[formats]") {
   const std::vector<float> values = test_values();
   for (const Fmt& f : formats()) {
     CAPTURE(f.name);
@@ -167,31 +173,33 @@ TEST_CASE("minifloat encode is round-to-nearest-even (exhaustive nearest-code or
   }
 }
 
-TEST_CASE("hand-picked FP8/FP4 codes: ties, subnormals, max, overflow, NaN, signed zero", "[formats]") {
+TEST_CASE("hand-picked FP8/FP4 codes: ties, subnormals, max, overflow, NaN, signed zero",
+          "[formats]") {
   const float two = 2.0f;
   // E4M3
   REQUIRE(float_to_fp8_e4m3(1.0f) == 0x38);
   REQUIRE(float_to_fp8_e4m3(448.0f) == 0x7e);
-  REQUIRE(float_to_fp8_e4m3(464.0f) == 0x7e);           // tie between 448 (even) and 480: 448
-  REQUIRE(float_to_fp8_e4m3(464.0001f, true) == 0x7e);  // saturates
-  REQUIRE(float_to_fp8_e4m3(464.0001f, false) == 0x7f); // NaN
-  REQUIRE(float_to_fp8_e4m3(-500.0f, false) == 0xff);   // CUDA keeps the sign on overflow NaN
+  REQUIRE(float_to_fp8_e4m3(464.0f) == 0x7e);            // tie between 448 (even) and 480: 448
+  REQUIRE(float_to_fp8_e4m3(464.0001f, true) == 0x7e);   // saturates
+  REQUIRE(float_to_fp8_e4m3(464.0001f, false) == 0x7f);  // NaN
+  REQUIRE(float_to_fp8_e4m3(-500.0f, false) == 0xff);    // CUDA keeps the sign on overflow NaN
   REQUIRE(float_to_fp8_e4m3(kInf, true) == 0x7e);
   REQUIRE(float_to_fp8_e4m3(-kInf, true) == 0xfe);
   REQUIRE(float_to_fp8_e4m3(kNaN) == 0x7f);
-  REQUIRE(float_to_fp8_e4m3(-kNaN) == 0x7f);            // canonical NaN, sign dropped
+  REQUIRE(float_to_fp8_e4m3(-kNaN) == 0x7f);  // canonical NaN, sign dropped
   REQUIRE(float_to_fp8_e4m3(-0.0f) == 0x80);
   REQUIRE(float_to_fp8_e4m3(std::ldexp(1.0f, -9)) == 0x01);
-  REQUIRE(float_to_fp8_e4m3(std::ldexp(1.0f, -10)) == 0x00);   // tie with 0: even
-  REQUIRE(float_to_fp8_e4m3(std::ldexp(1.5f, -9)) == 0x02);    // tie between 1 and 2 steps: even
-  REQUIRE(float_to_fp8_e4m3(std::ldexp(1.0f, -6)) == 0x08);    // min normal
-  REQUIRE(float_to_fp8_e4m3(1.0625f) == 0x38);                 // tie 1 (even) / 1.125
-  REQUIRE(float_to_fp8_e4m3(1.1875f) == 0x3a);                 // tie 1.125 / 1.25 (even)
-  REQUIRE(float_to_fp8_e4m3(std::ldexp(1.0f, -7) * 1.9375f) == 0x08);  // subnormal rounds up to min normal
+  REQUIRE(float_to_fp8_e4m3(std::ldexp(1.0f, -10)) == 0x00);  // tie with 0: even
+  REQUIRE(float_to_fp8_e4m3(std::ldexp(1.5f, -9)) == 0x02);   // tie between 1 and 2 steps: even
+  REQUIRE(float_to_fp8_e4m3(std::ldexp(1.0f, -6)) == 0x08);   // min normal
+  REQUIRE(float_to_fp8_e4m3(1.0625f) == 0x38);                // tie 1 (even) / 1.125
+  REQUIRE(float_to_fp8_e4m3(1.1875f) == 0x3a);                // tie 1.125 / 1.25 (even)
+  REQUIRE(float_to_fp8_e4m3(std::ldexp(1.0f, -7) * 1.9375f) ==
+          0x08);  // subnormal rounds up to min normal
   // E5M2
   REQUIRE(float_to_fp8_e5m2(57344.0f) == 0x7b);
   REQUIRE(float_to_fp8_e5m2(61440.0f, true) == 0x7b);
-  REQUIRE(float_to_fp8_e5m2(61440.0f, false) == 0x7c);         // tie rounds to the even Inf
+  REQUIRE(float_to_fp8_e5m2(61440.0f, false) == 0x7c);  // tie rounds to the even Inf
   REQUIRE(float_to_fp8_e5m2(61439.0f, false) == 0x7b);
   REQUIRE(float_to_fp8_e5m2(-kInf, false) == 0xfc);
   REQUIRE(float_to_fp8_e5m2(kNaN) == 0x7f);
@@ -217,7 +225,8 @@ TEST_CASE("hand-picked FP8/FP4 codes: ties, subnormals, max, overflow, NaN, sign
   REQUIRE(ue4m3_to_float(0x7e) == 448.0f);
 }
 
-TEST_CASE("E8M0: floor, ceil and round-to-nearest (ties up) agree with exact powers of two", "[formats]") {
+TEST_CASE("E8M0: floor, ceil and round-to-nearest (ties up) agree with exact powers of two",
+          "[formats]") {
   for (int k = -127; k <= 127; ++k) {
     CAPTURE(k);
     const float p = std::ldexp(1.0f, k);  // exact, 2^-127 is a float subnormal
@@ -228,7 +237,7 @@ TEST_CASE("E8M0: floor, ceil and round-to-nearest (ties up) agree with exact pow
     REQUIRE(float_to_e8m0(p) == k + 127);
     if (k < 127) {
       const float mid = p * 1.5f, below = std::nextafter(mid, 0.0f);
-      REQUIRE(float_to_e8m0(mid) == k + 128);     // tie goes up
+      REQUIRE(float_to_e8m0(mid) == k + 128);  // tie goes up
       REQUIRE(float_to_e8m0(below) == k + 127);
       REQUIRE(e8m0_floor(mid) == k + 127);
       REQUIRE(e8m0_ceil(std::nextafter(p, kInf)) == k + 128);
@@ -237,7 +246,7 @@ TEST_CASE("E8M0: floor, ceil and round-to-nearest (ties up) agree with exact pow
   REQUIRE(e8m0_floor(448.0f) == 8 + 127);
   REQUIRE(e8m0_ceil(448.0f) == 9 + 127);
   REQUIRE(floor_log2(std::ldexp(1.0f, -149)) == -149);
-  REQUIRE(e8m0_ceil(std::ldexp(1.0f, -149)) == 0);      // clamped to 2^-127
+  REQUIRE(e8m0_ceil(std::ldexp(1.0f, -149)) == 0);  // clamped to 2^-127
   REQUIRE(float_to_e8m0(kNaN) == 0xff);
   REQUIRE(float_to_e8m0(0.0f, true) == 0x00);
   REQUIRE(float_to_e8m0(0.0f, false) == 0xff);
@@ -278,7 +287,8 @@ TEST_CASE("integer codes round to nearest even and saturate", "[formats]") {
   REQUIRE_THROWS_AS(parse_cast_format("fp6"), taco::InputError);
 }
 
-TEST_CASE("scale rounding: up never goes below the ideal scale, nearest picks the closer", "[formats]") {
+TEST_CASE("scale rounding: up never goes below the ideal scale, nearest picks the closer",
+          "[formats]") {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
   for (int i = 0; i < 5000; ++i) {
@@ -315,7 +325,8 @@ TEST_CASE("Hadamard: butterflies equal the dense Sylvester matrix, and H H = I",
     fwht_butterflies(y.data(), n);
     for (int i = 0; i < n; ++i) {
       double acc = 0;
-      for (int j = 0; j < n; ++j) acc += (__builtin_popcount(unsigned(i & j)) & 1 ? -1.0 : 1.0) * x[size_t(j)];
+      for (int j = 0; j < n; ++j)
+        acc += (__builtin_popcount(unsigned(i & j)) & 1 ? -1.0 : 1.0) * x[size_t(j)];
       REQUIRE(double(y[size_t(i)]) == acc);
     }
     // Orthonormal transform twice is the identity up to the rounding of 1/sqrt(n).
@@ -342,8 +353,10 @@ TEST_CASE("RHT signs come from SplitMix64 and are balanced", "[hadamard]") {
   REQUIRE(splitmix64_next(st) == 0xE220A8397B1DCDAFull);
   REQUIRE(splitmix64_next(st) == 0x6E789E6AA1B965F4ull);
   const std::vector<uint32_t> m = rht_sign_masks(128, 0);
-  for (int i = 0; i < 64; ++i) REQUIRE(m[size_t(i)] == (((0xE220A8397B1DCDAFull >> i) & 1) ? 0x80000000u : 0u));
-  for (int i = 64; i < 128; ++i) REQUIRE(m[size_t(i)] == (((0x6E789E6AA1B965F4ull >> (i - 64)) & 1) ? 0x80000000u : 0u));
+  for (int i = 0; i < 64; ++i)
+    REQUIRE(m[size_t(i)] == (((0xE220A8397B1DCDAFull >> i) & 1) ? 0x80000000u : 0u));
+  for (int i = 64; i < 128; ++i)
+    REQUIRE(m[size_t(i)] == (((0x6E789E6AA1B965F4ull >> (i - 64)) & 1) ? 0x80000000u : 0u));
   int neg = 0;
   for (uint32_t v : rht_sign_masks(1024, 99)) neg += v != 0;
   REQUIRE(neg > 400);

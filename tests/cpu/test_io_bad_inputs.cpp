@@ -11,8 +11,10 @@ namespace {
 
 const Bytes kFour = raw_bytes(std::vector<float>{1, 2, 3, 4});
 
-std::string st_entry(const std::string& dtype, const std::string& shape, const std::string& offsets) {
-  return "{\"x\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offsets + "}}";
+std::string st_entry(const std::string& dtype, const std::string& shape,
+                     const std::string& offsets) {
+  return "{\"x\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offsets +
+         "}}";
 }
 
 }  // namespace
@@ -58,9 +60,11 @@ TEST_CASE("bad input: safetensors", "[io][bad][safetensors]") {
     check(b, "exceeds the limit");
   }
   SECTION("malformed header JSON") {
-    check(safetensors_bytes("{\"x\": {\"dtype\": \"F32\",", kFour), "malformed safetensors header JSON");
+    check(safetensors_bytes("{\"x\": {\"dtype\": \"F32\",", kFour),
+          "malformed safetensors header JSON");
     check(safetensors_bytes("{\"x\"\x01\n: 3}", kFour), "malformed safetensors header JSON");
-    check(safetensors_bytes("{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}", kFour),
+    check(safetensors_bytes("{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+                            kFour),
           "nested deeper than 16 levels");
   }
   SECTION("header JSON not an object") {
@@ -69,27 +73,33 @@ TEST_CASE("bad input: safetensors", "[io][bad][safetensors]") {
     Bytes arr = safetensors_bytes("[1, 2, 3, 4, 5, 6]", kFour);
     check(arr, "");  // not recognized as safetensors at all (no '{')
     REQUIRE(sniff_format(*memory_source("x", safetensors_bytes("[1]", {}))).empty());
-    auto msg = input_error_of([&] { open_safetensors(memory_source("arr.st", safetensors_bytes("[1]", {})), {}); });
+    auto msg = input_error_of(
+        [&] { open_safetensors(memory_source("arr.st", safetensors_bytes("[1]", {})), {}); });
     REQUIRE(msg.find("not a JSON object") != std::string::npos);
     check(safetensors_bytes("{\"x\": 5}", kFour), "entry is not a JSON object");
   }
   SECTION("unknown and unsupported dtypes") {
     check(safetensors_bytes(st_entry("F33", "[2,2]", "[0,16]"), kFour), "unknown dtype 'F33'");
-    check(safetensors_bytes(st_entry("I32", "[2,2]", "[0,16]"), kFour), "dtype I32 is not supported");
+    check(safetensors_bytes(st_entry("I32", "[2,2]", "[0,16]"), kFour),
+          "dtype I32 is not supported");
   }
   SECTION("shape/dtype/byte-count mismatch") {
     check(safetensors_bytes(st_entry("F32", "[2,3]", "[0,16]"), kFour), "byte-count mismatch");
     check(safetensors_bytes(st_entry("BF16", "[2,2]", "[0,16]"), kFour), "byte-count mismatch");
     check(safetensors_bytes(st_entry("F32", "[2,2]", "[16,0]"), kFour), "end before they begin");
     check(safetensors_bytes(st_entry("F32", "[2,2]", "[4,20]"), kFour), "truncated data");
-    check(safetensors_bytes(st_entry("F32", "[2,2]", "[0]"), kFour), "data_offsets must be [begin, end]");
+    check(safetensors_bytes(st_entry("F32", "[2,2]", "[0]"), kFour),
+          "data_offsets must be [begin, end]");
     check(safetensors_bytes(st_entry("F32", "[2,2]", "[-1,15]"), kFour), "negative value");
   }
   SECTION("negative and overflowing dimensions") {
     check(safetensors_bytes(st_entry("F32", "[-2,-2]", "[0,16]"), kFour), "negative dimension");
-    check(safetensors_bytes(st_entry("F32", "[4294967296,4294967296]", "[0,16]"), kFour), "too large");
-    check(safetensors_bytes(st_entry("F32", "[1e30]", "[0,16]"), kFour), "not a non-negative integer");
-    check(safetensors_bytes(st_entry("F32", "[18446744073709551615]", "[0,16]"), kFour), "too large");
+    check(safetensors_bytes(st_entry("F32", "[4294967296,4294967296]", "[0,16]"), kFour),
+          "too large");
+    check(safetensors_bytes(st_entry("F32", "[1e30]", "[0,16]"), kFour),
+          "not a non-negative integer");
+    check(safetensors_bytes(st_entry("F32", "[18446744073709551615]", "[0,16]"), kFour),
+          "too large");
   }
   SECTION("empty tensor") {
     check(safetensors_bytes(st_entry("F32", "[0,4]", "[0,0]"), kFour), "empty tensor");
@@ -102,10 +112,12 @@ TEST_CASE("bad input: safetensors", "[io][bad][safetensors]") {
           "overlap");
   }
   SECTION("bad metadata") {
-    check(safetensors_bytes("{\"__metadata__\":{\"layer\":3}," + good.substr(1), kFour), "is not a string");
+    check(safetensors_bytes("{\"__metadata__\":{\"layer\":3}," + good.substr(1), kFour),
+          "is not a string");
     check(safetensors_bytes("{\"__metadata__\":{\"layer\":\"three\"}," + good.substr(1), kFour),
           "layer must be an integer");
-    check(safetensors_bytes("{\"__metadata__\":{\"tp_rank\":\"4\",\"tp_size\":\"4\"}," + good.substr(1), kFour),
+    check(safetensors_bytes(
+              "{\"__metadata__\":{\"tp_rank\":\"4\",\"tp_size\":\"4\"}," + good.substr(1), kFour),
           "tp_rank 4 is not below tp_size 4");
   }
 }
@@ -122,7 +134,9 @@ TEST_CASE("bad input: npy", "[io][bad][npy]") {
     check(Bytes(good.begin(), good.begin() + 9), "truncated npy header");
     check(Bytes(good.begin(), good.begin() + 40), "truncated npy header");
   }
-  SECTION("truncated data") { check(Bytes(good.begin(), good.end() - 1), "truncated npy data"); }
+  SECTION("truncated data") {
+    check(Bytes(good.begin(), good.end() - 1), "truncated npy data");
+  }
   SECTION("oversized header length") {
     Bytes b = npy_bytes(npy_dict("<f4", "(2, 2)"), kFour, 2);
     b[8] = b[9] = b[10] = b[11] = 0xff;
@@ -134,12 +148,18 @@ TEST_CASE("bad input: npy", "[io][bad][npy]") {
     check(b, "unsupported npy format version 4.0");
   }
   SECTION("malformed header") {
-    check(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), ", kFour), "malformed npy header");
-    check(npy_bytes("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2, 2), }", kFour), "malformed npy header");
+    check(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), ", kFour),
+          "malformed npy header");
+    check(npy_bytes("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2, 2), }", kFour),
+          "malformed npy header");
     check(npy_bytes("{'descr': '<f4', 'fortran_order': False}", kFour), "no 'shape' tuple");
-    check(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'extra': 'x'}", kFour), "keys other");
-    check(npy_bytes("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (4,)}", kFour), "repeats key");
-    check(npy_bytes("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,)}", kFour), "structured");
+    check(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'extra': 'x'}", kFour),
+          "keys other");
+    check(
+        npy_bytes("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (4,)}", kFour),
+        "repeats key");
+    check(npy_bytes("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,)}", kFour),
+          "structured");
     check(npy_bytes("[1, 2]", kFour), "expected '{'");
   }
   SECTION("unknown dtype") {
@@ -156,7 +176,9 @@ TEST_CASE("bad input: npy", "[io][bad][npy]") {
     check(npy_bytes(npy_dict("<f4", "(4294967296, 4294967296)"), kFour), "too large");
     check(npy_bytes(npy_dict("<f4", "(99999999999999999999,)"), kFour), "too large");
   }
-  SECTION("empty tensor") { check(npy_bytes(npy_dict("<f4", "(0, 2)"), {}), "empty tensor"); }
+  SECTION("empty tensor") {
+    check(npy_bytes(npy_dict("<f4", "(0, 2)"), {}), "empty tensor");
+  }
 }
 
 TEST_CASE("bad input: npz", "[io][bad][npz]") {
@@ -167,9 +189,11 @@ TEST_CASE("bad input: npz", "[io][bad][npz]") {
     REQUIRE_BAD_INPUT(p, fragment);
   };
   const Bytes npy = npy_bytes(npy_dict("<f4", "(2, 2)"), kFour);
-  const Bytes big_npy = npy_bytes(npy_dict("<f4", "(256,)"), raw_bytes(std::vector<float>(256, 0.5f)));
+  const Bytes big_npy =
+      npy_bytes(npy_dict("<f4", "(256,)"), raw_bytes(std::vector<float>(256, 0.5f)));
   SECTION("member is not an npy") {
-    check(zip_bytes({{"a.npy", npy}, {"notes.txt", bytes_of("just some text, not an array")}}), "not an npy file");
+    check(zip_bytes({{"a.npy", npy}, {"notes.txt", bytes_of("just some text, not an array")}}),
+          "not an npy file");
     check(zip_bytes({{"tiny.npy", Bytes{1, 2}}}), "truncated npy header");
   }
   SECTION("corrupted deflate data") {
@@ -197,7 +221,8 @@ TEST_CASE("bad input: npz", "[io][bad][npz]") {
     stored.uncomp_override = int64_t(npy.size()) + 1;
     check(zip_bytes({stored}), "stored member has");
     // The npy header agrees with the declared size, but the deflate stream ends 4 bytes early.
-    Bytes short_npy = npy_bytes(npy_dict("<f4", "(256,)"), raw_bytes(std::vector<float>(255, 0.5f)));
+    Bytes short_npy =
+        npy_bytes(npy_dict("<f4", "(256,)"), raw_bytes(std::vector<float>(255, 0.5f)));
     ZipMember early{"a.npy", short_npy, true};
     early.uncomp_override = int64_t(short_npy.size()) + 4;
     check(zip_bytes({early}), "deflate data ends before");
@@ -242,7 +267,8 @@ TEST_CASE("bad input: npz", "[io][bad][npz]") {
 TEST_CASE("bad input: taco HDF5 traces", "[io][bad][trace]") {
   TempDir dir;
   const std::string p = dir.file("bad.h5");
-  const std::vector<uint8_t> bf16_data = raw_bytes(std::vector<uint16_t>{0x3f80, 0x4000, 0x4040, 0x4080});
+  const std::vector<uint8_t> bf16_data =
+      raw_bytes(std::vector<uint16_t>{0x3f80, 0x4000, 0x4040, 0x4080});
   // A valid trace, then one mutation per case.
   auto build = [&](auto&& mutate) {
     Hdf5Builder b(p);
@@ -256,7 +282,8 @@ TEST_CASE("bad input: taco HDF5 traces", "[io][bad][trace]") {
     b.group("/tensors");
   };
   auto standard_dataset = [&](Hdf5Builder& b, const std::string& dtype = "bf16") {
-    b.dataset("/tensors/t000000", Hdf5Builder::Elem::U16LE, {2, 2}, Hdf5Builder::Layout::ChunkedShuffleGzip, bf16_data);
+    b.dataset("/tensors/t000000", Hdf5Builder::Elem::U16LE, {2, 2},
+              Hdf5Builder::Layout::ChunkedShuffleGzip, bf16_data);
     b.attr_string("/tensors/t000000", "dtype", dtype);
   };
   build([&](Hdf5Builder& b, bool&) {
@@ -308,7 +335,8 @@ TEST_CASE("bad input: taco HDF5 traces", "[io][bad][trace]") {
     build([&](Hdf5Builder& b, bool&) {
       b.attr_string("/", "taco_format", "taco-trace");
       b.attr_int("/", "taco_format_version", 1);
-      b.dataset("/tensors", Hdf5Builder::Elem::F32LE, {1}, Hdf5Builder::Layout::Contiguous, kFour.size() ? Bytes(4, 0) : Bytes{});
+      b.dataset("/tensors", Hdf5Builder::Elem::F32LE, {1}, Hdf5Builder::Layout::Contiguous,
+                kFour.size() ? Bytes(4, 0) : Bytes{});
     });
     REQUIRE_BAD_INPUT(p, "/tensors is not a group");
     build([&](Hdf5Builder& b, bool&) {
@@ -337,32 +365,37 @@ TEST_CASE("bad input: taco HDF5 traces", "[io][bad][trace]") {
     REQUIRE_BAD_INPUT(p, "dtype/storage mismatch");
     build([&](Hdf5Builder& b, bool&) {
       standard_root(b);
-      b.dataset("/tensors/t000000", Hdf5Builder::Elem::I16LE, {2, 2}, Hdf5Builder::Layout::Contiguous, bf16_data);
+      b.dataset("/tensors/t000000", Hdf5Builder::Elem::I16LE, {2, 2},
+                Hdf5Builder::Layout::Contiguous, bf16_data);
       b.attr_string("/tensors/t000000", "dtype", "bf16");
     });
     REQUIRE_BAD_INPUT(p, "dtype/storage mismatch");
     build([&](Hdf5Builder& b, bool&) {
       standard_root(b);
-      b.dataset("/tensors/t000000", Hdf5Builder::Elem::F32LE, {2, 2}, Hdf5Builder::Layout::Contiguous, kFour);
+      b.dataset("/tensors/t000000", Hdf5Builder::Elem::F32LE, {2, 2},
+                Hdf5Builder::Layout::Contiguous, kFour);
     });
     REQUIRE_BAD_INPUT(p, "no dtype attribute");
   }
   SECTION("empty, shapeless and unwritten datasets") {
     build([&](Hdf5Builder& b, bool&) {
       standard_root(b);
-      b.dataset("/tensors/t000000", Hdf5Builder::Elem::U16LE, {0, 4}, Hdf5Builder::Layout::Contiguous, {});
+      b.dataset("/tensors/t000000", Hdf5Builder::Elem::U16LE, {0, 4},
+                Hdf5Builder::Layout::Contiguous, {});
       b.attr_string("/tensors/t000000", "dtype", "bf16");
     });
     REQUIRE_BAD_INPUT(p, "empty tensor");
     build([&](Hdf5Builder& b, bool&) {
       standard_root(b);
-      b.dataset("/tensors/t000000", Hdf5Builder::Elem::U16LE, {}, Hdf5Builder::Layout::Contiguous, {}, {}, true);
+      b.dataset("/tensors/t000000", Hdf5Builder::Elem::U16LE, {}, Hdf5Builder::Layout::Contiguous,
+                {}, {}, true);
       b.attr_string("/tensors/t000000", "dtype", "bf16");
     });
     REQUIRE_BAD_INPUT(p, "has no shape");
     build([&](Hdf5Builder& b, bool&) {
       standard_root(b);
-      b.dataset("/tensors/t000000", Hdf5Builder::Elem::U16LE, {1000, 1000}, Hdf5Builder::Layout::ChunkedGzip, {});
+      b.dataset("/tensors/t000000", Hdf5Builder::Elem::U16LE, {1000, 1000},
+                Hdf5Builder::Layout::ChunkedGzip, {});
       b.attr_string("/tensors/t000000", "dtype", "bf16");
     });
     REQUIRE_BAD_INPUT(p, "holds no data");
@@ -381,7 +414,9 @@ TEST_CASE("bad input: taco HDF5 traces", "[io][bad][trace]") {
     REQUIRE_BAD_INPUT(p, "layer = -5 is out of range");
     with([](Hdf5Builder& b) { b.attr_int("/tensors/t000000", "layer", int64_t(1) << 40); });
     REQUIRE_BAD_INPUT(p, "out of range");
-    with([](Hdf5Builder& b) { b.attr_int("/tensors/t000000", "step", -1, Hdf5Builder::Elem::U64LE); });
+    with([](Hdf5Builder& b) {
+      b.attr_int("/tensors/t000000", "step", -1, Hdf5Builder::Elem::U64LE);
+    });
     REQUIRE_BAD_INPUT(p, "out of range");
     with([](Hdf5Builder& b) {
       b.attr_int("/tensors/t000000", "tp_rank", 2);
@@ -403,15 +438,19 @@ TEST_CASE("bad input: taco HDF5 traces", "[io][bad][trace]") {
   }
 }
 
-TEST_CASE("bad input: a safetensors key given twice would silently lose a tensor", "[io][bad][safetensors]") {
+TEST_CASE("bad input: a safetensors key given twice would silently lose a tensor",
+          "[io][bad][safetensors]") {
   TempDir dir;
   const std::string p = dir.file("dup.safetensors");
   const std::string entry = "{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}";
   write_bytes(p, safetensors_bytes("{\"x\":" + entry + ",\"x\":" + entry + "}", kFour));
   REQUIRE_BAD_INPUT(p, "has the key 'x' twice");
   // Inside an entry too.
-  write_bytes(p, safetensors_bytes("{\"x\":{\"dtype\":\"F32\",\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,16]}}",
-                                   kFour));
+  write_bytes(
+      p,
+      safetensors_bytes(
+          "{\"x\":{\"dtype\":\"F32\",\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,16]}}",
+          kFour));
   REQUIRE_BAD_INPUT(p, "has the key 'dtype' twice");
   // The same key in two different objects is fine.
   write_bytes(p, safetensors_bytes("{\"x\":" + entry + ",\"__metadata__\":{\"x\":\"1\"}}", kFour));
@@ -438,14 +477,18 @@ TEST_CASE("bad input: compressed tensors may not expand past the memory rule", "
   // 64x the stored bytes, at least 256 MiB of float32 values.
   check_expansion(uint64_t(1) << 26, 1 << 20, "x");  // 256 MiB from 1 MiB: the floor allows it
   check_expansion(uint64_t(1) << 28, 1 << 24, "x");  // 1 GiB from 16 MiB: 64x allows it
-  REQUIRE_THAT(input_error_of([] { check_expansion((uint64_t(1) << 26) + 1, 1 << 20, "big.npz: member 'a'"); }),
-               Catch::Matchers::Contains("big.npz: member 'a': 256.0 MiB of values from 1.0 MiB stored (more than "
-                                         "64x): refused to bound memory; set TACO_MEMORY_LIMIT"));
+  REQUIRE_THAT(input_error_of([] {
+                 check_expansion((uint64_t(1) << 26) + 1, 1 << 20, "big.npz: member 'a'");
+               }),
+               Catch::Matchers::Contains(
+                   "big.npz: member 'a': 256.0 MiB of values from 1.0 MiB stored (more than "
+                   "64x): refused to bound memory; set TACO_MEMORY_LIMIT"));
   // TACO_MEMORY_LIMIT replaces the rule, both ways.
   ::setenv("TACO_MEMORY_LIMIT", "512", 1);
   TempDir dir;
   const std::string p = dir.file("a.npz");
-  const Bytes big_npy = npy_bytes(npy_dict("<f4", "(256,)"), raw_bytes(std::vector<float>(256, 0.5f)));
+  const Bytes big_npy =
+      npy_bytes(npy_dict("<f4", "(256,)"), raw_bytes(std::vector<float>(256, 0.5f)));
   write_bytes(p, zip_bytes({{"a.npy", big_npy, true}}));
   const std::string msg = input_error_of([&] { read_all(p); });
   ::setenv("TACO_MEMORY_LIMIT", "64G", 1);
@@ -453,6 +496,8 @@ TEST_CASE("bad input: compressed tensors may not expand past the memory rule", "
   ::setenv("TACO_MEMORY_LIMIT", "lots", 1);
   const std::string bad = input_error_of([] { check_expansion(1, 1, "x"); });
   ::unsetenv("TACO_MEMORY_LIMIT");
-  REQUIRE_THAT(msg, Catch::Matchers::Contains("its values take 1024 bytes in memory, over TACO_MEMORY_LIMIT (512 bytes)"));
+  REQUIRE_THAT(msg,
+               Catch::Matchers::Contains(
+                   "its values take 1024 bytes in memory, over TACO_MEMORY_LIMIT (512 bytes)"));
   REQUIRE_THAT(bad, Catch::Matchers::Contains("TACO_MEMORY_LIMIT='lots': expected a size"));
 }

@@ -7,8 +7,8 @@
 #include "test_io_support.hpp"
 
 #include <csignal>
-#include <sstream>
 #include <cstdlib>
+#include <sstream>
 
 using namespace taco;
 using namespace taco::iotest;
@@ -34,7 +34,9 @@ class Scripted final : public TensorSource {
     if (i == 1 && crash_on_read_ == 1) std::raise(SIGSEGV);
     if (i == 1 && crash_on_read_ == 2) throw_input_error("bad tensor here");
     if (i == 1 && crash_on_read_ == 3) throw_error("internal trouble");
-    if (i == 1 && crash_on_read_ == 4) for (volatile uint64_t spin = 0;; spin = spin + 1) {}
+    if (i == 1 && crash_on_read_ == 4)
+      for (volatile uint64_t spin = 0;; spin = spin + 1) {
+      }
     Tensor t;
     t.name = info(i).name;
     t.shape = {2, 3};
@@ -49,7 +51,8 @@ class Scripted final : public TensorSource {
 
 }  // namespace
 
-TEST_CASE("isolated source: listings and tensors cross the process boundary intact", "[io][isolation]") {
+TEST_CASE("isolated source: listings and tensors cross the process boundary intact",
+          "[io][isolation]") {
   auto src = open_isolated("scripted.h5", [] { return std::make_unique<Scripted>(0); });
   REQUIRE(src->format() == "scripted");
   REQUIRE(src->size() == 2);
@@ -59,7 +62,8 @@ TEST_CASE("isolated source: listings and tensors cross the process boundary inta
   REQUIRE(src->read(1).values == std::vector<float>{1, 2, 3, 4, 5, 1});
 }
 
-TEST_CASE("isolated source: a crash in the child is one InputError naming the file", "[io][isolation]") {
+TEST_CASE("isolated source: a crash in the child is one InputError naming the file",
+          "[io][isolation]") {
   // While opening.
   const std::string open_msg = input_error_of([] {
     open_isolated("crash.h5", []() -> std::unique_ptr<TensorSource> {
@@ -67,17 +71,20 @@ TEST_CASE("isolated source: a crash in the child is one InputError naming the fi
       return nullptr;
     });
   });
-  REQUIRE_THAT(open_msg, Catch::Matchers::StartsWith("crash.h5: the HDF5 library crashed (SIGSEGV) opening it"));
+  REQUIRE_THAT(open_msg, Catch::Matchers::StartsWith(
+                             "crash.h5: the HDF5 library crashed (SIGSEGV) opening it"));
   REQUIRE(open_msg.find('\n') == std::string::npos);
   // While reading a tensor; the source is then unusable, and says so.
   auto src = open_isolated("scripted.h5", [] { return std::make_unique<Scripted>(1); });
   REQUIRE(src->read(0).values.size() == 6);
   REQUIRE_THAT(input_error_of([&] { src->read(1); }),
                Catch::Matchers::Contains("crashed (SIGSEGV) reading tensor 'bad'"));
-  REQUIRE_THAT(input_error_of([&] { src->read(0); }), Catch::Matchers::Contains("the reader process is gone"));
+  REQUIRE_THAT(input_error_of([&] { src->read(0); }),
+               Catch::Matchers::Contains("the reader process is gone"));
 }
 
-TEST_CASE("isolated source: errors keep their kind; the child serves on after an InputError", "[io][isolation]") {
+TEST_CASE("isolated source: errors keep their kind; the child serves on after an InputError",
+          "[io][isolation]") {
   auto src = open_isolated("scripted.h5", [] { return std::make_unique<Scripted>(2); });
   REQUIRE(input_error_of([&] { src->read(1); }) == "bad tensor here");
   REQUIRE(src->read(0).values.size() == 6);
@@ -91,23 +98,29 @@ TEST_CASE("isolated source: errors keep their kind; the child serves on after an
     REQUIRE(std::string(e.what()) == "internal trouble");
   }
   REQUIRE(input_error_of([] {
-            open_isolated("x.h5", []() -> std::unique_ptr<TensorSource> { throw_input_error("x.h5: not good"); });
+            open_isolated("x.h5", []() -> std::unique_ptr<TensorSource> {
+              throw_input_error("x.h5: not good");
+            });
           }) == "x.h5: not good");
 }
 
-TEST_CASE("isolated source: an endless loop in the child ends at its CPU-time budget", "[io][isolation]") {
+TEST_CASE("isolated source: an endless loop in the child ends at its CPU-time budget",
+          "[io][isolation]") {
   ::setenv("TACO_READER_CPU_SECONDS", "1", 1);
   auto src = open_isolated("loop.h5", [] { return std::make_unique<Scripted>(4); });
   const std::string msg = input_error_of([&] { src->read(1); });
   ::unsetenv("TACO_READER_CPU_SECONDS");
-  REQUIRE_THAT(msg, Catch::Matchers::Contains("loop.h5: the HDF5 library ran out of its CPU-time budget reading "
-                                              "tensor 'bad'"));
+  REQUIRE_THAT(msg, Catch::Matchers::Contains(
+                        "loop.h5: the HDF5 library ran out of its CPU-time budget reading "
+                        "tensor 'bad'"));
 }
 
-TEST_CASE("a shipped trace with a flipped bit that crashes libhdf5 is one InputError", "[io][isolation]") {
+TEST_CASE("a shipped trace with a flipped bit that crashes libhdf5 is one InputError",
+          "[io][isolation]") {
   // The battery's case: byte 5054 of the SP sample, bit 2 (libhdf5 1.10 crashes in H5HG_read).
-  std::ifstream in(std::string(TACO_SOURCE_DIR) + "/traces/samples/gpt6l512-tp2-sp-layer2-allgather.h5",
-                   std::ios::binary);
+  std::ifstream in(
+      std::string(TACO_SOURCE_DIR) + "/traces/samples/gpt6l512-tp2-sp-layer2-allgather.h5",
+      std::ios::binary);
   Bytes b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   REQUIRE(b.size() > 5054);
   b[5054] ^= 4;
@@ -118,9 +131,11 @@ TEST_CASE("a shipped trace with a flipped bit that crashes libhdf5 is one InputE
   REQUIRE(msg.find('\n') == std::string::npos);
 }
 
-TEST_CASE("isolated source: many open sources keep a few reader processes, restarted on demand", "[io][isolation]") {
+TEST_CASE("isolated source: many open sources keep a few reader processes, restarted on demand",
+          "[io][isolation]") {
   std::vector<std::unique_ptr<TensorSource>> sources;
-  for (int i = 0; i < 20; ++i) sources.push_back(open_isolated("many.h5", [] { return std::make_unique<Scripted>(0); }));
+  for (int i = 0; i < 20; ++i)
+    sources.push_back(open_isolated("many.h5", [] { return std::make_unique<Scripted>(0); }));
   // Every one still reads, in any order (its child restarted when another took its slot).
   for (int round = 0; round < 2; ++round)
     for (size_t i = sources.size(); i-- > 0;) REQUIRE(sources[i]->read(1).values.back() == 1);

@@ -21,7 +21,8 @@ TEST_CASE("name patterns capture integers and strings", "[io][pattern]") {
   n.model = "kept";
   REQUIRE_FALSE(p.match("layers.x.mlp_out.bwd.rank3.step400", n));  // {layer} needs digits
   REQUIRE_FALSE(p.match("layers.1.mlp.out.bwd.rank3.step400", n));  // {site} cannot hold '.'
-  REQUIRE_FALSE(p.match("layers.1.mlp_out.bwd.rank3.step400.extra", n));  // the whole name must match
+  REQUIRE_FALSE(
+      p.match("layers.1.mlp_out.bwd.rank3.step400.extra", n));  // the whole name must match
   REQUIRE_FALSE(p.match("layers.1.mlp_out.bwd.rank.step400", n));
   REQUIRE(n.model == "kept");
   REQUIRE(n.layer == -1);  // a failed match changes nothing
@@ -29,7 +30,8 @@ TEST_CASE("name patterns capture integers and strings", "[io][pattern]") {
 
 TEST_CASE("name patterns: {*}, {extra.KEY}, separators, backtracking", "[io][pattern]") {
   TensorMeta m;
-  REQUIRE(NamePattern("{*}/h{layer}_{site}").match("model.transformer/h7_attn_qkv", m) == false);  // {*} stops at '.'
+  REQUIRE(NamePattern("{*}/h{layer}_{site}").match("model.transformer/h7_attn_qkv", m) ==
+          false);  // {*} stops at '.'
   REQUIRE(NamePattern("{model}/h{layer}_{site}").match("gpt2/h7_attn_qkv", m));
   REQUIRE(m.model == "gpt2");
   REQUIRE(m.layer == 7);
@@ -46,7 +48,8 @@ TEST_CASE("name patterns: {*}, {extra.KEY}, separators, backtracking", "[io][pat
   REQUIRE(b.direction == "fwd");
   // A long non-matching name finishes quickly (memoized matching).
   TensorMeta q;
-  REQUIRE_FALSE(NamePattern("{site}a{direction}a{model}a{collective}b").match(std::string(5000, 'a'), q));
+  REQUIRE_FALSE(
+      NamePattern("{site}a{direction}a{model}a{collective}b").match(std::string(5000, 'a'), q));
 }
 
 TEST_CASE("name patterns: bad patterns and out-of-range captures", "[io][pattern]") {
@@ -85,5 +88,6 @@ TEST_CASE("metadata fields from text", "[io][pattern]") {
     INFO(v);
     REQUIRE(input_error_of([&] { set_meta_field(m, "layer", v, "ctx"); }).find("ctx") == 0);
   }
-  REQUIRE(input_error_of([&] { set_meta_field(m, "tp_size", "0", "ctx"); }).find("at least 1") != std::string::npos);
+  REQUIRE(input_error_of([&] { set_meta_field(m, "tp_size", "0", "ctx"); }).find("at least 1") !=
+          std::string::npos);
 }

@@ -23,17 +23,20 @@ struct Expect {
 
 }  // namespace
 
-TEST_CASE("names as the common stacks write them map to layer, site, direction, rank, step", "[io][names]") {
+TEST_CASE("names as the common stacks write them map to layer, site, direction, rank, step",
+          "[io][names]") {
   const Expect cases[] = {
       // Megatron-LM (with or without TransformerEngine modules)
       {"decoder.layers.3.self_attention.linear_proj", 3, "attn_out", "", -1, -1},
       {"decoder.layers.3.self_attention.linear_qkv", 3, "attn_qkv", "", -1, -1},
       {"decoder.layers.11.mlp.linear_fc1", 11, "mlp_fc1", "", -1, -1},
       {"decoder.layers.11.mlp.linear_fc2.output", 11, "mlp_out", "fwd", -1, -1},
-      {"module.decoder.layers.0.self_attention.linear_qkv.input_grad.tp_rank_1.iter100", 0, "attn_qkv", "bwd", 1, 100},
+      {"module.decoder.layers.0.self_attention.linear_qkv.input_grad.tp_rank_1.iter100", 0,
+       "attn_qkv", "bwd", 1, 100},
       {"language_model.encoder.layers.2.self_attention.dense", 2, "attn_out", "", -1, -1},
       {"language_model.encoder.layers.2.mlp.dense_h_to_4h", 2, "mlp_fc1", "", -1, -1},
-      {"language_model.encoder.layers.2.mlp.dense_4h_to_h/grad_output/rank0", 2, "mlp_out", "bwd", 0, -1},
+      {"language_model.encoder.layers.2.mlp.dense_4h_to_h/grad_output/rank0", 2, "mlp_out", "bwd",
+       0, -1},
       // Hugging Face Llama / Qwen / Mistral
       {"model.layers.7.self_attn.o_proj", 7, "attn_out", "", -1, -1},
       {"model.layers.7.self_attn.q_proj", 7, "attn_qkv", "", -1, -1},
@@ -90,7 +93,8 @@ TEST_CASE("names as the common stacks write them map to layer, site, direction, 
   REQUIRE(fields_from_name("mp_rank_03_001/model.layers.0.mlp.down_proj").tp_rank == 3);
 }
 
-TEST_CASE("name rules fill only what the file does not record; the file path adds rank and step", "[io][names]") {
+TEST_CASE("name rules fill only what the file does not record; the file path adds rank and step",
+          "[io][names]") {
   TensorMeta m;
   m.site = "custom";
   m.layer = 9;
@@ -107,8 +111,11 @@ TEST_CASE("name rules fill only what the file does not record; the file path add
   REQUIRE(sized.tp_rank == -1);
 }
 
-TEST_CASE("a name map (--name-map): named groups override the rules; bad expressions are InputError", "[io][names]") {
-  const NameMap map(R"(^act_(?P<layer>\d+)_(?P<site>[a-z_]+?)_(?<direction>fwd|grad)_r(?P<rank>\d+)(?:_s(?P<step>\d+))?$)");
+TEST_CASE(
+    "a name map (--name-map): named groups override the rules; bad expressions are InputError",
+    "[io][names]") {
+  const NameMap map(
+      R"(^act_(?P<layer>\d+)_(?P<site>[a-z_]+?)_(?<direction>fwd|grad)_r(?P<rank>\d+)(?:_s(?P<step>\d+))?$)");
   NameFields f;
   REQUIRE(map.match("act_12_linear_proj_grad_r3_s77", f));
   REQUIRE(f.layer == 12);
@@ -131,7 +138,8 @@ TEST_CASE("a name map (--name-map): named groups override the rules; bad express
   REQUIRE_THAT(error_of("(?P<colour>x)"), Catch::Matchers::Contains("unknown group name 'colour'"));
   REQUIRE_THAT(error_of("(?P<layer>x)(?P<layer>y)"), Catch::Matchers::Contains("appears twice"));
   REQUIRE_THAT(error_of("layers\\.(\\d+)"), Catch::Matchers::Contains("no named group"));
-  REQUIRE_THAT(error_of("(?P<layer>[0-9"), Catch::Matchers::Contains("not a valid regular expression"));
+  REQUIRE_THAT(error_of("(?P<layer>[0-9"),
+               Catch::Matchers::Contains("not a valid regular expression"));
   REQUIRE_THAT(error_of(""), Catch::Matchers::Contains("empty"));
   // Groups that do not capture are not counted: (?:...) before a named group.
   const NameMap nc(R"((?:a|b)(x)(?P<step>\d+))");
@@ -141,7 +149,8 @@ TEST_CASE("a name map (--name-map): named groups override the rules; bad express
   // A layer that is not digits is an InputError naming the tensor.
   const NameMap loose(R"(L(?P<layer>\w+))");
   NameFields k;
-  REQUIRE_THAT(input_error_of([&] { loose.match("Lxyz", k); }), Catch::Matchers::Contains("layer must be digits"));
+  REQUIRE_THAT(input_error_of([&] { loose.match("Lxyz", k); }),
+               Catch::Matchers::Contains("layer must be digits"));
 }
 
 TEST_CASE("a directory stands for its tensor files, recursively, in natural order", "[io][names]") {
@@ -150,14 +159,14 @@ TEST_CASE("a directory stands for its tensor files, recursively, in natural orde
   std::filesystem::create_directories(d + "/rank10");
   std::filesystem::create_directories(d + "/rank2");
   std::filesystem::create_directories(d + "/.hidden");
-  for (const char* f : {"/rank10/a.npy", "/rank2/a.NPY", "/rank2/b.safetensors", "/top.h5", "/.hidden/x.npy",
-                        "/notes.txt", "/rank2/.x.npy"})
+  for (const char* f : {"/rank10/a.npy", "/rank2/a.NPY", "/rank2/b.safetensors", "/top.h5",
+                        "/.hidden/x.npy", "/notes.txt", "/rank2/.x.npy"})
     write_bytes(d + f, {1});
   const std::vector<InputFile> files = expand_inputs({d, d + "/notes.txt"});
   std::vector<std::string> got;
   for (const InputFile& f : files) got.push_back(f.path.substr(d.size()));
-  REQUIRE(got == std::vector<std::string>{"/rank2/a.NPY", "/rank2/b.safetensors", "/rank10/a.npy", "/top.h5",
-                                          "/notes.txt"});
+  REQUIRE(got == std::vector<std::string>{"/rank2/a.NPY", "/rank2/b.safetensors", "/rank10/a.npy",
+                                          "/top.h5", "/notes.txt"});
   REQUIRE(files.front().source == d);
   REQUIRE(files.back().source == d + "/notes.txt");
   std::filesystem::create_directories(d + "/empty");

@@ -1,13 +1,14 @@
 // Reader throughput (hidden: run with `taco_tests "[perf]"`). Writes 256 MiB of bf16 tensors
 // (normal-distributed values, 16 tensors of 8192 x 1024) as a safetensors file and as taco
-// traces (gzip 4 with shuffle, the default; and uncompressed), then times opening and reading every tensor, warm page cache.
-// Prints MB/s of bf16 data (1 MB = 1e6 bytes) and checks the values read back.
+// traces (gzip 4 with shuffle, the default; and uncompressed), then times opening and reading every
+// tensor, warm page cache. Prints MB/s of bf16 data (1 MB = 1e6 bytes) and checks the values read
+// back.
 #include "core/dtype.hpp"
 #include "test_io_support.hpp"
 
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <random>
 
 using namespace taco;
@@ -29,7 +30,8 @@ Seconds read_seconds(const std::string& path, const std::vector<uint16_t>& expec
   for (size_t i = 0; i < src->size(); ++i) {
     const Tensor t = src->read(i);
     if (i == 0)
-      for (size_t k = 0; k < expect_first.size(); ++k) checked += float_to_bf16(t.values[k]) == expect_first[k];
+      for (size_t k = 0; k < expect_first.size(); ++k)
+        checked += float_to_bf16(t.values[k]) == expect_first[k];
   }
   const Seconds s{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                   double(std::clock() - c0) / CLOCKS_PER_SEC};
@@ -52,9 +54,11 @@ TEST_CASE("reader throughput: 256 MiB of bf16", "[.][perf][io]") {
   // safetensors: the same bits in every tensor (the reader does not care).
   std::string header = "{";
   for (int i = 0; i < kTensors; ++i)
-    header += (i ? "," : "") + std::string("\"t") + std::to_string(i) + "\":{\"dtype\":\"BF16\",\"shape\":[" +
-              std::to_string(kRows) + "," + std::to_string(kCols) + "],\"data_offsets\":[" +
-              std::to_string(size_t(i) * kNumel * 2) + "," + std::to_string(size_t(i + 1) * kNumel * 2) + "]}";
+    header += (i ? "," : "") + std::string("\"t") + std::to_string(i) +
+              "\":{\"dtype\":\"BF16\",\"shape\":[" + std::to_string(kRows) + "," +
+              std::to_string(kCols) + "],\"data_offsets\":[" +
+              std::to_string(size_t(i) * kNumel * 2) + "," +
+              std::to_string(size_t(i + 1) * kNumel * 2) + "]}";
   header += "}";
   {
     std::ofstream out(dir.file("big.safetensors"), std::ios::binary);
@@ -62,7 +66,8 @@ TEST_CASE("reader throughput: 256 MiB of bf16", "[.][perf][io]") {
     put_le(len, header.size(), 8);
     out.write(reinterpret_cast<const char*>(len.data()), 8);
     out << header;
-    for (int i = 0; i < kTensors; ++i) out.write(reinterpret_cast<const char*>(bits.data()), std::streamsize(kNumel * 2));
+    for (int i = 0; i < kTensors; ++i)
+      out.write(reinterpret_cast<const char*>(bits.data()), std::streamsize(kNumel * 2));
     REQUIRE(out.good());
   }
   for (int level : {4, 0}) {
@@ -90,7 +95,9 @@ TEST_CASE("reader throughput: 256 MiB of bf16", "[.][perf][io]") {
       const Seconds s = read_seconds(path, first);
       best = {std::min(best.wall, s.wall), std::min(best.cpu, s.cpu)};
     }
-    std::printf("perf: %-16s %6.1f MB on disk, %6.1f MB of bf16: wall %.3f s (%5.0f MB/s), cpu %.3f s (%5.0f MB/s)\n",
-                name, file_mb, mb, best.wall, mb / best.wall, best.cpu, mb / best.cpu);
+    std::printf(
+        "perf: %-16s %6.1f MB on disk, %6.1f MB of bf16: wall %.3f s (%5.0f MB/s), cpu %.3f s "
+        "(%5.0f MB/s)\n",
+        name, file_mb, mb, best.wall, mb / best.wall, best.cpu, mb / best.cpu);
   }
 }

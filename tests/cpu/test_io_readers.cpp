@@ -12,7 +12,9 @@ using namespace taco::iotest;
 
 namespace {
 
-bool same_float(float a, float b) { return float_bits(a) == float_bits(b) || (std::isnan(a) && std::isnan(b)); }
+bool same_float(float a, float b) {
+  return float_bits(a) == float_bits(b) || (std::isnan(a) && std::isnan(b));
+}
 
 void require_values(const Tensor& t, const std::vector<float>& expect) {
   REQUIRE(t.values.size() == expect.size());
@@ -33,7 +35,8 @@ TEST_CASE("safetensors: every float dtype decodes to its exact value", "[io][saf
   const std::vector<uint16_t> bf16 = {0x3f80, 0xc000, 0x0001, 0x7f80, 0x7fc0, 0x4049};
   const std::vector<float> bf16_v = {1.0f, -2.0f, std::ldexp(1.0f, -133), kInf, kNaN, 3.140625f};
   const std::vector<uint16_t> f16 = {0x3c00, 0x0001, 0x7bff, 0xfc00, 0x3555, 0x8000};
-  const std::vector<float> f16_v = {1.0f, std::ldexp(1.0f, -24), 65504.0f, -kInf, 0.333251953125f, -0.0f};
+  const std::vector<float> f16_v = {1.0f,  std::ldexp(1.0f, -24), 65504.0f,
+                                    -kInf, 0.333251953125f,       -0.0f};
   const std::vector<uint8_t> e4m3 = {0x38, 0x7e, 0x01, 0xb8, 0x7f, 0x39};
   const std::vector<float> e4m3_v = {1.0f, 448.0f, std::ldexp(1.0f, -9), -1.0f, kNaN, 1.125f};
   const std::vector<uint8_t> e5m2 = {0x3c, 0x7b, 0x01, 0x7c, 0xfc, 0x3d};
@@ -44,9 +47,11 @@ TEST_CASE("safetensors: every float dtype decodes to its exact value", "[io][saf
 
   Bytes data;
   std::string header = "{";
-  auto add = [&](const std::string& name, const std::string& dtype, const std::string& shape, const Bytes& b) {
-    header += "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
-              std::to_string(data.size()) + "," + std::to_string(data.size() + b.size()) + "]},";
+  auto add = [&](const std::string& name, const std::string& dtype, const std::string& shape,
+                 const Bytes& b) {
+    header += "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape +
+              ",\"data_offsets\":[" + std::to_string(data.size()) + "," +
+              std::to_string(data.size() + b.size()) + "]},";
     append(data, b);
   };
   add("b", "BF16", "[2,3]", raw_bytes(bf16));
@@ -55,8 +60,11 @@ TEST_CASE("safetensors: every float dtype decodes to its exact value", "[io][saf
   add("e5", "F8_E5M2", "[1,6]", raw_bytes(e5m2));
   add("f", "F32", "[2,2]", raw_bytes(f32_v));
   add("d", "F64", "[4]", raw_bytes(f64));
-  header += "\"__metadata__\":{\"layer\":\"7\",\"site\":\"mlp_out\",\"direction\":\"bwd\",\"tp_rank\":\"1\","
-            "\"tp_size\":\"4\",\"step\":\"120\",\"model\":\"llama\",\"collective\":\"all_reduce\",\"format\":\"pt\"}}";
+  header +=
+      "\"__metadata__\":{\"layer\":\"7\",\"site\":\"mlp_out\",\"direction\":\"bwd\",\"tp_rank\":"
+      "\"1\","
+      "\"tp_size\":\"4\",\"step\":\"120\",\"model\":\"llama\",\"collective\":\"all_reduce\","
+      "\"format\":\"pt\"}}";
   write_bytes(dir.file("a.safetensors"), safetensors_bytes(header, data));
 
   auto src = open_tensor_file(dir.file("a.safetensors"));
@@ -64,7 +72,8 @@ TEST_CASE("safetensors: every float dtype decodes to its exact value", "[io][saf
   REQUIRE(src->size() == 6);
   // File order (by data offset), not header order.
   const std::vector<std::string> names = {"b", "h", "e4", "e5", "f", "d"};
-  const std::vector<DType> dtypes = {DType::BF16, DType::F16, DType::F8E4M3, DType::F8E5M2, DType::F32, DType::F64};
+  const std::vector<DType> dtypes = {DType::BF16,   DType::F16, DType::F8E4M3,
+                                     DType::F8E5M2, DType::F32, DType::F64};
   for (size_t i = 0; i < names.size(); ++i) {
     REQUIRE(src->info(i).name == names[i]);
     REQUIRE(src->info(i).dtype == dtypes[i]);
@@ -93,7 +102,8 @@ TEST_CASE("safetensors: padded header, holes between tensors, no metadata", "[io
   const std::vector<float> v = {1.5f, -2.0f};
   Bytes data = raw_bytes(v);
   data.insert(data.begin(), 8, 0xee);  // 8 unused bytes before the tensor
-  const std::string header = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}      ";
+  const std::string header =
+      "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}      ";
   write_bytes(dir.file("p.st"), safetensors_bytes(header, data));
   const auto t = read_all(dir.file("p.st"));
   REQUIRE(t.size() == 1);
@@ -116,14 +126,18 @@ TEST_CASE("npy: versions 1.0/2.0/3.0, dtypes, byte orders", "[io][npy]") {
     require_values(t[0], f);
   }
   SECTION("f2, f8, big-endian f4") {
-    write_bytes(dir.file("h.npy"), npy_bytes(npy_dict("<f2", "(3,)"), raw_bytes(std::vector<uint16_t>{0x3c00, 0xc400, 0x0001})));
+    write_bytes(dir.file("h.npy"),
+                npy_bytes(npy_dict("<f2", "(3,)"),
+                          raw_bytes(std::vector<uint16_t>{0x3c00, 0xc400, 0x0001})));
     require_values(read_all(dir.file("h.npy"))[0], {1.0f, -4.0f, std::ldexp(1.0f, -24)});
-    write_bytes(dir.file("d.npy"), npy_bytes(npy_dict("<f8", "(2,)"), raw_bytes(std::vector<double>{0.1, -1e300})));
+    write_bytes(dir.file("d.npy"),
+                npy_bytes(npy_dict("<f8", "(2,)"), raw_bytes(std::vector<double>{0.1, -1e300})));
     const Tensor d = read_all(dir.file("d.npy"))[0];
     REQUIRE(d.dtype == DType::F64);
     require_values(d, {0.1f, -kInf});
     // 1.0f big-endian is 3f 80 00 00.
-    write_bytes(dir.file("be.npy"), npy_bytes(npy_dict(">f4", "(1,)"), Bytes{0x3f, 0x80, 0x00, 0x00}));
+    write_bytes(dir.file("be.npy"),
+                npy_bytes(npy_dict(">f4", "(1,)"), Bytes{0x3f, 0x80, 0x00, 0x00}));
     require_values(read_all(dir.file("be.npy"))[0], {1.0f});
     write_bytes(dir.file("be2.npy"), npy_bytes(npy_dict(">f2", "(1,)"), Bytes{0x3c, 0x00}));
     require_values(read_all(dir.file("be2.npy"))[0], {1.0f});
@@ -150,13 +164,15 @@ TEST_CASE("npy: versions 1.0/2.0/3.0, dtypes, byte orders", "[io][npy]") {
   }
   SECTION("old-style header: double quotes, long integers, no trailing comma") {
     write_bytes(dir.file("old.npy"),
-                npy_bytes("{\"descr\": \"<f4\", \"shape\": (2L, 1L), \"fortran_order\": False}", raw_bytes(std::vector<float>{1, 2})));
+                npy_bytes("{\"descr\": \"<f4\", \"shape\": (2L, 1L), \"fortran_order\": False}",
+                          raw_bytes(std::vector<float>{1, 2})));
     const Tensor t = read_all(dir.file("old.npy"))[0];
     REQUIRE(t.shape == std::vector<int64_t>{2, 1});
     require_values(t, {1.0f, 2.0f});
   }
   SECTION("0-d array") {
-    write_bytes(dir.file("s.npy"), npy_bytes(npy_dict("<f4", "()"), raw_bytes(std::vector<float>{4.0f})));
+    write_bytes(dir.file("s.npy"),
+                npy_bytes(npy_dict("<f4", "()"), raw_bytes(std::vector<float>{4.0f})));
     const Tensor t = read_all(dir.file("s.npy"))[0];
     REQUIRE(t.shape.empty());
     require_values(t, {4.0f});
@@ -177,12 +193,14 @@ TEST_CASE("npy: Fortran order is transposed to row-major", "[io][npy]") {
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k) row_major.push_back(float(100 * i + 10 * j + k));
-  write_bytes(dir.file("f3.npy"), npy_bytes(npy_dict("<f4", "(2, 3, 4)", true), raw_bytes(col_major)));
+  write_bytes(dir.file("f3.npy"),
+              npy_bytes(npy_dict("<f4", "(2, 3, 4)", true), raw_bytes(col_major)));
   const Tensor t = read_all(dir.file("f3.npy"))[0];
   REQUIRE(t.shape == std::vector<int64_t>{2, 3, 4});
   require_values(t, row_major);
   // Fortran order with bf16 bits and a 1-d array (same in both orders).
-  write_bytes(dir.file("f1.npy"), npy_bytes(npy_dict("<u2", "(2,)", true), raw_bytes(std::vector<uint16_t>{0x3f80, 0x4000})));
+  write_bytes(dir.file("f1.npy"), npy_bytes(npy_dict("<u2", "(2,)", true),
+                                            raw_bytes(std::vector<uint16_t>{0x3f80, 0x4000})));
   require_values(read_all(dir.file("f1.npy"))[0], {1.0f, 2.0f});
 }
 
@@ -191,12 +209,15 @@ TEST_CASE("npz: stored, deflated and zip64 members", "[io][npz]") {
   const std::vector<float> a = {1, 2, 3, 4, 5, 6};
   const std::vector<uint16_t> b(1000, 0x3f80);  // compresses well
   const Bytes npy_a = npy_bytes(npy_dict("<f4", "(3, 2)"), raw_bytes(a));
-  const Bytes npy_b = npy_bytes(npy_dict("<f2", "(10, 100)"), raw_bytes(std::vector<uint16_t>(1000, 0x3c00)));
+  const Bytes npy_b =
+      npy_bytes(npy_dict("<f2", "(10, 100)"), raw_bytes(std::vector<uint16_t>(1000, 0x3c00)));
   const Bytes npy_c = npy_bytes(npy_dict("<u2", "(1000,)"), raw_bytes(b));
   for (bool zip64 : {false, true}) {
     DYNAMIC_SECTION("zip64 " << zip64) {
       const std::string p = dir.file(zip64 ? "z64.npz" : "z.npz");
-      write_bytes(p, zip_bytes({{"layers.0.a.npy", npy_a, false}, {"sub/", {}, false}, {"b.npy", npy_b, true},
+      write_bytes(p, zip_bytes({{"layers.0.a.npy", npy_a, false},
+                                {"sub/", {}, false},
+                                {"b.npy", npy_b, true},
                                 {"c.npy", npy_c, true}},
                                zip64));
       auto src = open_tensor_file(p);
@@ -219,19 +240,23 @@ TEST_CASE("npz: stored, deflated and zip64 members", "[io][npz]") {
 
 TEST_CASE("open_tensor_file dispatches on content, not on the extension", "[io]") {
   TempDir dir;
-  write_bytes(dir.file("really_npy.safetensors"), npy_bytes(npy_dict("<f4", "(1,)"), raw_bytes(std::vector<float>{2})));
+  write_bytes(dir.file("really_npy.safetensors"),
+              npy_bytes(npy_dict("<f4", "(1,)"), raw_bytes(std::vector<float>{2})));
   REQUIRE(open_tensor_file(dir.file("really_npy.safetensors"))->format() == "npy");
   write_bytes(dir.file("really_st.npy"),
               safetensors_bytes("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
                                 raw_bytes(std::vector<float>{2})));
   REQUIRE(open_tensor_file(dir.file("really_st.npy"))->format() == "safetensors");
-  write_bytes(dir.file("zip.bin"), zip_bytes({{"x.npy", npy_bytes(npy_dict("<f4", "(1,)"), raw_bytes(std::vector<float>{2}))}}));
+  write_bytes(
+      dir.file("zip.bin"),
+      zip_bytes({{"x.npy", npy_bytes(npy_dict("<f4", "(1,)"), raw_bytes(std::vector<float>{2}))}}));
   REQUIRE(open_tensor_file(dir.file("zip.bin"))->format() == "npz");
 }
 
 TEST_CASE("in-memory sources give the same result as files", "[io]") {
   const std::vector<float> v = {3, 4};
-  auto src = open_npy(memory_source("mem.npy", npy_bytes(npy_dict("<f4", "(2,)"), raw_bytes(v))), {});
+  auto src =
+      open_npy(memory_source("mem.npy", npy_bytes(npy_dict("<f4", "(2,)"), raw_bytes(v))), {});
   REQUIRE(src->read(0).values == v);
   REQUIRE(src->read(0).name == "mem");
 }
@@ -262,10 +287,13 @@ TEST_CASE("widening is exact for every f16, bf16 and fp8 code, small and large t
     if (e4 == 15 && m4 == 7)
       REQUIRE(std::isnan(e4m3.values[size_t(c)]));
     else
-      REQUIRE(double(e4m3.values[size_t(c)]) == sign * (e4 ? std::ldexp(8.0 + m4, e4 - 10) : std::ldexp(double(m4), -9)));
+      REQUIRE(double(e4m3.values[size_t(c)]) ==
+              sign * (e4 ? std::ldexp(8.0 + m4, e4 - 10) : std::ldexp(double(m4), -9)));
     if (e5e == 31)
-      REQUIRE((m5 ? std::isnan(e5m2.values[size_t(c)]) : e5m2.values[size_t(c)] == float(sign) * kInf));
+      REQUIRE(
+          (m5 ? std::isnan(e5m2.values[size_t(c)]) : e5m2.values[size_t(c)] == float(sign) * kInf));
     else
-      REQUIRE(double(e5m2.values[size_t(c)]) == sign * (e5e ? std::ldexp(4.0 + m5, e5e - 17) : std::ldexp(double(m5), -16)));
+      REQUIRE(double(e5m2.values[size_t(c)]) ==
+              sign * (e5e ? std::ldexp(4.0 + m5, e5e - 17) : std::ldexp(double(m5), -16)));
   }
 }

@@ -33,12 +33,15 @@ class TempDir {
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
+  std::string file(const std::string& name) const {
+    return (std::filesystem::path(path_) / name).string();
+  }
   const std::string& path() const { return path_; }
   // Names of the files in the directory (to check that nothing was left behind).
   std::vector<std::string> listing() const {
     std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) names.push_back(e.path().filename().string());
+    for (const auto& e : std::filesystem::directory_iterator(path_))
+      names.push_back(e.path().filename().string());
     return names;
   }
 
@@ -51,14 +54,18 @@ inline void write_bytes(const std::string& path, const Bytes& b) {
   out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
   REQUIRE(out.good());
 }
-inline Bytes bytes_of(const std::string& s) { return Bytes(s.begin(), s.end()); }
+inline Bytes bytes_of(const std::string& s) {
+  return Bytes(s.begin(), s.end());
+}
 template <typename T>
 Bytes raw_bytes(const std::vector<T>& v) {
   Bytes b(v.size() * sizeof(T));
   if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
   return b;
 }
-inline void append(Bytes& to, const Bytes& from) { to.insert(to.end(), from.begin(), from.end()); }
+inline void append(Bytes& to, const Bytes& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
 inline void put_le(Bytes& b, uint64_t v, int n) {
   for (int i = 0; i < n; ++i) b.push_back(uint8_t(v >> (8 * i)));
 }
@@ -87,9 +94,10 @@ inline Bytes npy_bytes(const std::string& dict, const Bytes& data, int major = 1
   append(b, data);
   return b;
 }
-inline std::string npy_dict(const std::string& descr, const std::string& shape, bool fortran = false) {
-  return "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': " + shape +
-         ", }";
+inline std::string npy_dict(const std::string& descr, const std::string& shape,
+                            bool fortran = false) {
+  return "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+         ", 'shape': " + shape + ", }";
 }
 
 inline Bytes raw_deflate(const Bytes& in) {
@@ -108,13 +116,14 @@ inline Bytes raw_deflate(const Bytes& in) {
 
 struct ZipMember {
   std::string name;
-  Bytes data;                  // the plain bytes
+  Bytes data;  // the plain bytes
   bool deflate = false;
   // Corruptions, applied after the member is encoded:
-  uint32_t crc_xor = 0;        // flips bits of the recorded CRC-32
-  int method_override = -1;    // records another compression method
+  uint32_t crc_xor = 0;          // flips bits of the recorded CRC-32
+  int method_override = -1;      // records another compression method
   int64_t uncomp_override = -1;  // records another uncompressed size
-  bool garble_stream = false;  // replaces the first compressed byte with 0xff (invalid deflate block type)
+  bool garble_stream =
+      false;  // replaces the first compressed byte with 0xff (invalid deflate block type)
 };
 
 // A zip archive. zip64 = true writes zip64 extra fields and zip64 end records as large
@@ -125,7 +134,8 @@ inline Bytes zip_bytes(const std::vector<ZipMember>& members, bool zip64 = false
     Bytes payload = m.deflate ? raw_deflate(m.data) : m.data;
     if (m.garble_stream && !payload.empty()) payload[0] = 0xff;
     const uint32_t crc = uint32_t(crc32(0, m.data.data(), uInt(m.data.size()))) ^ m.crc_xor;
-    const uint16_t method = m.method_override >= 0 ? uint16_t(m.method_override) : (m.deflate ? 8 : 0);
+    const uint16_t method =
+        m.method_override >= 0 ? uint16_t(m.method_override) : (m.deflate ? 8 : 0);
     const uint64_t uncomp = m.uncomp_override >= 0 ? uint64_t(m.uncomp_override) : m.data.size();
     const uint64_t local_at = out.size();
     Bytes z64;
@@ -229,13 +239,14 @@ std::string input_error_of(F&& f) {
 }
 
 // Reading `path` fails with a one-line InputError naming the file and containing `fragment`.
-#define REQUIRE_BAD_INPUT(path, fragment)                                             \
-  do {                                                                                \
-    const std::string taco_msg_ = ::taco::iotest::input_error_of([&] { ::taco::iotest::read_all(path); }); \
-    INFO("message: " << taco_msg_);                                                   \
-    REQUIRE(taco_msg_.find(path) != std::string::npos);                               \
-    REQUIRE(taco_msg_.find(fragment) != std::string::npos);                           \
-    REQUIRE(taco_msg_.find('\n') == std::string::npos);                               \
+#define REQUIRE_BAD_INPUT(path, fragment)                                        \
+  do {                                                                           \
+    const std::string taco_msg_ =                                                \
+        ::taco::iotest::input_error_of([&] { ::taco::iotest::read_all(path); }); \
+    INFO("message: " << taco_msg_);                                              \
+    REQUIRE(taco_msg_.find(path) != std::string::npos);                          \
+    REQUIRE(taco_msg_.find(fragment) != std::string::npos);                      \
+    REQUIRE(taco_msg_.find('\n') == std::string::npos);                          \
   } while (0)
 
 }  // namespace taco::iotest

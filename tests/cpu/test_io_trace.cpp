@@ -24,7 +24,8 @@ Tensor make_tensor(const std::string& name, std::vector<int64_t> shape, std::vec
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (float_bits(a[i]) != float_bits(b[i]) && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
+    if (float_bits(a[i]) != float_bits(b[i]) && !(std::isnan(a[i]) && std::isnan(b[i])))
+      return false;
   return true;
 }
 
@@ -38,7 +39,8 @@ TEST_CASE("trace round trip: bf16, f16 and f32 are exact, with metadata", "[io][
   for (uint32_t h = 0; h < 65536; ++h) all_bf16[h] = bf16_to_float(uint16_t(h));
   std::vector<float> all_f16(65536);
   for (uint32_t h = 0; h < 65536; ++h) all_f16[h] = fp16_to_float(uint16_t(h));
-  std::vector<float> f32 = {0.1f, -1e-45f, std::numeric_limits<float>::infinity(), 3.4e38f, -0.0f, 1.0f};
+  std::vector<float> f32 = {0.1f,    -1e-45f, std::numeric_limits<float>::infinity(),
+                            3.4e38f, -0.0f,   1.0f};
 
   Tensor a = make_tensor("layers.0.attn_out/rank0", {256, 256}, all_bf16);
   a.dtype = DType::BF16;
@@ -98,9 +100,9 @@ TEST_CASE("trace round trip: bf16, f16 and f32 are exact, with metadata", "[io][
 TEST_CASE("trace store rounds to nearest even", "[io][trace]") {
   TempDir dir;
   const std::string p = dir.file("r.h5");
-  const float tie_down = 1.0f + std::ldexp(1.0f, -8);        // halfway 1 and 1+2^-7: to even (1)
-  const float tie_up = 1.0f + 3 * std::ldexp(1.0f, -8);      // halfway 1+2^-7 and 1+2^-6: to even (up)
-  const float f16_tie = 1.0f + std::ldexp(1.0f, -11);        // halfway in f16: to even (1)
+  const float tie_down = 1.0f + std::ldexp(1.0f, -8);    // halfway 1 and 1+2^-7: to even (1)
+  const float tie_up = 1.0f + 3 * std::ldexp(1.0f, -8);  // halfway 1+2^-7 and 1+2^-6: to even (up)
+  const float f16_tie = 1.0f + std::ldexp(1.0f, -11);    // halfway in f16: to even (1)
   {
     TraceWriter w(p, {});
     w.add(make_tensor("bf", {2}, {tie_down, tie_up}), DType::BF16);
@@ -134,8 +136,9 @@ TEST_CASE("trace files appear whole or not at all", "[io][trace]") {
     {
       TraceWriter w(p, {});
       w.add(make_tensor("x", {4}, {1, 2, 3, 4}));
-      REQUIRE(input_error_of([&] { w.add(make_tensor("x", {1}, {1})); }).find("duplicate tensor name") !=
-              std::string::npos);
+      REQUIRE(input_error_of([&] {
+                w.add(make_tensor("x", {1}, {1}));
+              }).find("duplicate tensor name") != std::string::npos);
       REQUIRE(contents() == "old contents");
     }  // abandoned after the error: the old file stays
     REQUIRE(contents() == "old contents");
@@ -165,20 +168,24 @@ TEST_CASE("trace writer refuses bad tensors with InputError", "[io][trace]") {
   TraceWriter w(p, {});
   auto msg = [&](const Tensor& t) { return input_error_of([&] { w.add(t); }); };
   REQUIRE(msg(make_tensor("e", {0, 3}, {})).find("empty tensor") != std::string::npos);
-  REQUIRE(msg(make_tensor("m", {2, 3}, {1, 2})).find("2 values for shape [2, 3]") != std::string::npos);
+  REQUIRE(msg(make_tensor("m", {2, 3}, {1, 2})).find("2 values for shape [2, 3]") !=
+          std::string::npos);
   REQUIRE(msg(make_tensor("n", {-1}, {1})).find("negative dimension") != std::string::npos);
   REQUIRE(msg(make_tensor(std::string("nul\0name", 8), {1}, {1})).find("NUL") != std::string::npos);
   Tensor bad_rank = make_tensor("r", {1}, {1});
   bad_rank.meta.tp_rank = 3;
   bad_rank.meta.tp_size = 2;
   REQUIRE(msg(bad_rank).find("tp_rank 3 is not below tp_size 2") != std::string::npos);
-  REQUIRE(input_error_of([&] { w.add(make_tensor("s", {1}, {1}), DType::F8E4M3); }).find("stores bf16, f16 or f32") !=
-          std::string::npos);
-  REQUIRE(input_error_of([&] { TraceWriter(dir.file("no/such/dir/x.h5"), {}); }).find("does not exist") !=
-          std::string::npos);
+  REQUIRE(input_error_of([&] {
+            w.add(make_tensor("s", {1}, {1}), DType::F8E4M3);
+          }).find("stores bf16, f16 or f32") != std::string::npos);
+  REQUIRE(input_error_of([&] {
+            TraceWriter(dir.file("no/such/dir/x.h5"), {});
+          }).find("does not exist") != std::string::npos);
   TraceWriter::Options reserved;
   reserved.provenance = {{"taco_format", "x"}};
-  REQUIRE(input_error_of([&] { TraceWriter(dir.file("r.h5"), reserved); }).find("reserved") != std::string::npos);
+  REQUIRE(input_error_of([&] { TraceWriter(dir.file("r.h5"), reserved); }).find("reserved") !=
+          std::string::npos);
 }
 
 TEST_CASE("trace chunks hold about 1 MiB of whole rows", "[io][trace]") {
@@ -197,7 +204,8 @@ TEST_CASE("trace chunks hold about 1 MiB of whole rows", "[io][trace]") {
   REQUIRE(trace_chunk_shape({16, 1000, 1024}, 2) == std::vector<uint64_t>{1, 512, 1024});
   // A row longer than 1 MiB is split.
   REQUIRE(trace_chunk_shape({2, 1 << 20}, 4) == std::vector<uint64_t>{1, 1 << 18});
-  for (const auto& shape : std::vector<std::vector<int64_t>>{{7, 3000}, {5, 9, 11, 13}, {100000}, {1, 1, 1}}) {
+  for (const auto& shape :
+       std::vector<std::vector<int64_t>>{{7, 3000}, {5, 9, 11, 13}, {100000}, {1, 1, 1}}) {
     const auto c = trace_chunk_shape(shape, 2);
     REQUIRE(c.back() == uint64_t(shape.back()));  // whole rows
     REQUIRE(bytes(c, 2) <= (1u << 20));
@@ -222,12 +230,14 @@ TEST_CASE("traces written by other tools are read too", "[io][trace]") {
     b.attr_string("/tensors/t000001", "name", "second", false);
     b.attr_int("/tensors/t000001", "layer", 5, Hdf5Builder::Elem::I32LE);
     // Big-endian u16 bf16 bits 0x3f80 (1.0), stored compact.
-    b.dataset("/tensors/t000000", Hdf5Builder::Elem::U16BE, {1, 1}, Hdf5Builder::Layout::Compact, Bytes{0x3f, 0x80});
+    b.dataset("/tensors/t000000", Hdf5Builder::Elem::U16BE, {1, 1}, Hdf5Builder::Layout::Compact,
+              Bytes{0x3f, 0x80});
     b.attr_string("/tensors/t000000", "dtype", "bf16");
     b.attr_string("/tensors/t000000", "extra.origin", "hand-made");
     // Chunked with fletcher32 checksums.
-    b.dataset("/tensors/t000010", Hdf5Builder::Elem::U16LE, {4, 2}, Hdf5Builder::Layout::ChunkedFletcher32,
-              raw_bytes(std::vector<uint16_t>(8, 0x3c00)), {2, 2});
+    b.dataset("/tensors/t000010", Hdf5Builder::Elem::U16LE, {4, 2},
+              Hdf5Builder::Layout::ChunkedFletcher32, raw_bytes(std::vector<uint16_t>(8, 0x3c00)),
+              {2, 2});
     b.attr_string("/tensors/t000010", "dtype", "f16");
     b.close();
   }

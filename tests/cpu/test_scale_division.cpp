@@ -34,7 +34,8 @@ float log_uniform(std::mt19937_64& rng, int lo, int hi, bool signed_) {
 using taco::gpu::div_by_scale;
 using taco::gpu::scale_divisor;
 
-TEST_CASE("reciprocal division equals IEEE division for every quotient a code can resolve", "[formats][division]") {
+TEST_CASE("reciprocal division equals IEEE division for every quotient a code can resolve",
+          "[formats][division]") {
   std::mt19937_64 rng(12345);
   int64_t checked = 0;
   for (int i = 0; i < 4000000; ++i) {
@@ -44,15 +45,18 @@ TEST_CASE("reciprocal division equals IEEE division for every quotient a code ca
     if (!std::isfinite(a) || a == 0.0f) continue;
     if (i % 4 == 1) a = from_bits(bits(a) ^ 1u);  // one ulp off a product of b
     const float want = a / b;
-    if (!(std::fabs(want) >= std::ldexp(1.0f, -20)) || !(std::fabs(want) < std::ldexp(1.0f, 100))) continue;
+    if (!(std::fabs(want) >= std::ldexp(1.0f, -20)) || !(std::fabs(want) < std::ldexp(1.0f, 100)))
+      continue;
     const float got = div_by_scale(a, scale_divisor(b));
-    if (bits(got) != bits(want)) FAIL("a=" << a << " b=" << b << " got " << got << " want " << want);
+    if (bits(got) != bits(want))
+      FAIL("a=" << a << " b=" << b << " got " << got << " want " << want);
     ++checked;
   }
   REQUIRE(checked > 3000000);
 }
 
-TEST_CASE("reciprocal division is exact for every numerator when the divisor is moderate", "[formats][division]") {
+TEST_CASE("reciprocal division is exact for every numerator when the divisor is moderate",
+          "[formats][division]") {
   std::mt19937_64 rng(777);
   int64_t checked = 0;
   for (int i = 0; i < 4000000; ++i) {
@@ -60,7 +64,8 @@ TEST_CASE("reciprocal division is exact for every numerator when the divisor is 
     const float a = log_uniform(rng, -100, 99, true);
     const float want = a / b;
     const float got = div_by_scale(a, scale_divisor(b));
-    if (bits(got) != bits(want)) FAIL("a=" << a << " b=" << b << " got " << got << " want " << want);
+    if (bits(got) != bits(want))
+      FAIL("a=" << a << " b=" << b << " got " << got << " want " << want);
     ++checked;
   }
   REQUIRE(checked == 4000000);
@@ -71,7 +76,8 @@ TEST_CASE("reciprocal division is exact for every numerator when the divisor is 
   }
 }
 
-TEST_CASE("reciprocal division keeps the sign of quotients too small for any code", "[formats][division]") {
+TEST_CASE("reciprocal division keeps the sign of quotients too small for any code",
+          "[formats][division]") {
   std::mt19937_64 rng(99);
   for (int i = 0; i < 1000000; ++i) {
     const float b = log_uniform(rng, -80, 119, false);

@@ -2,8 +2,8 @@
 // (counted with a codec that adds 1 per round trip), chunking, byte accounting, thread-count
 // invariance and the growth of ring error with the TP degree.
 #include "catch.hpp"
-#include "study/metrics.hpp"
 #include "collectives/sim_collectives.hpp"
+#include "study/metrics.hpp"
 #include "test_study_support.hpp"
 
 #include <cstring>
@@ -56,8 +56,7 @@ double rel_l2(const CollectiveResult& r, const std::vector<std::vector<float>>& 
   return *taco::study::finish_metrics(s).rel_l2;
 }
 
-const Collective kAll[] = {kOneShot, kTwoShot, kRing,
-                          kAllGather, kReduceScatter};
+const Collective kAll[] = {kOneShot, kTwoShot, kRing, kAllGather, kReduceScatter};
 
 }  // namespace
 
@@ -106,12 +105,14 @@ TEST_CASE("a lossless codec gives the exact result for every algorithm", "[sim]"
 
 TEST_CASE("the reference sums in double and rounds once", "[sim]") {
   // 1 + 2^-24 + 2^-24 in fp32 left to right is 1; the exact sum rounds to 1 + 2^-23.
-  const std::vector<std::vector<float>> in = {{1.0f}, {std::ldexp(1.0f, -24)}, {std::ldexp(1.0f, -24)}};
+  const std::vector<std::vector<float>> in = {
+      {1.0f}, {std::ldexp(1.0f, -24)}, {std::ldexp(1.0f, -24)}};
   const auto ref = reference_outputs(kOneShot, ptrs(in), 1, 1);
   REQUIRE(ref[0][0] == 1.0f + std::ldexp(1.0f, -23));
 }
 
-TEST_CASE("each algorithm sends every value through the codec the documented number of times", "[sim]") {
+TEST_CASE("each algorithm sends every value through the codec the documented number of times",
+          "[sim]") {
   // PlusOneCodec decodes to x + 1: the offset in the output counts codec round trips along the
   // path, summed over the contributions. S = exact sum of the inputs.
   const PlusOneCodec plus1;
@@ -126,9 +127,9 @@ TEST_CASE("each algorithm sends every value through the codec the documented num
       for (int k = 0; k < N; ++k)
         for (size_t e = 0; e < sum.size(); ++e) REQUIRE(r.outputs[size_t(k)][e] == sum[e] + offset);
     };
-    expect_offset(kOneShot, float(N));        // N contributions, one trip each
-    expect_offset(kTwoShot, float(N + 1));    // N trips to the owner, one back
-    expect_offset(kRing, float(N));           // N-1 hops, then the all-gather
+    expect_offset(kOneShot, float(N));      // N contributions, one trip each
+    expect_offset(kTwoShot, float(N + 1));  // N trips to the owner, one back
+    expect_offset(kRing, float(N));         // N-1 hops, then the all-gather
     const CollectiveResult ag = comm.run(kAllGather, ptrs(in), rows, cols);
     for (int r = 0; r < N; ++r)
       for (int64_t e = 0; e < rows * cols; ++e)
@@ -213,7 +214,8 @@ TEST_CASE("derived ranks keep magnitudes and are deterministic", "[sim]") {
     const int64_t src = int64_t(first - 1) / cols;
     ++used[size_t(src)];
     const float sign = a[size_t(r * cols)] < 0 ? -1.0f : 1.0f;
-    for (int64_t c = 0; c < cols; ++c) REQUIRE(a[size_t(r * cols + c)] == sign * base[size_t(src * cols + c)]);
+    for (int64_t c = 0; c < cols; ++c)
+      REQUIRE(a[size_t(r * cols + c)] == sign * base[size_t(src * cols + c)]);
   }
   for (int u : used) REQUIRE(u == 1);
   // A single row: the same magnitudes, rotated.

@@ -17,7 +17,9 @@ namespace {
 const float kNaNf = std::numeric_limits<float>::quiet_NaN();
 const float kInff = std::numeric_limits<float>::infinity();
 
-float below(float v) { return std::nextafter(v, 0.0f); }
+float below(float v) {
+  return std::nextafter(v, 0.0f);
+}
 
 // Central moments by the textbook two-pass formula in long double (independent of the
 // per-row merge the library uses).
@@ -40,13 +42,15 @@ Direct direct(const std::vector<float>& v) {
   return d;
 }
 
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
 
 }  // namespace
 
 TEST_CASE("stats of a small tensor match hand-computed values", "[stats]") {
   // rows = tokens, cols = channels; one NaN and one Inf are counted and excluded.
-  const std::vector<float> x = {1, -2, 0, 4,  //
+  const std::vector<float> x = {1,    -2,    0,     4,  //
                                 0.5f, kNaNf, kInff, -1};
   StatsOptions o;
   o.top_k = 2;
@@ -177,7 +181,7 @@ TEST_CASE("stats match NumPy/SciPy on a deterministic 37x300 tensor", "[stats]")
   REQUIRE(s.top_tokens[1].index == 17);
   REQUIRE(s.top_tokens[2].index == 19);
   REQUIRE(s.top_channels[0].index == 17);
-  REQUIRE(s.top_channels[1].index == 0);   // tie at 1000/256: lower index first
+  REQUIRE(s.top_channels[1].index == 0);  // tie at 1000/256: lower index first
   REQUIRE(s.top_channels[2].index == 11);
 }
 

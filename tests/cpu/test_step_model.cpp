@@ -28,7 +28,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string source_path(const std::string& rel) { return std::string(TACO_SOURCE_DIR) + "/" + rel; }
+std::string source_path(const std::string& rel) {
+  return std::string(TACO_SOURCE_DIR) + "/" + rel;
+}
 
 // Writes `j` to a fresh file under the temp directory; returns its path.
 std::string write_temp(const std::string& name, const json& j) {
@@ -88,8 +90,8 @@ TEST_CASE("alpha-beta collective shapes and times by hand", "[model]") {
   // Fitted lines: the lower envelope; a factor scales one collective; own lines replace both.
   LinkTier f = t;
   f.fit = {{0.0, 10.0}, {50.0, 100.0}};  // N = 2 all-reduce: min(S / 10e3, 100 + S / 100e3)
-  REQUIRE(f.time_us(Coll::AllReduce, 2, 1e5) == Approx(10.0));             // small: first line
-  REQUIRE(f.time_us(Coll::AllReduce, 2, 1e7) == Approx(100.0 + 100.0));   // large: second
+  REQUIRE(f.time_us(Coll::AllReduce, 2, 1e5) == Approx(10.0));           // small: first line
+  REQUIRE(f.time_us(Coll::AllReduce, 2, 1e7) == Approx(100.0 + 100.0));  // large: second
   f.coll_factor[Coll::AllGather] = 2.0;
   REQUIRE(f.time_us(Coll::AllGather, 2, 1e7) == Approx(2.0 * (50.0 + 100.0)));
   f.coll_fit[Coll::AllGather] = {{5.0, 50.0}};
@@ -97,9 +99,11 @@ TEST_CASE("alpha-beta collective shapes and times by hand", "[model]") {
 }
 
 TEST_CASE("line fits recover the lines that made the points", "[model]") {
-  // Two NCCL-like regimes at N = 2 (all-reduce: 2 steps, volume 1): t = min(1 + S/20e3, 40 + S/300e3).
+  // Two NCCL-like regimes at N = 2 (all-reduce: 2 steps, volume 1): t = min(1 + S/20e3, 40 +
+  // S/300e3).
   std::vector<TimePoint> pts;
-  for (double s = 1 << 16; s <= double(1 << 30); s *= 2) pts.push_back({s, std::min(1 + s / 20e3, 40 + s / 300e3)});
+  for (double s = 1 << 16; s <= double(1 << 30); s *= 2)
+    pts.push_back({s, std::min(1 + s / 20e3, 40 + s / 300e3)});
   const LineFit f = fit_lines(pts, Coll::AllReduce, 2, 2);
   REQUIRE(f.lines.size() == 2);
   REQUIRE(f.max_rel_err < 1e-9);
@@ -116,7 +120,11 @@ TEST_CASE("line fits recover the lines that made the points", "[model]") {
   REQUIRE(g.lines[0].bw_GBps == Approx(50.0));
   // All-gather at N = 2 has 1 step and volume 1: the same points give twice the alpha.
   REQUIRE(fit_lines(one, Coll::AllGather, 2, 1).lines[0].alpha_us == Approx(10.0));
-  require_input_error([] { fit_lines({{1e6, 10}}, Coll::AllReduce, 2, 2); }, "at least 2 measured sizes");
+  require_input_error(
+      [] {
+        fit_lines({{1e6, 10}}, Coll::AllReduce, 2, 2);
+      },
+      "at least 2 measured sizes");
 }
 
 TEST_CASE("two-stream makespan of pipelined pieces, by hand", "[model]") {
@@ -142,7 +150,7 @@ TEST_CASE("compressed collectives: pieces, schedule and overlap", "[model]") {
   REQUIRE(pipeline_depth(ex, Coll::AllGather, 2, 8 << 20, true) == 2);
   REQUIRE(pipeline_depth(ex, Coll::AllReduce, 2, 1 << 30, false) == 1);
 
-  const LinkTier t = datasheet_tier(100, 1.0, 0);  // 100e3 bytes/us, no latency
+  const LinkTier t = datasheet_tier(100, 1.0, 0);      // 100e3 bytes/us, no latency
   const CodecTable table = constant_table(1000, 1.0);  // 1e6 bytes/us, 1 wire byte per element
   CodecModel c;
   c.name = "c";
@@ -153,7 +161,8 @@ TEST_CASE("compressed collectives: pieces, schedule and overlap", "[model]") {
   //   encode 8e6 + 4e6 bytes -> 12 us; all-gather of 4e6 wire bytes -> 40 us;
   //   decode-reduce 2 x 4e6 + 8e6 bytes -> 16 us.
   ex.overlap_efficiency = 0.5;
-  const CollCost one = compressed_collective(t, ex, c, Coll::AllReduce, Algo::OneShot, 2, 8e6, 2, false);
+  const CollCost one =
+      compressed_collective(t, ex, c, Coll::AllReduce, Algo::OneShot, 2, 8e6, 2, false);
   REQUIRE(one.pieces == 1);
   REQUIRE(one.codec_us == Approx(28.0));
   REQUIRE(one.wire_us == Approx(40.0));
@@ -163,7 +172,8 @@ TEST_CASE("compressed collectives: pieces, schedule and overlap", "[model]") {
   // Four pieces of 2e6 bytes: steps [3, 10, 4]; ideal = 3 + 4 x 10 + 4 = 47, serial = 68;
   // t = 68 - 0.5 x (68 - 47) = 57.5.
   ex.pipeline_min_bytes = 0;
-  const CollCost four = compressed_collective(t, ex, c, Coll::AllReduce, Algo::OneShot, 2, 8e6, 2, true);
+  const CollCost four =
+      compressed_collective(t, ex, c, Coll::AllReduce, Algo::OneShot, 2, 8e6, 2, true);
   REQUIRE(four.pieces == 4);
   REQUIRE(four.ideal_us == Approx(47.0));
   REQUIRE(four.serial_us == Approx(68.0));
@@ -171,24 +181,26 @@ TEST_CASE("compressed collectives: pieces, schedule and overlap", "[model]") {
   // A free codec at 1 B/elem: only the all-gather of the wire bytes is left.
   CodecModel free = c;
   free.table = nullptr;
-  REQUIRE(compressed_collective(t, ex, free, Coll::AllReduce, Algo::OneShot, 2, 8e6, 2, false).total_us ==
-          Approx(40.0));
+  REQUIRE(compressed_collective(t, ex, free, Coll::AllReduce, Algo::OneShot, 2, 8e6, 2, false)
+              .total_us == Approx(40.0));
   // The plain all-reduce of the same buffer: volume 1 at N = 2 -> 80 us; compression halves the
   // bytes, so a free codec gives exactly 2x.
   REQUIRE(plain_collective(t, Coll::AllReduce, 2, 8e6).total_us == Approx(80.0));
   // Reduce-scatter (direct): encode 12, alltoall of 4e6 wire (volume 1/2) 20, decode-reduce of
   // 2 chunks of 2e6 wire into 2e6 elements (4e6 bytes) 8.
-  REQUIRE(compressed_collective(t, ex, c, Coll::ReduceScatter, Algo::Direct, 2, 8e6, 2, false).total_us ==
-          Approx(40.0));
-  require_input_error([&] { compressed_collective(t, ex, c, Coll::AllReduce, Algo::Direct, 2, 8e6, 2, false); },
-                      "not one_shot, two_shot or ring");
+  REQUIRE(compressed_collective(t, ex, c, Coll::ReduceScatter, Algo::Direct, 2, 8e6, 2, false)
+              .total_us == Approx(40.0));
+  require_input_error(
+      [&] { compressed_collective(t, ex, c, Coll::AllReduce, Algo::Direct, 2, 8e6, 2, false); },
+      "not one_shot, two_shot or ring");
   REQUIRE(auto_allreduce_algo(64 << 20, 2) == Algo::OneShot);
   REQUIRE(auto_allreduce_algo(512 << 10, 4) == Algo::OneShot);
   REQUIRE(auto_allreduce_algo(8 << 20, 4) == Algo::TwoShot);
   REQUIRE(auto_allreduce_algo(32 << 20, 8) == Algo::Ring);
 }
 
-TEST_CASE("1F1B schedule: the closed form without transfers, and a case by hand with them", "[model]") {
+TEST_CASE("1F1B schedule: the closed form without transfers, and a case by hand with them",
+          "[model]") {
   for (int p : {1, 2, 3, 4, 8})
     for (int m : {1, 2, 3, 5, 16}) {
       CAPTURE(p, m);
@@ -232,14 +244,16 @@ TEST_CASE("FLOPs and parameters against the textbook closed forms", "[model]") {
   Parallel par;
   par.tp = 2;
   const double b = 8, s = 2048, h = 1024;
-  REQUIRE(layer_fwd_flops(m, t, par, 0.5) == Approx((24 * b * s * h * h + 0.5 * 4 * b * s * s * h) / 2));
+  REQUIRE(layer_fwd_flops(m, t, par, 0.5) ==
+          Approx((24 * b * s * h * h + 0.5 * 4 * b * s * s * h) / 2));
   REQUIRE(layer_params_per_rank(m, 1) == Approx(12 * h * h + 13 * h));
   REQUIRE(head_fwd_flops(m, t, par) == Approx(2 * b * s * h * 50257 / 2));
   // Qwen2.5-3B-like (GQA, SwiGLU, q/k/v biases): q + k + v = h (h + 2 kv_dim), o = h^2,
   // MLP 3 h f, biases h + 2 kv_dim, 2 RMSNorms.
   const ModelShape q = preset_model("qwen2.5-3b");
   const double H = 2048, F = 11008, KV = 2 * 128;
-  REQUIRE(layer_params_per_rank(q, 1) == Approx(H * (H + 2 * KV) + H * H + 3 * H * F + (H + 2 * KV) + 2 * H));
+  REQUIRE(layer_params_per_rank(q, 1) ==
+          Approx(H * (H + 2 * KV) + H * H + 3 * H * F + (H + 2 * KV) + 2 * H));
   // The preset's totals land on the names: ~0.35 B and ~3.1 B parameters.
   const double gpt_total = 24 * layer_params_per_rank(m, 1) + embedding_params_per_rank(m, 1);
   REQUIRE(gpt_total / 1e9 == Approx(0.355).epsilon(0.02));
@@ -263,7 +277,8 @@ StepConfig small_config(int tp, int pp, int dp) {
   StepConfig c;
   c.model.name = "toy";
   c.model.arch = "gpt";
-  c.model.layers = 4, c.model.hidden = 256, c.model.ffn = 1024, c.model.heads = 4, c.model.kv_heads = 4;
+  c.model.layers = 4, c.model.hidden = 256, c.model.ffn = 1024, c.model.heads = 4,
+  c.model.kv_heads = 4;
   c.model.vocab = 1000;
   c.model.max_positions = 0;
   c.model.tied_embeddings = true;
@@ -278,7 +293,8 @@ StepConfig small_config(int tp, int pp, int dp) {
 
 }  // namespace
 
-TEST_CASE("the step assembled: one stage by hand, breakdown sums, compression on a slow link", "[model]") {
+TEST_CASE("the step assembled: one stage by hand, breakdown sums, compression on a slow link",
+          "[model]") {
   // TP 2, one stage, one replica: every micro-batch runs 4 layers (3 x forward FLOPs each at
   // 100 TFLOP/s), 4 all-reduces per layer + the embedding's and the head's, the LM head (3 x its
   // forward FLOPs); then the optimizer (30 B per parameter at 1 TB/s).
@@ -290,10 +306,11 @@ TEST_CASE("the step assembled: one stage by hand, breakdown sums, compression on
   const double rate_us = 100e12 / 1e6;  // FLOP per us
   const double layer = 3 * layer_fwd_flops(c.model, c.train, c.par, 0.5) / rate_us;
   const double head = 3 * head_fwd_flops(c.model, c.train, c.par) / rate_us;
-  const double msg = 2.0 * 2 * 128 * 256;                 // bf16 [b, s, h]
-  const double ar = 2 * 5 + msg / (10 * 1e3);             // ring all-reduce at N = 2
+  const double msg = 2.0 * 2 * 128 * 256;      // bf16 [b, s, h]
+  const double ar = 2 * 5 + msg / (10 * 1e3);  // ring all-reduce at N = 2
   const double per_mb = 4 * (layer + 4 * ar) + head + 2 * ar;
-  const double params = 4 * layer_params_per_rank(c.model, 2) + embedding_params_per_rank(c.model, 2) + 2 * 256;
+  const double params =
+      4 * layer_params_per_rank(c.model, 2) + embedding_params_per_rank(c.model, 2) + 2 * 256;
   const double opt = params * 30 / 1e6;
   REQUIRE(r.step_ms * 1e3 == Approx(16 * per_mb + opt));
   REQUIRE(r.parts.total_ms() == Approx(r.step_ms));
@@ -320,7 +337,8 @@ TEST_CASE("the step assembled: one stage by hand, breakdown sums, compression on
   double last = 1.0;
   for (double bw : {400.0, 40.0, 4.0, 0.4}) {
     const LinkConfig Lb = one_tier_links(bw, 5);
-    const double sp = predict_step(c, Lb, no_compression()).step_ms / predict_step(c, Lb, comp).step_ms;
+    const double sp =
+        predict_step(c, Lb, no_compression()).step_ms / predict_step(c, Lb, comp).step_ms;
     CAPTURE(bw, sp);
     REQUIRE(sp > last);
     REQUIRE(sp < 2.0);
@@ -357,46 +375,60 @@ TEST_CASE("best per site never loses to plain", "[model]") {
 TEST_CASE("configurations that cannot run are refused", "[model]") {
   const LinkConfig L = one_tier_links(10, 5);
   StepConfig c = small_config(2, 3, 1);  // 4 layers on 3 stages
-  require_input_error([&] { predict_step(c, L, no_compression()); }, "--pp 3 must divide the layers");
+  require_input_error([&] { predict_step(c, L, no_compression()); },
+                      "--pp 3 must divide the layers");
   c = small_config(2, 1, 3);
   c.train.global_batch = 32;  // not a multiple of mbs 2 x dp 3
   require_input_error([&] { predict_step(c, L, no_compression()); }, "--gbs 32 is not a multiple");
   c = small_config(8, 1, 1);  // 4 heads on 8 ranks
-  require_input_error([&] { predict_step(c, L, no_compression()); }, "--tp 8 must divide the heads");
+  require_input_error([&] { predict_step(c, L, no_compression()); },
+                      "--tp 8 must divide the heads");
   c = small_config(2, 1, 1);
   c.place.tp = "nope";
-  require_input_error([&] { predict_step(c, L, no_compression()); }, "--tp-link 'nope': no such link tier");
+  require_input_error([&] { predict_step(c, L, no_compression()); },
+                      "--tp-link 'nope': no such link tier");
 }
 
 TEST_CASE("codec table: log-log interpolation, floor, wire bytes from the encode rows", "[model]") {
   // Encode rows at 1e6 and 1e8 counted bytes (bf16 input + 1.0625 B/elem wire), 100 and 1000 GB/s.
   auto row = [](const char* op, double numel, double gbps, bool cold) {
-    return json{{"variant", "v"}, {"op", op}, {"impl", "fused"}, {"dtype", "bf16"}, {"numel", numel},
-                {"bytes_counted", numel * (2 + 1.0625)}, {"gbps", gbps}, {"cold", cold}};
+    return json{{"variant", "v"},  {"op", op},       {"impl", "fused"},
+                {"dtype", "bf16"}, {"numel", numel}, {"bytes_counted", numel * (2 + 1.0625)},
+                {"gbps", gbps},    {"cold", cold}};
   };
   const double n1 = 1e6 / 3.0625, n2 = 1e8 / 3.0625;
   json j = {{"meta", {{"gpu", "test"}}},
             {"copy", {{{"bytes", 1e6}, {"tbps", 1.0}}, {{"bytes", 1e9}, {"tbps", 4.0}}}},
             {"results",
-             {row("encode", n1, 100, true), row("encode", n2, 1000, true), row("decode_reduce", n1, 100, true),
-              row("decode_reduce", n2, 1000, true), row("encode", n1, 5000, false),
-              json{{"variant", "v"}, {"op", "encode"}, {"impl", "unfused"}, {"dtype", "bf16"}, {"numel", n1},
-                   {"bytes_counted", 1e6}, {"gbps", 1.0}}}}};
+             {row("encode", n1, 100, true), row("encode", n2, 1000, true),
+              row("decode_reduce", n1, 100, true), row("decode_reduce", n2, 1000, true),
+              row("encode", n1, 5000, false),
+              json{{"variant", "v"},
+                   {"op", "encode"},
+                   {"impl", "unfused"},
+                   {"dtype", "bf16"},
+                   {"numel", n1},
+                   {"bytes_counted", 1e6},
+                   {"gbps", 1.0}}}}};
   const CodecTable t = read_bench_json(write_temp("bench.json", j));
   REQUIRE(t.bytes_per_elem.at("v") == Approx(1.0625));
   REQUIRE(t.copy_TBps == Approx(4.0));
   // Halfway in log(bytes): 10^2.5 GB/s. Warm and unfused rows are ignored (cold rows exist).
   REQUIRE(t.time_us("v", CodecOp::Encode, 1e7) == Approx(1e7 / (std::pow(10.0, 2.5) * 1e3)));
-  REQUIRE(t.time_us("v", CodecOp::Encode, 1e5) == Approx(10.0));   // the smallest size's time
+  REQUIRE(t.time_us("v", CodecOp::Encode, 1e5) == Approx(10.0));    // the smallest size's time
   REQUIRE(t.time_us("v", CodecOp::Encode, 1e9) == Approx(1000.0));  // the largest size's GB/s
-  REQUIRE(t.time_us("v", CodecOp::Decode, 1e8) == Approx(100.0));   // a decode: one-source decode_reduce
-  require_input_error([&] { t.time_us("w", CodecOp::Encode, 1e6); }, "codec 'w' has no throughput rows");
+  REQUIRE(t.time_us("v", CodecOp::Decode, 1e8) ==
+          Approx(100.0));  // a decode: one-source decode_reduce
+  require_input_error([&] { t.time_us("w", CodecOp::Encode, 1e6); },
+                      "codec 'w' has no throughput rows");
   require_input_error([&] { codec_from_table("taco", &t); }, "codec 'taco' has no fused bf16");
   j["results"][0]["gbps"] = "fast";
-  require_input_error([&] { read_bench_json(write_temp("bench_bad.json", j)); }, "results[0].gbps: expected a number");
+  require_input_error([&] { read_bench_json(write_temp("bench_bad.json", j)); },
+                      "results[0].gbps: expected a number");
 }
 
-TEST_CASE("layer benchmark JSON: the fixture reads, every malformation is one clear error", "[model]") {
+TEST_CASE("layer benchmark JSON: the fixture reads, every malformation is one clear error",
+          "[model]") {
   const std::string path = source_path("tests/python/fixtures/model/layer.json");
   const LayerRecord rec = read_layer_json(path);
   REQUIRE(rec.rows.size() == 4);
@@ -434,23 +466,38 @@ TEST_CASE("layer benchmark JSON: the fixture reads, every malformation is one cl
       {"schema", [](json& j) { j["schema"] = "taco.layer/2"; }, "is not \"taco.layer/1\""},
       {"env", [](json& j) { j["env"].erase("gpu"); }, "env: missing key \"gpu\""},
       {"no rows", [](json& j) { j["rows"] = json::array(); }, "\"rows\" is not a non-empty list"},
-      {"arch", [](json& j) { j["rows"][0]["model"]["arch"] = "bert"; }, "rows[0].model.arch: \"bert\" is not one of"},
-      {"hidden type", [](json& j) { j["rows"][1]["model"]["hidden"] = "1024"; }, "rows[1].model.hidden: expected an integer"},
+      {"arch", [](json& j) { j["rows"][0]["model"]["arch"] = "bert"; },
+       "rows[0].model.arch: \"bert\" is not one of"},
+      {"hidden type", [](json& j) { j["rows"][1]["model"]["hidden"] = "1024"; },
+       "rows[1].model.hidden: expected an integer"},
       {"tp divides", [](json& j) { j["rows"][0]["tp"] = 3; }, "tp 3 does not divide"},
-      {"mode", [](json& j) { j["rows"][0]["mode"] = "both"; }, "rows[0].mode: \"both\" is not one of shard, dist"},
-      {"median", [](json& j) { j["rows"][2]["step_ms"]["median"] = -1; }, "rows[2].step_ms.median: must be > 0"},
-      {"order", [](json& j) { j["rows"][2]["step_ms"]["p10"] = 9.0; }, "expected p10 <= median <= p90"},
+      {"mode", [](json& j) { j["rows"][0]["mode"] = "both"; },
+       "rows[0].mode: \"both\" is not one of shard, dist"},
+      {"median", [](json& j) { j["rows"][2]["step_ms"]["median"] = -1; },
+       "rows[2].step_ms.median: must be > 0"},
+      {"order", [](json& j) { j["rows"][2]["step_ms"]["p10"] = 9.0; },
+       "expected p10 <= median <= p90"},
       {"samples", [](json& j) { j["rows"][0]["step_ms"]["samples"] = 0; }, "samples: must be >= 1"},
-      {"parts", [](json& j) { j["rows"][0]["parts_ms"].erase("gemm"); }, "rows[0].parts_ms: missing key \"gemm\""},
-      {"site", [](json& j) { j["rows"][0]["messages"][1]["site"] = "mlp"; }, "messages[1].site: \"mlp\" is not one of"},
-      {"bytes", [](json& j) { j["rows"][1]["messages"][0]["bytes_plain"] = 7; }, "bytes_plain 7 is not 2 x elements"},
-      {"plain codec", [](json& j) { j["rows"][0]["messages"][0]["codec_ms"] = 0.1; }, "a bf16 (plain) row has a message"},
-      {"plain algo", [](json& j) { j["rows"][0]["algo"] = "ring"; }, "variant bf16 (plain NCCL) needs algo \"nccl\""},
-      {"shard comm", [](json& j) { j["rows"][1]["parts_ms"]["comm_exposed"] = 0.2; }, "mode \"shard\" communicates nothing"},
-      {"speedup", [](json& j) { j["rows"][1]["speedup_vs_plain"] = 0; }, "speedup_vs_plain: must be > 0"},
-      {"speedup key", [](json& j) { j["rows"][1].erase("speedup_vs_plain"); }, "missing key \"speedup_vs_plain\""},
-      {"dtype", [](json& j) { j["rows"][0]["dtype"] = "float16"; }, "dtype: \"float16\" is not one of bfloat16"},
-      {"duplicate", [](json& j) { j["rows"].push_back(j["rows"][0]); }, "rows[4]: measures the same configuration"},
+      {"parts", [](json& j) { j["rows"][0]["parts_ms"].erase("gemm"); },
+       "rows[0].parts_ms: missing key \"gemm\""},
+      {"site", [](json& j) { j["rows"][0]["messages"][1]["site"] = "mlp"; },
+       "messages[1].site: \"mlp\" is not one of"},
+      {"bytes", [](json& j) { j["rows"][1]["messages"][0]["bytes_plain"] = 7; },
+       "bytes_plain 7 is not 2 x elements"},
+      {"plain codec", [](json& j) { j["rows"][0]["messages"][0]["codec_ms"] = 0.1; },
+       "a bf16 (plain) row has a message"},
+      {"plain algo", [](json& j) { j["rows"][0]["algo"] = "ring"; },
+       "variant bf16 (plain NCCL) needs algo \"nccl\""},
+      {"shard comm", [](json& j) { j["rows"][1]["parts_ms"]["comm_exposed"] = 0.2; },
+       "mode \"shard\" communicates nothing"},
+      {"speedup", [](json& j) { j["rows"][1]["speedup_vs_plain"] = 0; },
+       "speedup_vs_plain: must be > 0"},
+      {"speedup key", [](json& j) { j["rows"][1].erase("speedup_vs_plain"); },
+       "missing key \"speedup_vs_plain\""},
+      {"dtype", [](json& j) { j["rows"][0]["dtype"] = "float16"; },
+       "dtype: \"float16\" is not one of bfloat16"},
+      {"duplicate", [](json& j) { j["rows"].push_back(j["rows"][0]); },
+       "rows[4]: measures the same configuration"},
   };
   for (const Case& k : cases) {
     CAPTURE(k.what);
@@ -459,23 +506,26 @@ TEST_CASE("layer benchmark JSON: the fixture reads, every malformation is one cl
     const std::string p2 = write_temp(std::string("layer_") + k.what + ".json", bad);
     require_input_error([&] { read_layer_json(p2); }, k.needle);
   }
-  const std::string trunc = (fs::temp_directory_path() / "taco_step_model_tests" / "layer_trunc.json").string();
+  const std::string trunc =
+      (fs::temp_directory_path() / "taco_step_model_tests" / "layer_trunc.json").string();
   std::ofstream(trunc) << good.dump().substr(0, 100);
   require_input_error([&] { read_layer_json(trunc); }, "not valid JSON");
   require_input_error([] { read_layer_json("/nonexistent/layer.json"); }, "cannot open");
 }
 
-TEST_CASE("links file: the committed one reads and names its sources; typos are refused", "[model]") {
+TEST_CASE("links file: the committed one reads and names its sources; typos are refused",
+          "[model]") {
   const LinkConfig L = read_links(source_path("configs/links.json"));
-  for (const char* t : {"nvlink-h200", "pcie-gen4", "pcie-gen5", "h200-shm", "ib-100", "ib-200", "ib-400", "eth-10",
-                        "eth-25", "eth-100"}) {
+  for (const char* t : {"nvlink-h200", "pcie-gen4", "pcie-gen5", "h200-shm", "ib-100", "ib-200",
+                        "ib-400", "eth-10", "eth-25", "eth-100"}) {
     CAPTURE(t);
     REQUIRE(L.tiers.count(t) == 1);
     REQUIRE_FALSE(L.tiers.at(t).source.empty());
   }
   // NVLink is calibrated: its fit reproduces run7's plain 64 MiB all-reduce (247.7 us) within 10%.
   REQUIRE_FALSE(L.tiers.at("nvlink-h200").fit.empty());
-  REQUIRE(L.tiers.at("nvlink-h200").time_us(Coll::AllReduce, 2, 64 << 20) == Approx(247.7).epsilon(0.10));
+  REQUIRE(L.tiers.at("nvlink-h200").time_us(Coll::AllReduce, 2, 64 << 20) ==
+          Approx(247.7).epsilon(0.10));
   REQUIRE(L.exec.overlap_efficiency > 0);
   REQUIRE(L.exec.overlap_efficiency <= 1);
 
@@ -483,22 +533,28 @@ TEST_CASE("links file: the committed one reads and names its sources; typos are 
   const json good = json::parse(in);
   json bad = good;
   bad["tiers"]["ib-200"]["bandwith_GBps"] = 25;
-  require_input_error([&] { read_links(write_temp("links_typo.json", bad)); }, "tiers.ib-200: unknown key \"bandwith_GBps\"");
+  require_input_error([&] { read_links(write_temp("links_typo.json", bad)); },
+                      "tiers.ib-200: unknown key \"bandwith_GBps\"");
   bad = good;
   bad["tiers"]["ib-200"]["efficiency"] = 1.5;
-  require_input_error([&] { read_links(write_temp("links_eff.json", bad)); }, "efficiency: must be <= 1");
+  require_input_error([&] { read_links(write_temp("links_eff.json", bad)); },
+                      "efficiency: must be <= 1");
   bad = good;
   bad["tiers"]["ib-200"]["source"] = "";
-  require_input_error([&] { read_links(write_temp("links_src.json", bad)); }, "every tier states where its numbers come from");
+  require_input_error([&] { read_links(write_temp("links_src.json", bad)); },
+                      "every tier states where its numbers come from");
   bad = good;
   bad["tiers"]["ib-200"]["basis"] = "vibes";
-  require_input_error([&] { read_links(write_temp("links_basis.json", bad)); }, "basis: \"vibes\" is not one of");
+  require_input_error([&] { read_links(write_temp("links_basis.json", bad)); },
+                      "basis: \"vibes\" is not one of");
 }
 
 TEST_CASE("validation against run7: plain fits close, every row labelled", "[model]") {
   const std::string run7 = source_path("bench/comm/2026-12-01-h200x2-run7/");
-  std::vector<CommRecord> comm = {read_comm_json(run7 + "nvlink.json"), read_comm_json(run7 + "shm.json")};
-  const CodecTable bench = read_bench_json(source_path("bench/records/2026-12-01-h200-v16-bench.json"));
+  std::vector<CommRecord> comm = {read_comm_json(run7 + "nvlink.json"),
+                                  read_comm_json(run7 + "shm.json")};
+  const CodecTable bench =
+      read_bench_json(source_path("bench/records/2026-12-01-h200-v16-bench.json"));
   const LinkConfig L = read_links(source_path("configs/links.json"));
   ValidationOptions o;
   o.exec = L.exec;

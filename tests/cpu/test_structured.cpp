@@ -45,8 +45,8 @@ std::unique_ptr<Codec> codec(const std::string& v) {
   return c;
 }
 
-std::vector<float> roundtrip(const Codec& c, const std::vector<float>& x, int64_t rows, int64_t cols,
-                             size_t* nbytes = nullptr, EncodeStats* st = nullptr) {
+std::vector<float> roundtrip(const Codec& c, const std::vector<float>& x, int64_t rows,
+                             int64_t cols, size_t* nbytes = nullptr, EncodeStats* st = nullptr) {
   const std::vector<uint8_t> w = c.encode(x.data(), rows, cols, st);
   if (nbytes) *nbytes = w.size();
   std::vector<float> y(x.size(), -12345.0f);
@@ -55,7 +55,8 @@ std::vector<float> roundtrip(const Codec& c, const std::vector<float>& x, int64_
 }
 
 // X = U diag(s) V^T with orthonormal U (m x r), V (n x r) from QR of Gaussians.
-std::vector<float> with_spectrum(int64_t m, int64_t n, const std::vector<double>& s, uint32_t seed) {
+std::vector<float> with_spectrum(int64_t m, int64_t n, const std::vector<double>& s,
+                                 uint32_t seed) {
   const int64_t r = int64_t(s.size());
   std::mt19937 rng(seed);
   std::normal_distribution<double> d;
@@ -173,8 +174,10 @@ TEST_CASE("structured variants: bad tokens are InputErrors naming the token", "[
 
 // ---------------------------------------------------------------- random numbers, QR
 
-TEST_CASE("the structured RNG is deterministic and its Gaussians have unit moments", "[structured]") {
-  Rng a(42, RngStream::SubspaceBasis), b(42, RngStream::SubspaceBasis), c(42, RngStream::RsvdSketch);
+TEST_CASE("the structured RNG is deterministic and its Gaussians have unit moments",
+          "[structured]") {
+  Rng a(42, RngStream::SubspaceBasis), b(42, RngStream::SubspaceBasis),
+      c(42, RngStream::RsvdSketch);
   int differ = 0;
   for (int i = 0; i < 1000; ++i) {
     const uint64_t x = a.next();
@@ -197,7 +200,8 @@ TEST_CASE("the structured RNG is deterministic and its Gaussians have unit momen
   REQUIRE(std::fabs(s4 / n - 3) < 0.06);
 }
 
-TEST_CASE("householder_q gives an orthonormal basis of the columns with diag(R) >= 0", "[structured]") {
+TEST_CASE("householder_q gives an orthonormal basis of the columns with diag(R) >= 0",
+          "[structured]") {
   std::mt19937 rng(3);
   std::normal_distribution<double> d;
   MatrixD a(50, 12);
@@ -236,11 +240,13 @@ TEST_CASE("effective rank and energy rank on exact spectra", "[structured]") {
 
 // ---------------------------------------------------------------- low rank
 
-TEST_CASE("lowrank reconstructs a rank-r tensor at rank r (exact and randomized SVD)", "[structured]") {
+TEST_CASE("lowrank reconstructs a rank-r tensor at rank r (exact and randomized SVD)",
+          "[structured]") {
   const int64_t m = 96, n = 80;
   const std::vector<float> x = with_spectrum(m, n, {10, 5, 2, 1, 0.5}, 11);
-  for (const char* v : {"lowrank:rank=5:factors=f32", "lowrank:rank=5:rsvd:factors=f32",
-                        "lowrank:rank=5:rsvd:power=0:factors=f32", "lowrank:energy=1:factors=f32"}) {
+  for (const char* v :
+       {"lowrank:rank=5:factors=f32", "lowrank:rank=5:rsvd:factors=f32",
+        "lowrank:rank=5:rsvd:power=0:factors=f32", "lowrank:energy=1:factors=f32"}) {
     CAPTURE(v);
     size_t nb = 0;
     const std::vector<float> y = roundtrip(*codec(v), x, m, n, &nb);
@@ -253,7 +259,8 @@ TEST_CASE("lowrank reconstructs a rank-r tensor at rank r (exact and randomized 
   REQUIRE(header_u32(w) == 5);
 }
 
-TEST_CASE("lowrank picks the rank by energy and by byte budget, with the Eckart-Young error", "[structured]") {
+TEST_CASE("lowrank picks the rank by energy and by byte budget, with the Eckart-Young error",
+          "[structured]") {
   const int64_t m = 64, n = 48;
   const std::vector<double> s = {10, 5, 2, 1, 0.5};  // energies 100, 25, 4, 1, 0.25 of 130.25
   const std::vector<float> x = with_spectrum(m, n, s, 5);
@@ -284,7 +291,8 @@ TEST_CASE("lowrank picks the rank by energy and by byte budget, with the Eckart-
   }
 }
 
-TEST_CASE("lowrank error on a random tensor equals the spectrum's tail (Eckart-Young)", "[structured]") {
+TEST_CASE("lowrank error on a random tensor equals the spectrum's tail (Eckart-Young)",
+          "[structured]") {
   const int64_t m = 70, n = 50;
   const std::vector<float> x = gaussian(size_t(m * n), 8);
   const VectorD s = singular_values(x.data(), m, n);
@@ -294,11 +302,13 @@ TEST_CASE("lowrank error on a random tensor equals the spectrum's tail (Eckart-Y
     CAPTURE(r);
     double tail = 0;
     for (Eigen::Index i = r; i < s.size(); ++i) tail += s[i] * s[i];
-    const std::vector<float> y = roundtrip(*codec(fmt::format("lowrank:rank={}:factors=f32", r)), x, m, n);
+    const std::vector<float> y =
+        roundtrip(*codec(fmt::format("lowrank:rank={}:factors=f32", r)), x, m, n);
     const double opt = std::sqrt(tail / total);
     REQUIRE(rel_err(x, y) == Approx(opt).epsilon(1e-4).margin(1e-6));
     // The randomized SVD is never better than the optimum, and close to it with 2 power steps.
-    const std::vector<float> yr = roundtrip(*codec(fmt::format("lowrank:rank={}:rsvd:factors=f32", r)), x, m, n);
+    const std::vector<float> yr =
+        roundtrip(*codec(fmt::format("lowrank:rank={}:rsvd:factors=f32", r)), x, m, n);
     REQUIRE(rel_err(x, yr) >= opt - 1e-6);
     REQUIRE(rel_err(x, yr) <= opt * 1.1 + 1e-6);
   }
@@ -378,7 +388,8 @@ TEST_CASE("TT-SVD meets its error bound eps ||A|| on random tensors", "[structur
   for (uint32_t seed : {1u, 2u}) {
     const std::vector<float> x = gaussian(24 * 60, seed);
     for (const std::vector<int64_t>& modes :
-         {std::vector<int64_t>{24, 60}, std::vector<int64_t>{6, 4, 60}, std::vector<int64_t>{6, 4, 6, 10}}) {
+         {std::vector<int64_t>{24, 60}, std::vector<int64_t>{6, 4, 60},
+          std::vector<int64_t>{6, 4, 6, 10}}) {
       for (double eps : {0.01, 0.1, 0.3, 0.6}) {
         CAPTURE(seed, modes.size(), eps);
         TtOptions o;
@@ -399,14 +410,17 @@ TEST_CASE("TT-SVD meets its error bound eps ||A|| on random tensors", "[structur
   }
 }
 
-TEST_CASE("tt codec: eps variant meets the bound with f32 cores, bf16 close to it", "[structured]") {
+TEST_CASE("tt codec: eps variant meets the bound with f32 cores, bf16 close to it",
+          "[structured]") {
   const int64_t rows = 64, cols = 96;
   const std::vector<float> x = gaussian(size_t(rows * cols), 21);
   for (double eps : {0.1, 0.3}) {
     CAPTURE(eps);
-    const std::vector<float> y = roundtrip(*codec(fmt::format("tt:order=3:eps={}:cores=f32", eps)), x, rows, cols);
+    const std::vector<float> y =
+        roundtrip(*codec(fmt::format("tt:order=3:eps={}:cores=f32", eps)), x, rows, cols);
     REQUIRE(rel_err(x, y) <= eps * (1 + 1e-5));
-    const std::vector<float> yb = roundtrip(*codec(fmt::format("tt:order=3:eps={}", eps)), x, rows, cols);
+    const std::vector<float> yb =
+        roundtrip(*codec(fmt::format("tt:order=3:eps={}", eps)), x, rows, cols);
     REQUIRE(rel_err(x, yb) <= eps + 0.01);
   }
 }
@@ -464,7 +478,8 @@ TEST_CASE("subspace projection of a tensor inside span(U) is exact", "[structure
   REQUIRE(nb == 8 + 40 * 16 * 2);
   // e4m3 with a per-row scale: its rounding, plus one fp32 scale per row on the wire.
   EncodeStats st;
-  const std::vector<float> ye = roundtrip(*codec("subspace:k=16:seed=9:coef=e4m3"), x, rows, d, &nb, &st);
+  const std::vector<float> ye =
+      roundtrip(*codec("subspace:k=16:seed=9:coef=e4m3"), x, rows, d, &nb, &st);
   REQUIRE(rel_err(x, ye) < 0.05);
   REQUIRE(nb == 8 + 40 * 16 + 40 * 4);
   REQUIRE(st.saturated >= rows);
@@ -472,7 +487,8 @@ TEST_CASE("subspace projection of a tensor inside span(U) is exact", "[structure
   REQUIRE(rel_err(x, roundtrip(*codec("subspace:k=16:seed=10:coef=f32"), x, rows, d)) > 0.5);
 }
 
-TEST_CASE("subspace keeps about k/d of a random tensor's energy; top-k SVD keeps more", "[structured]") {
+TEST_CASE("subspace keeps about k/d of a random tensor's energy; top-k SVD keeps more",
+          "[structured]") {
   const int64_t rows = 256, d = 128, k = 32;
   const std::vector<float> x = gaussian(size_t(rows * d), 17);
   const auto u = subspace_basis(d, k, 0);
@@ -502,10 +518,11 @@ TEST_CASE("topk keeps exactly the K largest magnitudes, ties to the lower index"
     REQUIRE(y == std::vector<float>{0, -3, 3, 0, 0, 0, 0, 0, 0, 0});
   }
   // K = 5: the three 3s, then the 2s at indices 3 and 8.
-  REQUIRE(roundtrip(*codec("topk:frac=0.5"), x, 2, 5) == std::vector<float>{0, -3, 3, 2, 3, 0, 0, 0, 2, 0});
+  REQUIRE(roundtrip(*codec("topk:frac=0.5"), x, 2, 5) ==
+          std::vector<float>{0, -3, 3, 2, 3, 0, 0, 0, 2, 0});
   REQUIRE(topk_count(10, 0.5) == 5);
-  REQUIRE(topk_count(10, 0.04) == 1);   // at least one
-  REQUIRE(topk_count(10, 0.25) == 3);   // floor(2.5 + 0.5)
+  REQUIRE(topk_count(10, 0.04) == 1);  // at least one
+  REQUIRE(topk_count(10, 0.25) == 3);  // floor(2.5 + 0.5)
   REQUIRE(topk_count(1000, 0.1) == 100);
 }
 
@@ -521,7 +538,8 @@ TEST_CASE("topk on random data: kept set is the top-K, sizes match the formulas"
       CAPTURE(f, bitmap);
       size_t nb = 0;
       const std::vector<float> y =
-          roundtrip(*codec(fmt::format("topk:frac={}{}", f, bitmap ? ":index=bitmap" : "")), x, rows, cols, &nb);
+          roundtrip(*codec(fmt::format("topk:frac={}{}", f, bitmap ? ":index=bitmap" : "")), x,
+                    rows, cols, &nb);
       REQUIRE(int64_t(nb) == topk_wire_bytes(n, k, bitmap));
       REQUIRE(int64_t(nb) == (bitmap ? (n + 7) / 8 + 2 * k : 6 * k));
       int64_t kept = 0;
@@ -583,7 +601,8 @@ TEST_CASE("randk is seeded and deterministic; unbiased scaling averages to x", "
   std::vector<double> mean(size_t(n), 0.0);
   const int seeds = 2000;
   for (int s = 0; s < seeds; ++s) {
-    const std::vector<float> ys = roundtrip(*codec(fmt::format("randk:frac=0.1:seed={}:unbiased", s)), ones, 10, 100);
+    const std::vector<float> ys =
+        roundtrip(*codec(fmt::format("randk:frac=0.1:seed={}:unbiased", s)), ones, 10, 100);
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
       REQUIRE((ys[size_t(i)] == 0.0f || ys[size_t(i)] == 10.0f));
@@ -607,8 +626,8 @@ TEST_CASE("structured codecs: non-finite inputs encode as 0 and are counted", "[
   x[3] = NAN;
   x[100] = INFINITY;
   x[777] = -INFINITY;
-  for (const char* v : {"subspace:k=8", "lowrank:rank=4", "lowrank:rank=4:rsvd", "tt:order=3:rank=4",
-                        "topk:frac=0.1", "randk:frac=0.1"}) {
+  for (const char* v : {"subspace:k=8", "lowrank:rank=4", "lowrank:rank=4:rsvd",
+                        "tt:order=3:rank=4", "topk:frac=0.1", "randk:frac=0.1"}) {
     CAPTURE(v);
     EncodeStats st;
     const std::vector<float> y = roundtrip(*codec(v), x, 32, 48, nullptr, &st);
@@ -620,8 +639,9 @@ TEST_CASE("structured codecs: non-finite inputs encode as 0 and are counted", "[
 TEST_CASE("structured decoders validate nbytes and headers", "[structured]") {
   const std::vector<float> x = gaussian(24 * 32, 3);
   std::vector<float> y(x.size());
-  for (const char* v : {"subspace:k=8", "subspace:k=8:coef=e4m3", "lowrank:rank=3", "lowrank:rank=3:factors=e4m3",
-                        "tt:order=3:rank=3", "tt:order=2:cores=f32", "topk:frac=0.1", "randk:frac=0.1"}) {
+  for (const char* v :
+       {"subspace:k=8", "subspace:k=8:coef=e4m3", "lowrank:rank=3", "lowrank:rank=3:factors=e4m3",
+        "tt:order=3:rank=3", "tt:order=2:cores=f32", "topk:frac=0.1", "randk:frac=0.1"}) {
     CAPTURE(v);
     const auto c = codec(v);
     auto w = c->encode(x.data(), 24, 32);
@@ -646,8 +666,8 @@ TEST_CASE("structured decoders validate nbytes and headers", "[structured]") {
 TEST_CASE("structured encoders give the same bytes for any thread count", "[structured]") {
   const std::vector<float> x = gaussian(200 * 160, 12);
   const int saved = omp_get_max_threads();
-  for (const char* v : {"lowrank:rank=12", "lowrank:energy=0.5:rsvd", "tt:order=3:eps=0.3", "subspace:k=40",
-                        "topk:frac=0.05"}) {
+  for (const char* v : {"lowrank:rank=12", "lowrank:energy=0.5:rsvd", "tt:order=3:eps=0.3",
+                        "subspace:k=40", "topk:frac=0.05"}) {
     CAPTURE(v);
     const auto c = codec(v);
     omp_set_num_threads(1);

@@ -1,9 +1,9 @@
 // Study metrics against hand-computed values, thread-count invariance, the log2 histogram's
 // exact binning, SHA-256 test vectors and the percentile definition.
 #include "catch.hpp"
+#include "core/sha256.hpp"
 #include "study/histogram.hpp"
 #include "study/metrics.hpp"
-#include "core/sha256.hpp"
 #include "study/study.hpp"
 
 #include <cmath>
@@ -73,7 +73,8 @@ TEST_CASE("metrics of exact and degenerate reconstructions", "[study][metrics]")
 }
 
 TEST_CASE("non-finite inputs are counted and left out of the sums", "[study][metrics]") {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
   const std::vector<float> x = {nan, inf, -inf, 2, 4};
   const std::vector<float> y = {0, 0, 0, 2, 3};
   const InputScan scan = scan_input(x.data(), 5, 1);
@@ -125,7 +126,7 @@ TEST_CASE("quarter-octave histogram bins are exact", "[study][histogram]") {
   // The mantissa edges: 1 + M 2^-52 is the first double >= 2^(k/4).
   for (int k = 1; k <= 3; ++k) {
     const long double edge = std::pow(2.0L, k / 4.0L);
-    const double lo = std::nextafter(std::pow(2.0, k / 4.0) , 0.0);
+    const double lo = std::nextafter(std::pow(2.0, k / 4.0), 0.0);
     // The bin index steps exactly between the last double below the edge and the first above.
     double first_in = lo;
     while ((long double)first_in < edge) first_in = std::nextafter(first_in, 2.0);
@@ -184,7 +185,8 @@ namespace {
 // The histogram definition spelled out element by element (histogram.hpp): quarter-octave bin
 // of |x|, of |x| * fp32(448 / absmax) and of |x| * fp32(448 / groupmax), fp32 products.
 struct RefHist {
-  std::vector<std::vector<int64_t>> bins = std::vector<std::vector<int64_t>>(3, std::vector<int64_t>(Log2Histogram::kBins, 0));
+  std::vector<std::vector<int64_t>> bins =
+      std::vector<std::vector<int64_t>>(3, std::vector<int64_t>(Log2Histogram::kBins, 0));
   int64_t zeros[3] = {0, 0, 0};
   void add(int scope, double v) {
     if (v == 0) {
@@ -232,18 +234,19 @@ void require_same(const Log2Histogram& h, const RefHist& ref) {
 
 }  // namespace
 
-TEST_CASE("histograms match the element-by-element definition, subnormals included", "[study][histogram]") {
+TEST_CASE("histograms match the element-by-element definition, subnormals included",
+          "[study][histogram]") {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0, 1);
   std::vector<float> x(128 * 40 + 77);
   for (size_t i = 0; i < x.size(); ++i) x[i] = nd(rng) * std::exp2(float(int(i % 61) - 30));
   x[3] = 0;
-  x[200] = std::numeric_limits<float>::denorm_min() * 5;   // a subnormal input
-  x[700] = 1e-39f;                                         // another one
-  x[1000] = 3e37f;                                         // huge: other groups' products go subnormal
+  x[200] = std::numeric_limits<float>::denorm_min() * 5;  // a subnormal input
+  x[700] = 1e-39f;                                        // another one
+  x[1000] = 3e37f;  // huge: other groups' products go subnormal
   x[1300] = std::numeric_limits<float>::quiet_NaN();
   x[1400] = -std::numeric_limits<float>::infinity();
-  for (int i = 2000; i < 2128; ++i) x[size_t(i)] = 0;      // an all-zero group
+  for (int i = 2000; i < 2128; ++i) x[size_t(i)] = 0;  // an all-zero group
   float absmax = 0;
   for (float v : x)
     if (std::isfinite(v)) absmax = std::max(absmax, std::fabs(v));
@@ -257,7 +260,8 @@ TEST_CASE("histograms match the element-by-element definition, subnormals includ
   Log2Histogram ht;
   ht.add_tensor(tiny.data(), 5, double(2e-38f), 1);
   require_same(ht, reference_histogram(tiny));
-  REQUIRE(ht.count(HistScope::Tensor, int(log2_quarter_bin(448.0) - 4 * Log2Histogram::kMinLog2)) == 1);
+  REQUIRE(ht.count(HistScope::Tensor, int(log2_quarter_bin(448.0) - 4 * Log2Histogram::kMinLog2)) ==
+          1);
 }
 
 TEST_CASE("SHA-256 matches the FIPS 180-4 examples", "[study][sha256]") {
@@ -285,7 +289,8 @@ TEST_CASE("SHA-256 matches the FIPS 180-4 examples", "[study][sha256]") {
     }
     REQUIRE(h.hex_digest() == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   }
-  REQUIRE(sha256_hex("abc", 3) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  REQUIRE(sha256_hex("abc", 3) ==
+          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST_CASE("percentile interpolates like NumPy", "[study]") {

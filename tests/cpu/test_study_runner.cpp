@@ -30,8 +30,8 @@ MemorySource make_trace() {
     for (const char* site : {"attn_out", "mlp_out"})
       for (int rank = 0; rank < 2; ++rank) {
         const std::string dir = std::string(site) == "attn_out" ? "fwd" : "bwd";
-        src.add(make_tensor(fmt::format("l{}.{}.r{}", layer, site, rank), 64, 128, seed++, site, dir,
-                            rank, 2, layer));
+        src.add(make_tensor(fmt::format("l{}.{}.r{}", layer, site, rank), 64, 128, seed++, site,
+                            dir, rank, 2, layer));
       }
   return src;
 }
@@ -94,7 +94,8 @@ TEST_CASE("bf16 codec on fp32 data gives exactly bf16 rounding error", "[study]"
   t.name = "x";
   t.dtype = DType::F32;
   t.shape = {3, 5};
-  t.values = {0.1f, -0.2f, 0.3f, 1e-3f, 7.0f, 1.0f / 3, -2.5e-5f, 0, 100.5f, 3.14159f, -1, 2, 65504, 1e-30f, 0.7f};
+  t.values = {0.1f,   -0.2f,    0.3f, 1e-3f, 7.0f,  1.0f / 3, -2.5e-5f, 0,
+              100.5f, 3.14159f, -1,   2,     65504, 1e-30f,   0.7f};
   src.add(t);
   const StudyResult r = run_study({&src}, base_options({"bf16"}));
   REQUIRE(r.rows.size() == 1);
@@ -152,24 +153,26 @@ TEST_CASE("collectives are simulated per (step, layer, site, direction) over TP 
     }
   }
   const std::string csv = collectives_csv(r);
-  REQUIRE(csv.rfind("layer,site,direction,step,variant,algorithm,tp_size,quantizations,numel,rel_l2,"
-                    "mse,snr_db,max_abs_err,cosine,",
-                    0) == 0);
+  REQUIRE(
+      csv.rfind("layer,site,direction,step,variant,algorithm,tp_size,quantizations,numel,rel_l2,"
+                "mse,snr_db,max_abs_err,cosine,",
+                0) == 0);
 }
 
 TEST_CASE("a group gets only the algorithms of the collective that carried it", "[study]") {
   MemorySource src("sp.mem");
   for (int rank = 0; rank < 2; ++rank) {
-    Tensor ag = make_tensor(fmt::format("ag.r{}", rank), 32, 128, 10u + rank, "attn_qkv", "fwd", rank, 2);
+    Tensor ag =
+        make_tensor(fmt::format("ag.r{}", rank), 32, 128, 10u + rank, "attn_qkv", "fwd", rank, 2);
     ag.meta.collective = "all_gather";
     src.add(ag);
-    Tensor rs = make_tensor(fmt::format("rs.r{}", rank), 32, 128, 20u + rank, "attn_out", "fwd", rank, 2);
+    Tensor rs =
+        make_tensor(fmt::format("rs.r{}", rank), 32, 128, 20u + rank, "attn_out", "fwd", rank, 2);
     rs.meta.collective = "reduce_scatter";
     src.add(rs);
   }
   StudyOptions o = base_options({"int8-g128"});
-  o.collectives = {sim::kOneShot, sim::kRing, sim::kAllGather,
-                   sim::kReduceScatter};
+  o.collectives = {sim::kOneShot, sim::kRing, sim::kAllGather, sim::kReduceScatter};
   const StudyResult r = run_study({&src}, o);
   // Partial sums (reduce_scatter, like all_reduce) take every reducing algorithm; shards only
   // all_gather.
@@ -178,10 +181,12 @@ TEST_CASE("a group gets only the algorithms of the collective that carried it", 
     REQUIRE((c.algorithm == sim::kAllGather) == (c.meta.collective == "all_gather"));
 }
 
-TEST_CASE("reduce_scatter on all-reduce inputs works; an algorithm no input takes says why", "[study]") {
+TEST_CASE("reduce_scatter on all-reduce inputs works; an algorithm no input takes says why",
+          "[study]") {
   MemorySource src("ar.mem");
   for (int rank = 0; rank < 2; ++rank) {
-    Tensor t = make_tensor(fmt::format("ar.r{}", rank), 32, 128, 30u + rank, "attn_out", "fwd", rank, 2);
+    Tensor t =
+        make_tensor(fmt::format("ar.r{}", rank), 32, 128, 30u + rank, "attn_out", "fwd", rank, 2);
     t.meta.collective = "all_reduce";
     src.add(t);
   }
@@ -192,18 +197,22 @@ TEST_CASE("reduce_scatter on all-reduce inputs works; an algorithm no input take
   REQUIRE(r.collective_rows[0].algorithm == sim::kReduceScatter);
   REQUIRE(r.collective_rows[0].quantizations == 1);
   o.collectives = {sim::kAllGather};
-  REQUIRE_THROWS_WITH(run_study({&src}, o), Catch::Matchers::Contains("--collectives all_gather: no input tensor") &&
-                                                Catch::Matchers::Contains("all_reduce"));
+  REQUIRE_THROWS_WITH(run_study({&src}, o),
+                      Catch::Matchers::Contains("--collectives all_gather: no input tensor") &&
+                          Catch::Matchers::Contains("all_reduce"));
 }
 
 TEST_CASE("a simulation that would need far more memory than its inputs is refused", "[study]") {
   MemorySource src("big.mem");
-  for (int rank = 0; rank < 2; ++rank) src.add(make_tensor(fmt::format("x.r{}", rank), 512, 512, 40u + rank, "attn_out", "fwd", rank, 2));
+  for (int rank = 0; rank < 2; ++rank)
+    src.add(
+        make_tensor(fmt::format("x.r{}", rank), 512, 512, 40u + rank, "attn_out", "fwd", rank, 2));
   StudyOptions o = base_options({"int8-g128"});
   o.collectives = {sim::kAllGather};
   o.tp = {128};  // 2 x 128^2 x 1 MiB of outputs and references for 2 MiB of input
-  REQUIRE_THROWS_WITH(run_study({&src}, o), Catch::Matchers::Contains("--tp 128: simulating all_gather") &&
-                                                Catch::Matchers::Contains("over the limit"));
+  REQUIRE_THROWS_WITH(run_study({&src}, o),
+                      Catch::Matchers::Contains("--tp 128: simulating all_gather") &&
+                          Catch::Matchers::Contains("over the limit"));
   REQUIRE(sim::memory_estimate(sim::kOneShot, 4, 1000) == (4 * 1000 + 2 * 4 * 1000) * 4 + 4 * 1000);
 }
 
@@ -259,8 +268,12 @@ TEST_CASE("saturation, NaN and Inf counts reach the rows", "[study]") {
   Tensor t;
   t.name = "s";
   t.shape = {1, 6};
-  t.values = {0.25f, 5.0f, -9.0f, std::numeric_limits<float>::quiet_NaN(),
-              std::numeric_limits<float>::infinity(), 0.5f};
+  t.values = {0.25f,
+              5.0f,
+              -9.0f,
+              std::numeric_limits<float>::quiet_NaN(),
+              std::numeric_limits<float>::infinity(),
+              0.5f};
   src.add(t);
   const StudyResult r = run_study({&src}, base_options({"grid"}));  // step 0.25, codes clamp at ±8
   REQUIRE(r.rows.size() == 1);
@@ -272,7 +285,8 @@ TEST_CASE("saturation, NaN and Inf counts reach the rows", "[study]") {
   REQUIRE(*row.metrics.mse == (9.0 + 49.0) / 4);
   REQUIRE(*row.metrics.max_abs_err == 7);
   const std::string csv = results_csv(r);
-  REQUIRE(csv.find(",0.333333333,1,1,24,4,1,") != std::string::npos);  // saturation 2/6, nan, inf, wire, bytes/elem, ratio
+  REQUIRE(csv.find(",0.333333333,1,1,24,4,1,") !=
+          std::string::npos);  // saturation 2/6, nan, inf, wire, bytes/elem, ratio
 }
 
 TEST_CASE("selection picks the best candidate within the budget, per site", "[study][select]") {
@@ -323,7 +337,8 @@ TEST_CASE("selection picks the best candidate within the budget, per site", "[st
   REQUIRE(s.unmet.size() == 2);
 }
 
-TEST_CASE("selection prefers fewer bytes among medians within the tie tolerance", "[study][select]") {
+TEST_CASE("selection prefers fewer bytes among medians within the tie tolerance",
+          "[study][select]") {
   // bf16 and identity are both exact on bf16 data (rel_l2 0): the 2-byte one wins.
   MemorySource src = make_trace();
   const StudyResult r = run_study({&src}, base_options({"identity", "bf16", "int8-g128"}));
@@ -359,7 +374,8 @@ TEST_CASE("selection.json round-trips into --config", "[study][select]") {
   REQUIRE(j["choices"].size() == 2);
   REQUIRE(j["choices"][0].contains("hadamard_effect"));
 
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("taco-study-test-{}", ::getpid());
+  const auto dir =
+      std::filesystem::temp_directory_path() / fmt::format("taco-study-test-{}", ::getpid());
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "selection.json").string();
   write_file_atomically(path, j.dump(1));
@@ -396,7 +412,8 @@ TEST_CASE("study files follow docs/results-schema.md", "[study]") {
   p.git_commit = "abc";
   p.command = "taco study trace.mem";
   p.inputs = {{"trace.mem", "00", 1}};
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("taco-study-out-{}", ::getpid());
+  const auto dir =
+      std::filesystem::temp_directory_path() / fmt::format("taco-study-out-{}", ::getpid());
   write_study_outputs(r, p, dir.string());
   const std::string csv = slurp((dir / "results.csv").string());
   REQUIRE(csv.rfind("file,tensor,layer,site,direction,collective,tp_rank,tp_size,step,shape,numel,"
@@ -405,7 +422,8 @@ TEST_CASE("study files follow docs/results-schema.md", "[study]") {
                     "saturation_frac,nan_count,inf_count,wire_bytes,bytes_per_elem,"
                     "compression_ratio,calc_diff,source\n",
                     0) == 0);
-  REQUIRE(csv.find("trace.mem,l0.attn_out.r0,0,attn_out,fwd,,0,2,0,\"[64, 128]\",8192,bf16,identity,") !=
+  REQUIRE(csv.find(
+              "trace.mem,l0.attn_out.r0,0,attn_out,fwd,,0,2,0,\"[64, 128]\",8192,bf16,identity,") !=
           std::string::npos);
   const nlohmann::json j = nlohmann::json::parse(slurp((dir / "results.json").string()));
   REQUIRE(j["provenance"]["inputs"][0]["sha256"] == "00");
@@ -439,7 +457,8 @@ TEST_CASE("study files follow docs/results-schema.md", "[study]") {
 TEST_CASE("provenance quotes the command line and hashes inputs", "[study]") {
   REQUIRE(shell_join({"taco", "study", "a b.npy", "--filter", "site=x|y", "it's"}) ==
           "taco study 'a b.npy' --filter 'site=x|y' 'it'\\''s'");
-  const auto path = std::filesystem::temp_directory_path() / fmt::format("taco-prov-{}", ::getpid());
+  const auto path =
+      std::filesystem::temp_directory_path() / fmt::format("taco-prov-{}", ::getpid());
   write_file_atomically(path.string(), "abc");
   const Provenance p = make_provenance({path.string()}, {"taco"}, 5, 2);
   REQUIRE(p.inputs[0].sha256 == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

@@ -23,7 +23,8 @@ class IdentityCodec : public Codec {
  public:
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override { return {{"family", "test"}, {"elem_format", "f32"}}; }
-  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats*) const override {
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats*) const override {
     std::vector<uint8_t> w(static_cast<size_t>(rows * cols) * 4);
     std::memcpy(w.data(), x, w.size());
     return w;
@@ -51,7 +52,8 @@ class Bf16Codec : public Codec {
  public:
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override { return {{"family", "test"}, {"elem_format", "bf16"}}; }
-  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats*) const override {
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats*) const override {
     std::vector<uint8_t> w(static_cast<size_t>(rows * cols) * 2);
     for (int64_t i = 0; i < rows * cols; ++i) {
       const uint16_t h = float_to_bf16(x[i]);
@@ -81,7 +83,8 @@ class GridCodec : public Codec {
       : step_(step), max_code_(max_code), col_multiple_(col_multiple) {}
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override { return {{"family", "test"}, {"step", step_}}; }
-  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats* st) const override {
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats* st) const override {
     if (cols % col_multiple_ != 0) throw InputError("grid: cols not a multiple");
     std::vector<uint8_t> w(static_cast<size_t>(rows * cols) * 4);
     for (int64_t i = 0; i < rows * cols; ++i) {
@@ -117,10 +120,12 @@ class GroupInt8Codec : public Codec {
       : g_(group), h_(hadamard), name_("int8-g" + std::to_string(group) + (hadamard ? "-h" : "")) {}
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override {
-    return {{"family", "quant"}, {"elem_format", "int8"}, {"scale_format", "f32"},
-            {"granularity", "group"}, {"group_size", g_}, {"transform", h_ ? "hadamard" : "none"}};
+    return {{"family", "quant"},     {"elem_format", "int8"},
+            {"scale_format", "f32"}, {"granularity", "group"},
+            {"group_size", g_},      {"transform", h_ ? "hadamard" : "none"}};
   }
-  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats* st) const override {
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats* st) const override {
     const int64_t n = rows * cols;
     if (n % g_ != 0) throw InputError("int8 group codec: numel not a multiple of the group");
     const int64_t groups = n / g_;
@@ -141,9 +146,11 @@ class GroupInt8Codec : public Codec {
     }
     return w;
   }
-  void decode(const uint8_t* w, size_t nbytes, int64_t rows, int64_t cols, float* out) const override {
+  void decode(const uint8_t* w, size_t nbytes, int64_t rows, int64_t cols,
+              float* out) const override {
     const int64_t n = rows * cols, groups = n / g_;
-    if (n % g_ != 0 || nbytes != size_t(n + 4 * groups)) throw InputError("int8 group codec: wrong wire size");
+    if (n % g_ != 0 || nbytes != size_t(n + 4 * groups))
+      throw InputError("int8 group codec: wrong wire size");
     std::vector<float> y(static_cast<size_t>(g_));
     for (int64_t g = 0; g < groups; ++g) {
       float scale;

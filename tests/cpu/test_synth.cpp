@@ -36,7 +36,8 @@ Moments moments(const std::vector<double>& v) {
 }
 
 double frac_below(const std::vector<double>& v, double t) {
-  return double(std::count_if(v.begin(), v.end(), [t](double x) { return x < t; })) / double(v.size());
+  return double(std::count_if(v.begin(), v.end(), [t](double x) { return x < t; })) /
+         double(v.size());
 }
 
 // FNV-1a over the float32 bit patterns of every value of a plan (for a bf16 store these are
@@ -76,11 +77,14 @@ const TensorPlan& find_plan(const std::vector<TensorPlan>& plan, const std::stri
 }  // namespace
 
 TEST_CASE("Philox4x32-10 reproduces the Random123 known-answer vectors", "[synth][prng]") {
-  REQUIRE(philox4x32_10({0, 0, 0, 0}, {0, 0}) == PhiloxCounter{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
-  REQUIRE(philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}) ==
-          PhiloxCounter{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
-  REQUIRE(philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==
-          PhiloxCounter{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
+  REQUIRE(philox4x32_10({0, 0, 0, 0}, {0, 0}) ==
+          PhiloxCounter{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  REQUIRE(
+      philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}) ==
+      PhiloxCounter{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  REQUIRE(
+      philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==
+      PhiloxCounter{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
   // The open-interval uniform never reaches 0 or 1.
   REQUIRE(uniform_open01(0, 0) == std::ldexp(1.0, -53));
   REQUIRE(uniform_open01(0xffffffff, 0xffffffff) == 1.0 - std::ldexp(1.0, -53));
@@ -94,11 +98,13 @@ TEST_CASE("fixed-recipe log, exp and expm1 agree with libm to a few ulp", "[synt
   for (uint64_t i = 0; i < 200000; ++i) {
     const double u = s.uniform(i);
     const double x = std::ldexp(0.5 + u, int(i % 2000) - 1000);  // wide exponent range
-    worst_log = std::max(worst_log, std::fabs(detmath::log(x) - std::log(x)) / std::max(1e-300, std::fabs(std::log(x))));
+    worst_log = std::max(worst_log, std::fabs(detmath::log(x) - std::log(x)) /
+                                        std::max(1e-300, std::fabs(std::log(x))));
     const double y = (u - 0.5) * 1400.0;
     worst_exp = std::max(worst_exp, std::fabs(detmath::exp(y) - std::exp(y)) / std::exp(y));
     const double z = (u - 0.5) * 4.0 * std::ldexp(1.0, -int(i % 40));
-    worst_expm1 = std::max(worst_expm1, std::fabs(detmath::expm1(z) - std::expm1(z)) / std::fabs(std::expm1(z)));
+    worst_expm1 = std::max(worst_expm1,
+                           std::fabs(detmath::expm1(z) - std::expm1(z)) / std::fabs(std::expm1(z)));
   }
   CAPTURE(worst_log, worst_exp, worst_expm1);
   REQUIRE(worst_log < 4e-16);
@@ -142,7 +148,7 @@ TEST_CASE("laplace sampler: variance 2, kurtosis 6, CDF", "[synth][dist]") {
   const double n = double(x.size());
   REQUIRE(std::fabs(m.mean) < 5 * std::sqrt(2.0 / n));
   REQUIRE(std::fabs(m.var - 2) < 5 * std::sqrt(20.0 / n));  // var(x^2) = 24 - 4
-  REQUIRE(std::fabs(m.kurt - 6) < 0.35);                     // about 6 standard errors
+  REQUIRE(std::fabs(m.kurt - 6) < 0.35);                    // about 6 standard errors
   REQUIRE(std::fabs(frac_below(x, 1.0) - 0.8160602794142788) < 5 * std::sqrt(0.25 / n));
 }
 
@@ -152,7 +158,7 @@ TEST_CASE("student-t sampler: variance, kurtosis and CDF for several nu", "[synt
   for (size_t i = 0; i < n; ++i) t[i] = sample_student_t(5, 79, i, 10.0);
   const Moments m = moments(t);
   REQUIRE(std::fabs(m.var - 1.25) < 0.01);  // nu / (nu - 2)
-  REQUIRE(std::fabs(m.kurt - 4.0) < 0.25);   // 3 + 6 / (nu - 4)
+  REQUIRE(std::fabs(m.kurt - 4.0) < 0.25);  // 3 + 6 / (nu - 4)
   REQUIRE(std::fabs(frac_below(t, 1.0) - 0.8295534338489701) < 5 * std::sqrt(0.25 / n));
   // Heavy tails: the CDF is the robust check (SciPy: t.cdf(2, 3), t.cdf(1, 1)).
   for (size_t i = 0; i < n; ++i) t[i] = sample_student_t(5, 80, i, 3.0);
@@ -167,10 +173,11 @@ TEST_CASE("dist option parsing: defaults, canonical form and errors", "[synth][d
   REQUIRE(parse_dist("gradient").canonical() == "gradient:rms=1e-07,nu=4");
   REQUIRE(parse_dist("outlier_channels:max=500,count=3").get("count") == 3);
   REQUIRE(parse_dist("outlier_channels:max=500,count=3").get("min") == 100);
-  for (const char* bad : {"normal", "gaussian:", "gaussian:sigma", "gaussian:sigma=x", "gaussian:sigma=-1",
-                          "gaussian:mu=0", "gaussian:sigma=1,sigma=2", "sparse:p=1", "gradient:nu=2",
-                          "outlier_channels:count=1.5", "outlier_channels:min=500,max=200",
-                          "student_t:nu=inf", "realistic:ch_min=0.5"}) {
+  for (const char* bad :
+       {"normal", "gaussian:", "gaussian:sigma", "gaussian:sigma=x", "gaussian:sigma=-1",
+        "gaussian:mu=0", "gaussian:sigma=1,sigma=2", "sparse:p=1", "gradient:nu=2",
+        "outlier_channels:count=1.5", "outlier_channels:min=500,max=200", "student_t:nu=inf",
+        "realistic:ch_min=0.5"}) {
     CAPTURE(bad);
     REQUIRE_THROWS_AS(parse_dist(bad), InputError);
   }
@@ -365,13 +372,16 @@ TEST_CASE("stored values are exact in the store dtype", "[synth]") {
     const Tensor t = synthesize_tensor(o, plan[0]);
     REQUIRE(t.dtype == d);
     for (float v : t.values) {
-      if (d == DType::BF16) REQUIRE(bf16_to_float(float_to_bf16(v)) == v);
-      else REQUIRE(fp16_to_float(float_to_fp16(v)) == v);
+      if (d == DType::BF16)
+        REQUIRE(bf16_to_float(float_to_bf16(v)) == v);
+      else
+        REQUIRE(fp16_to_float(float_to_fp16(v)) == v);
     }
   }
 }
 
-TEST_CASE("golden hashes: the same bits for 1 and 2 threads and on every machine", "[synth][golden]") {
+TEST_CASE("golden hashes: the same bits for 1 and 2 threads and on every machine",
+          "[synth][golden]") {
   // Recorded from taco-synth/1 (GCC 12, x86-64). A change to the generator that alters these
   // must bump kGeneratorVersion; a machine or compiler that gives other values breaks the
   // determinism promise (docs/synth.md).

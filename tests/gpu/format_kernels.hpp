@@ -15,7 +15,8 @@ void fp8_decode_all_gpu(int format, float* d_out);
 // The 4-bit kernels' codes of the floats first .. first + n - 1: E2M1 (e2m1_word_scaled of the
 // float times 2^-14), INT4 (int4_word), UE4M3 (ue4m3_code); 0xff where the eight positions of a
 // word disagree.
-void nibble_range_gpu(uint32_t first, uint32_t n, uint8_t* d_e2m1, uint8_t* d_int4, uint8_t* d_ue4m3);
+void nibble_range_gpu(uint32_t first, uint32_t n, uint8_t* d_e2m1, uint8_t* d_int4,
+                      uint8_t* d_ue4m3);
 // e8m0_ceil and float_to_e8m0 (saturating) of the floats first .. first + n - 1.
 void e8m0_range_gpu(uint32_t first, uint32_t n, uint8_t* d_ceil, uint8_t* d_near);
 

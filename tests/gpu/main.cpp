@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
-    std::printf("taco_gpu_tests: device 0 is %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
-                prop.multiProcessorCount);
+    std::printf("taco_gpu_tests: device 0 is %s (sm_%d%d, %d SMs)\n", prop.name, prop.major,
+                prop.minor, prop.multiProcessorCount);
   return Catch::Session().run(argc, argv);
 }

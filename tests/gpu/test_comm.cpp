@@ -1,29 +1,30 @@
 // GPU tests of the collective benchmark: the GPU executor runs the same plans as the host executor
-// (collectives/comm_hostsim.hpp, itself checked against collectives/sim_collectives by the CPU tests) and must
-// give the same bits; the fused ring hop equals the CPU's decode + add + encode byte for byte; the
-// structured inputs and the output check find exact sums exact and corrupted outputs wrong; the
-// watchdog turns a stalled stream into an error. Loopback (N virtual ranks on one GPU) covers
-// N = 2..4 on any machine; the NCCL tests use every visible GPU (1 on a one-GPU machine).
+// (collectives/comm_hostsim.hpp, itself checked against collectives/sim_collectives by the CPU
+// tests) and must give the same bits; the fused ring hop equals the CPU's decode + add + encode
+// byte for byte; the structured inputs and the output check find exact sums exact and corrupted
+// outputs wrong; the watchdog turns a stalled stream into an error. Loopback (N virtual ranks on
+// one GPU) covers N = 2..4 on any machine; the NCCL tests use every visible GPU (1 on a one-GPU
+// machine).
 #include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <cmath>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "catch.hpp"
 #include "codecs/codec.hpp"
+#include "collectives/comm_hostsim.hpp"
+#include "collectives/comm_plans.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda/collectives/comm_exec.hpp"
 #include "cuda/collectives/comm_fabric.hpp"
-#include "collectives/comm_hostsim.hpp"
 #include "cuda/collectives/comm_kernels.hpp"
-#include "collectives/comm_plans.hpp"
 #include "cuda/runtime/cuda_check.hpp"
 #include "cuda/runtime/device.hpp"
 
@@ -84,7 +85,8 @@ BufferSizes sizes_for(const std::vector<comm::RankPlan>& plans, DType t) {
   for (const auto& p : plans) {
     s.in = std::max(s.in, size_t(p.in_elems) * es);
     s.out = std::max(s.out, size_t(p.out_elems) * es);
-    for (int i = 0; i < comm::kWireBufs; ++i) s.wire[size_t(i)] = std::max(s.wire[size_t(i)], p.wire_size[size_t(i)]);
+    for (int i = 0; i < comm::kWireBufs; ++i)
+      s.wire[size_t(i)] = std::max(s.wire[size_t(i)], p.wire_size[size_t(i)]);
     s.scratch = std::max(s.scratch, size_t(p.in_elems) * 4);
   }
   return s;
@@ -92,8 +94,9 @@ BufferSizes sizes_for(const std::vector<comm::RankPlan>& plans, DType t) {
 
 // Runs one compressed configuration on the GPU (ctx's ranks) and on the host; returns the first
 // (rank, element) that differs, or an empty string.
-std::string compare_with_host(CommContext& ctx, const std::string& variant, Coll coll, Algo algo, int64_t rows,
-                              int64_t cols, int depth, DType t, RunMode mode = RunMode::Full) {
+std::string compare_with_host(CommContext& ctx, const std::string& variant, Coll coll, Algo algo,
+                              int64_t rows, int64_t cols, int depth, DType t,
+                              RunMode mode = RunMode::Full) {
   const int N = ctx.fabric().nranks();
   const comm::WireModel wm = comm::wire_model(variant);
   const comm::PlanRequest rq{coll, algo, N, rows, cols, &wm, depth};
@@ -102,7 +105,8 @@ std::string compare_with_host(CommContext& ctx, const std::string& variant, Coll
   ctx.set_codec(parse_variant(variant));
   std::vector<comm::HostRank> host(static_cast<size_t>(N));
   for (int r = 0; r < N; ++r) {
-    host[size_t(r)].in = random_values(rows * cols, uint32_t(17 * r + rows + cols + depth), t == DType::BF16);
+    host[size_t(r)].in =
+        random_values(rows * cols, uint32_t(17 * r + rows + cols + depth), t == DType::BF16);
     TACO_CUDA_CHECK(cudaSetDevice(ctx.local(r).tag.device));
     upload(ctx.local(r).in.get(), host[size_t(r)].in, t);
     TACO_CUDA_CHECK(cudaMemset(ctx.local(r).out.get(), 0xff, ctx.local(r).out.bytes()));
@@ -117,47 +121,55 @@ std::string compare_with_host(CommContext& ctx, const std::string& variant, Coll
     const auto got = download(ctx.local(r).out.get(), plans[size_t(r)].out_elems, t);
     const int64_t at = first_difference(got, host[size_t(r)].out);
     if (at >= 0)
-      return fmt::format("rank {} element {} of {}: GPU {} host {}", r, at, got.size(), got[size_t(at)],
-                         host[size_t(r)].out[size_t(at)]);
+      return fmt::format("rank {} element {} of {}: GPU {} host {}", r, at, got.size(),
+                         got[size_t(at)], host[size_t(r)].out[size_t(at)]);
   }
   return "";
 }
 
 const std::vector<std::pair<Coll, Algo>> kAlgos = {
-    {Coll::AllReduce, Algo::OneShot}, {Coll::AllReduce, Algo::TwoShot}, {Coll::AllReduce, Algo::Ring},
-    {Coll::ReduceScatter, Algo::Direct}, {Coll::AllGather, Algo::Direct}, {Coll::AllToAll, Algo::Direct},
+    {Coll::AllReduce, Algo::OneShot}, {Coll::AllReduce, Algo::TwoShot},
+    {Coll::AllReduce, Algo::Ring},    {Coll::ReduceScatter, Algo::Direct},
+    {Coll::AllGather, Algo::Direct},  {Coll::AllToAll, Algo::Direct},
     {Coll::SendRecv, Algo::Direct}};
 
 }  // namespace
 
-TEST_CASE("comm: compressed collectives on the GPU equal the host executor bit for bit (loopback)", "[comm]") {
-  const std::vector<std::string> codecs = {"taco", "fp8-g128", "fp8-row", "fp8-tensor", "int8-g128-had", "mxfp8",
-                                           "taco-g32", "nvfp4", "mxfp4", "int4-g32-had", "fp8-col"};
+TEST_CASE("comm: compressed collectives on the GPU equal the host executor bit for bit (loopback)",
+          "[comm]") {
+  const std::vector<std::string> codecs = {
+      "taco",     "fp8-g128", "fp8-row", "fp8-tensor",   "int8-g128-had", "mxfp8",
+      "taco-g32", "nvfp4",    "mxfp4",   "int4-g32-had", "fp8-col"};
   for (int N : {2, 3, 4}) {
     CommContext ctx(make_loopback_fabric(N, 0, "test"), 60.0);
     for (const std::string& v : codecs)
       for (DType t : {DType::F32, DType::BF16})
         for (const auto& [coll, algo] : kAlgos)
-          for (auto shape : {std::pair<int64_t, int64_t>{4 * N, 256}, std::pair<int64_t, int64_t>{3 * N + 1, 128},
+          for (auto shape : {std::pair<int64_t, int64_t>{4 * N, 256},
+                             std::pair<int64_t, int64_t>{3 * N + 1, 128},
                              std::pair<int64_t, int64_t>{1, 128 * 2 * N + 37}})
             for (int depth : {1, 3}) {
-              CAPTURE(N, v, dtype_name(t), taco::coll_name(coll), taco::algo_name(algo), shape.first, shape.second,
-                      depth);
-              REQUIRE(compare_with_host(ctx, v, coll, algo, shape.first, shape.second, depth, t) == "");
+              CAPTURE(N, v, dtype_name(t), taco::coll_name(coll), taco::algo_name(algo),
+                      shape.first, shape.second, depth);
+              REQUIRE(compare_with_host(ctx, v, coll, algo, shape.first, shape.second, depth, t) ==
+                      "");
             }
   }
 }
 
-TEST_CASE("comm: the fused ring hop equals the CPU's decode + add + encode byte for byte", "[comm]") {
+TEST_CASE("comm: the fused ring hop equals the CPU's decode + add + encode byte for byte",
+          "[comm]") {
   TACO_CUDA_CHECK(cudaSetDevice(0));
   CudaStream stream;
-  for (const std::string var : {"taco", "e4m3:g1024:had:dual", "taco-g32", "fp8-g128", "fp8-g128-had", "int8-g128",
-                                 "fp8-row", "fp8-tensor", "fp8-col", "nvfp4", "mxfp4", "int4-g32", "int4-g32-had",
-                                 "e2m1:g16:sue4m3:had"}) {
+  for (const std::string var :
+       {"taco", "e4m3:g1024:had:dual", "taco-g32", "fp8-g128", "fp8-g128-had", "int8-g128",
+        "fp8-row", "fp8-tensor", "fp8-col", "nvfp4", "mxfp4", "int4-g32", "int4-g32-had",
+        "e2m1:g16:sue4m3:had"}) {
     {
       const GpuQuant q(parse_variant(var));
       const auto cpu = make_codec(var);
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{8, 1024}, std::pair<int64_t, int64_t>{1, 3 * 1024 + 77}}) {
+      for (auto [rows, cols] :
+           {std::pair<int64_t, int64_t>{8, 1024}, std::pair<int64_t, int64_t>{1, 3 * 1024 + 77}}) {
         for (DType t : {DType::F32, DType::BF16}) {
           CAPTURE(var, rows, cols, dtype_name(t));
           const int64_t n = rows * cols;
@@ -168,13 +180,13 @@ TEST_CASE("comm: the fused ring hop equals the CPU's decode + add + encode byte 
           cpu->decode(wire.data(), wire.size(), rows, cols, dec.data());
           for (int64_t i = 0; i < n; ++i) dec[size_t(i)] = dec[size_t(i)] + own[size_t(i)];
           const auto want = cpu->encode(dec.data(), rows, cols);
-          DeviceBuffer d_in(wire.size(), "test"), d_out(wire.size(), "test"), d_own(size_t(n) * 4, "test"),
-              scratch(size_t(n) * 4, "test");
+          DeviceBuffer d_in(wire.size(), "test"), d_out(wire.size(), "test"),
+              d_own(size_t(n) * 4, "test"), scratch(size_t(n) * 4, "test");
           TACO_CUDA_CHECK(cudaMemcpy(d_in.get(), wire.data(), wire.size(), cudaMemcpyHostToDevice));
           upload(d_own.get(), own, t);
           TACO_CUDA_CHECK(cudaMemset(d_out.get(), 0x5a, wire.size()));
-          decode_add_encode(q, d_in.as<uint8_t>(), d_own.get(), io_type(t), rows, cols, d_out.as<uint8_t>(),
-                            scratch.as<float>(), stream.get());
+          decode_add_encode(q, d_in.as<uint8_t>(), d_own.get(), io_type(t), rows, cols,
+                            d_out.as<uint8_t>(), scratch.as<float>(), stream.get());
           stream.synchronize();
           std::vector<uint8_t> got(wire.size());
           TACO_CUDA_CHECK(cudaMemcpy(got.data(), d_out.get(), got.size(), cudaMemcpyDeviceToHost));
@@ -205,9 +217,11 @@ TEST_CASE("comm: structured inputs, exact plain sums and the output check (loopb
       ctx.allocate(s);
       const DataGen g{42, data_k(t, N)};
       REQUIRE(int64_t(N) * g.k <= exact_integer_limit(t));
-      for (int l = 0; l < N; ++l) fill_structured(ctx.local(l).in.get(), t, count, l, g, ctx.local(l).net->get());
+      for (int l = 0; l < N; ++l)
+        fill_structured(ctx.local(l).in.get(), t, count, l, g, ctx.local(l).net->get());
       ctx.wait("fill");
-      if (t == DType::BF16) {  // values are k * 2^e, |k| <= K, e in [-3, 3]: multiples of 1/8, |x| <= 8 K
+      if (t == DType::BF16) {  // values are k * 2^e, |k| <= K, e in [-3, 3]: multiples of 1/8, |x|
+                               // <= 8 K
         const auto v = download(ctx.local(0).in.get(), count, t);
         std::set<float> distinct;
         for (float x : v) {
@@ -219,10 +233,11 @@ TEST_CASE("comm: structured inputs, exact plain sums and the output check (loopb
       }
       for (Coll c : taco::kAllColls) {
         CAPTURE(N, dtype_name(t), taco::coll_name(c));
-        const CheckKind kinds[] = {CheckKind::AllReduce, CheckKind::ReduceScatter, CheckKind::AllGather,
-                                   CheckKind::AllToAll, CheckKind::SendRecv};
-        const int64_t out = c == Coll::AllGather ? count * N : c == Coll::ReduceScatter ? count / N : count;
-        for (int l = 0; l < N; ++l) TACO_CUDA_CHECK(cudaMemset(ctx.local(l).out.get(), 0xff, s.out));
+        const int64_t out = c == Coll::AllGather       ? count * N
+                            : c == Coll::ReduceScatter ? count / N
+                                                       : count;
+        for (int l = 0; l < N; ++l)
+          TACO_CUDA_CHECK(cudaMemset(ctx.local(l).out.get(), 0xff, s.out));
         ctx.enqueue_plain(c, t, count);
         ctx.wait("plain");
         for (int corrupt = 0; corrupt < 2; ++corrupt) {
@@ -233,7 +248,7 @@ TEST_CASE("comm: structured inputs, exact plain sums and the output check (loopb
               TACO_CUDA_CHECK(cudaMemset(r.out.as<uint8_t>() + size_t(out / 2) * es, 0xff, es));
             TACO_CUDA_CHECK(cudaMemset(r.stats.get(), 0, sizeof(CheckStats)));
             CheckSpec sp;
-            sp.kind = kinds[int(c)];
+            sp.kind = c;
             sp.rank = l;
             sp.nranks = N;
             sp.count = count;
@@ -259,7 +274,8 @@ TEST_CASE("comm: structured inputs, exact plain sums and the output check (loopb
   }
 }
 
-TEST_CASE("comm: compressed results pass the tolerance check; a wrong shard does not (loopback)", "[comm]") {
+TEST_CASE("comm: compressed results pass the tolerance check; a wrong shard does not (loopback)",
+          "[comm]") {
   const int N = 2;
   CommContext ctx(make_loopback_fabric(N, 0, "test"), 60.0);
   const int64_t count = 1 << 16;
@@ -270,7 +286,8 @@ TEST_CASE("comm: compressed results pass the tolerance check; a wrong shard does
     ctx.allocate(sizes_for(plans, DType::BF16));
     ctx.set_codec(parse_variant("taco"));
     const DataGen g{3, data_k(DType::BF16, N)};
-    for (int l = 0; l < N; ++l) fill_structured(ctx.local(l).in.get(), DType::BF16, count, l, g, ctx.local(l).net->get());
+    for (int l = 0; l < N; ++l)
+      fill_structured(ctx.local(l).in.get(), DType::BF16, count, l, g, ctx.local(l).net->get());
     ctx.wait("fill");
     std::vector<const comm::RankPlan*> pp = {&plans[0], &plans[1]};
     ctx.enqueue_plan(pp, DType::BF16, RunMode::Full);
@@ -280,7 +297,7 @@ TEST_CASE("comm: compressed results pass the tolerance check; a wrong shard does
       LocalRank& r = ctx.local(0);
       TACO_CUDA_CHECK(cudaMemset(r.stats.get(), 0, sizeof(CheckStats)));
       CheckSpec sp;
-      sp.kind = shift ? CheckKind::ReduceScatter : CheckKind::AllReduce;
+      sp.kind = shift ? Coll::ReduceScatter : Coll::AllReduce;
       sp.nranks = N;
       sp.count = count;
       sp.out_count = shift ? count / 2 : count;
@@ -305,20 +322,23 @@ TEST_CASE("comm: compressed results pass the tolerance check; a wrong shard does
   }
 }
 
-TEST_CASE("comm: pipelined runs, comm-only and codec-only modes keep the plan's results (loopback)", "[comm]") {
+TEST_CASE("comm: pipelined runs, comm-only and codec-only modes keep the plan's results (loopback)",
+          "[comm]") {
   const int N = 2;
   CommContext ctx(make_loopback_fabric(N, 0, "test"), 60.0);
   // A full run after comm-only and codec-only runs still gives the exact result.
   for (int depth : {1, 4, 8}) {
     CAPTURE(depth);
-    REQUIRE(compare_with_host(ctx, "taco", Coll::AllReduce, Algo::TwoShot, 64, 1024, depth, DType::BF16) == "");
+    REQUIRE(compare_with_host(ctx, "taco", Coll::AllReduce, Algo::TwoShot, 64, 1024, depth,
+                              DType::BF16) == "");
     const comm::WireModel wm = comm::wire_model("taco");
     const auto plans = comm::build_plans({Coll::AllReduce, Algo::TwoShot, N, 64, 1024, &wm, depth});
     std::vector<const comm::RankPlan*> pp = {&plans[0], &plans[1]};
     ctx.enqueue_plan(pp, DType::BF16, RunMode::CommOnly);
     ctx.enqueue_plan(pp, DType::BF16, RunMode::CodecOnly);
     ctx.wait("modes");
-    REQUIRE(compare_with_host(ctx, "taco", Coll::AllReduce, Algo::TwoShot, 64, 1024, depth, DType::BF16) == "");
+    REQUIRE(compare_with_host(ctx, "taco", Coll::AllReduce, Algo::TwoShot, 64, 1024, depth,
+                              DType::BF16) == "");
   }
 }
 
@@ -337,7 +357,8 @@ TEST_CASE("comm: a stalled stream ends the wait with an error naming the rank", 
   } catch (const Error& e) {
     msg = e.what();
   }
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   release = 1;
   TACO_CUDA_CHECK(cudaStreamSynchronize(ctx.local(1).net->get()));
   CAPTURE(msg);
@@ -360,7 +381,8 @@ TEST_CASE("comm: mismatched groups are reported, not hung (loopback)", "[comm]")
   } catch (const Error& e) {
     msg = e.what();
   }
-  REQUIRE(msg.find("rank 0 sends 1 messages to rank 1, which posts 0 receives") != std::string::npos);
+  REQUIRE(msg.find("rank 0 sends 1 messages to rank 1, which posts 0 receives") !=
+          std::string::npos);
 }
 
 // One process driving every visible GPU (up to 8) as NCCL ranks.
@@ -392,23 +414,24 @@ TEST_CASE("comm: NCCL on every visible GPU equals the host executor", "[comm][nc
   ctx.allocate(s);
   for (DType t : {DType::BF16, DType::F32}) {
     const DataGen g{9, data_k(t, ndev)};
-    for (int l = 0; l < ndev; ++l) fill_structured(ctx.local(l).in.get(), t, count, l, g, ctx.local(l).net->get());
+    for (int l = 0; l < ndev; ++l)
+      fill_structured(ctx.local(l).in.get(), t, count, l, g, ctx.local(l).net->get());
     for (Coll c : taco::kAllColls) {
       CAPTURE(dtype_name(t), taco::coll_name(c));
       ctx.enqueue_plain(c, t, count);
       ctx.wait("plain nccl");
-      const CheckKind kinds[] = {CheckKind::AllReduce, CheckKind::ReduceScatter, CheckKind::AllGather,
-                                 CheckKind::AllToAll, CheckKind::SendRecv};
       for (int l = 0; l < ndev; ++l) {
         LocalRank& r = ctx.local(l);
         TACO_CUDA_CHECK(cudaSetDevice(r.tag.device));
         TACO_CUDA_CHECK(cudaMemset(r.stats.get(), 0, sizeof(CheckStats)));
         CheckSpec sp;
-        sp.kind = kinds[int(c)];
+        sp.kind = c;
         sp.rank = l;
         sp.nranks = ndev;
         sp.count = count;
-        sp.out_count = c == Coll::AllGather ? count * ndev : c == Coll::ReduceScatter ? count / ndev : count;
+        sp.out_count = c == Coll::AllGather       ? count * ndev
+                       : c == Coll::ReduceScatter ? count / ndev
+                                                  : count;
         sp.out_offset = int64_t(l) * (count / ndev);
         sp.block = count / ndev;
         sp.dtype = t;
@@ -426,13 +449,15 @@ TEST_CASE("comm: NCCL on every visible GPU equals the host executor", "[comm][nc
     for (int depth : {1, 2}) {
       CAPTURE(taco::coll_name(coll), taco::algo_name(algo), depth);
       REQUIRE(compare_with_host(ctx, "taco", coll, algo, 8 * ndev, 1024, depth, DType::BF16) == "");
-      REQUIRE(compare_with_host(ctx, "fp8-row", coll, algo, 3 * ndev + 1, 256, depth, DType::F32) == "");
+      REQUIRE(compare_with_host(ctx, "fp8-row", coll, algo, 3 * ndev + 1, 256, depth, DType::F32) ==
+              "");
     }
 }
 
 // --nccl-ce: the compressed messages go through symmetric windows on a zero-CTA communicator (copy
 // engines between NVLink peers); the results must not change by a bit.
-TEST_CASE("comm: NCCL with copy-engine messages (--nccl-ce) equals the host executor", "[comm][nccl]") {
+TEST_CASE("comm: NCCL with copy-engine messages (--nccl-ce) equals the host executor",
+          "[comm][nccl]") {
   const NcclSetup st = all_gpus_setup(true);
   const int ndev = st.nranks;
   CommContext ctx(make_nccl_fabric(st), 60.0);
@@ -440,10 +465,12 @@ TEST_CASE("comm: NCCL with copy-engine messages (--nccl-ce) equals the host exec
     for (int depth : {1, 3}) {
       CAPTURE(taco::coll_name(coll), taco::algo_name(algo), depth);
       REQUIRE(compare_with_host(ctx, "taco", coll, algo, 8 * ndev, 1024, depth, DType::BF16) == "");
-      REQUIRE(compare_with_host(ctx, "fp8-g128", coll, algo, 16 * ndev, 4096, depth, DType::F32) == "");
+      REQUIRE(compare_with_host(ctx, "fp8-g128", coll, algo, 16 * ndev, 4096, depth, DType::F32) ==
+              "");
     }
   // With several NVLink GPUs and P2P allowed, NCCL must have taken the windows (else this case
   // would test the kernel path twice).
   const char* p2p_off = std::getenv("NCCL_P2P_DISABLE");
-  if (ndev >= 2 && !(p2p_off && std::string(p2p_off) == "1")) CHECK(ctx.fabric().wire_memory() == "nccl-window");
+  if (ndev >= 2 && !(p2p_off && std::string(p2p_off) == "1"))
+    CHECK(ctx.fabric().wire_memory() == "nccl-window");
 }

@@ -17,24 +17,24 @@
 
 #include "codecs/codec.hpp"
 #include "codecs/quant_codec.hpp"
+#include "codecs/structured/structured.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "cuda/runtime/cuda_check.hpp"
-#include "cuda/runtime/device.hpp"
 #include "cuda/codecs/gpu_codec.hpp"
 #include "cuda/codecs/gpu_quant.hpp"
 #include "cuda/codecs/unfused_taco.hpp"
-#include "codecs/structured/structured.hpp"
+#include "cuda/runtime/cuda_check.hpp"
+#include "cuda/runtime/device.hpp"
+#include "formats/e8m0.hpp"
 #include "formats/fp8.hpp"
 #include "formats/intq.hpp"
 #include "formats/minifloat.hpp"
-#include "formats/e8m0.hpp"
 #include "gpu/format_kernels.hpp"
 #include "io/tensor_source.hpp"
 #include "study/error_feedback.hpp"
 
 using namespace taco;
-using taco::gpu::DataType;
+using DType;
 using taco::gpu::DeviceBuffer;
 
 namespace {
@@ -43,20 +43,29 @@ namespace {
 enum class Dist { Normal, Laplace, Tiny, Huge, Subnormal, Zeros, NonFinite, Outliers, Mixed };
 const char* dist_name(Dist d) {
   switch (d) {
-    case Dist::Normal: return "normal";
-    case Dist::Laplace: return "laplace";
-    case Dist::Tiny: return "tiny(1e-30)";
-    case Dist::Huge: return "huge(1e30)";
-    case Dist::Subnormal: return "subnormal";
-    case Dist::Zeros: return "zeros";
-    case Dist::NonFinite: return "nan/inf";
-    case Dist::Outliers: return "outlier-channels";
-    case Dist::Mixed: return "mixed-scales";
+    case Dist::Normal:
+      return "normal";
+    case Dist::Laplace:
+      return "laplace";
+    case Dist::Tiny:
+      return "tiny(1e-30)";
+    case Dist::Huge:
+      return "huge(1e30)";
+    case Dist::Subnormal:
+      return "subnormal";
+    case Dist::Zeros:
+      return "zeros";
+    case Dist::NonFinite:
+      return "nan/inf";
+    case Dist::Outliers:
+      return "outlier-channels";
+    case Dist::Mixed:
+      return "mixed-scales";
   }
   return "?";
 }
-const Dist kDists[] = {Dist::Normal, Dist::Laplace, Dist::Tiny, Dist::Huge, Dist::Subnormal,
-                       Dist::Zeros, Dist::NonFinite, Dist::Outliers, Dist::Mixed};
+const Dist kDists[] = {Dist::Normal, Dist::Laplace,   Dist::Tiny,     Dist::Huge, Dist::Subnormal,
+                       Dist::Zeros,  Dist::NonFinite, Dist::Outliers, Dist::Mixed};
 
 // Values of a [rows, cols] tensor; bf16 = round to bf16 (so a bf16 device copy is exact).
 std::vector<float> make_input(Dist d, int64_t rows, int64_t cols, uint64_t seed, bool bf16) {
@@ -69,22 +78,38 @@ std::vector<float> make_input(Dist d, int64_t rows, int64_t cols, uint64_t seed,
   for (int64_t i = 0; i < n; ++i) {
     float v = 0;
     switch (d) {
-      case Dist::Normal: v = nd(rng); break;
-      case Dist::Laplace: v = (ud(rng) < 0.5f ? -1.0f : 1.0f) * ed(rng) * 0.01f; break;
-      case Dist::Tiny: v = nd(rng) * 1e-30f; break;
-      case Dist::Huge: v = nd(rng) * 1e30f; break;
-      case Dist::Subnormal: v = nd(rng) * 1e-39f; break;
-      case Dist::Zeros: v = (i % 7 == 3) ? -0.0f : 0.0f; break;
+      case Dist::Normal:
+        v = nd(rng);
+        break;
+      case Dist::Laplace:
+        v = (ud(rng) < 0.5f ? -1.0f : 1.0f) * ed(rng) * 0.01f;
+        break;
+      case Dist::Tiny:
+        v = nd(rng) * 1e-30f;
+        break;
+      case Dist::Huge:
+        v = nd(rng) * 1e30f;
+        break;
+      case Dist::Subnormal:
+        v = nd(rng) * 1e-39f;
+        break;
+      case Dist::Zeros:
+        v = (i % 7 == 3) ? -0.0f : 0.0f;
+        break;
       case Dist::NonFinite: {
         const float u = ud(rng);
-        v = u < 0.02f ? std::numeric_limits<float>::quiet_NaN()
+        v = u < 0.02f   ? std::numeric_limits<float>::quiet_NaN()
             : u < 0.04f ? std::numeric_limits<float>::infinity()
             : u < 0.06f ? -std::numeric_limits<float>::infinity()
                         : nd(rng);
         break;
       }
-      case Dist::Outliers: v = nd(rng) * 1e-3f * ((i % cols) % 97 == 5 ? 1e4f : 1.0f); break;
-      case Dist::Mixed: v = nd(rng) * std::ldexp(1.0f, int(ud(rng) * 80.0f) - 40); break;
+      case Dist::Outliers:
+        v = nd(rng) * 1e-3f * ((i % cols) % 97 == 5 ? 1e4f : 1.0f);
+        break;
+      case Dist::Mixed:
+        v = nd(rng) * std::ldexp(1.0f, int(ud(rng) * 80.0f) - 40);
+        break;
     }
     if (bf16) v = bf16_to_float(float_to_bf16(v));
     x[size_t(i)] = v;
@@ -143,37 +168,41 @@ std::vector<T> download(const DeviceBuffer& d, size_t n) {
 // Variants every test runs: every GPU preset plus grammar forms that exercise other paths.
 std::vector<std::string> test_variants() {
   std::vector<std::string> v = gpu::gpu_presets();
-  for (const char* s : {"e4m3:g128:had:sbf16", "e5m2:g64:se8m0", "e4m3:g256:sf16:sround=rne", "int8:row",
-                        "e5m2:tensor:nosat", "e4m3:g128:had:nosat:dual", "e4m3:g32:rht:seed=7",
-                        "int8:g16:had", "e4m3:g1024:had:dual", "e4m3:g512:dual", "e5m2:row:sbf16",
-                        "e4m3:g128:se8m0:sround=rne", "e4m3:g64:dual:T=300", "int8:tensor",
-                        // TACO targets outside [2^-39, 2^40]: s_q's division with its range test
-                        "e4m3:g128:had:dual:T=1e-20", "e4m3:g128:had:taco:T=1e30",
-                        // 4-bit codes: every group size's layout, transforms, every scale format,
-                        // NVFP4's two-level scale with both roundings, targets off the default
-                        "e2m1:g32:had", "int4:g64:rht:seed=3", "e2m1:g16:sue4m3:sround=up", "int4:g16:sue4m3",
-                        "e2m1:g16:sue4m3:had", "e2m1:g128:sbf16", "int4:g1024:had", "int4:g256:se8m0",
-                        "e2m1:g64:sf16:sround=rne", "e2m1:g512:se8m0", "e2m1:g32:T=3", "int4:g32:T=1e30",
-                        // rows, columns, tensors
-                        "e4m3:col", "int8:col:sbf16", "e5m2:col:se8m0", "e4m3:row:nosat", "e5m2:tensor:sf16",
-                        "e4m3:col:nosat"})
+  for (const char* s :
+       {"e4m3:g128:had:sbf16", "e5m2:g64:se8m0", "e4m3:g256:sf16:sround=rne", "int8:row",
+        "e5m2:tensor:nosat", "e4m3:g128:had:nosat:dual", "e4m3:g32:rht:seed=7", "int8:g16:had",
+        "e4m3:g1024:had:dual", "e4m3:g512:dual", "e5m2:row:sbf16", "e4m3:g128:se8m0:sround=rne",
+        "e4m3:g64:dual:T=300", "int8:tensor",
+        // TACO targets outside [2^-39, 2^40]: s_q's division with its range test
+        "e4m3:g128:had:dual:T=1e-20", "e4m3:g128:had:taco:T=1e30",
+        // 4-bit codes: every group size's layout, transforms, every scale format,
+        // NVFP4's two-level scale with both roundings, targets off the default
+        "e2m1:g32:had", "int4:g64:rht:seed=3", "e2m1:g16:sue4m3:sround=up", "int4:g16:sue4m3",
+        "e2m1:g16:sue4m3:had", "e2m1:g128:sbf16", "int4:g1024:had", "int4:g256:se8m0",
+        "e2m1:g64:sf16:sround=rne", "e2m1:g512:se8m0", "e2m1:g32:T=3", "int4:g32:T=1e30",
+        // rows, columns, tensors
+        "e4m3:col", "int8:col:sbf16", "e5m2:col:se8m0", "e4m3:row:nosat", "e5m2:tensor:sf16",
+        "e4m3:col:nosat"})
     v.emplace_back(s);
   return v;
 }
 
 // The variants whose kernels this change added, for the tests that take a shorter list.
-const char* const kNewVariants[] = {"nvfp4", "mxfp4", "int4-g32", "int4-g32-had", "fp8-row", "fp8-col",
-                                    "fp8-tensor", "e2m1:g16:sue4m3:had", "int4:g128:rht"};
+const char* const kNewVariants[] = {"nvfp4",        "mxfp4",   "int4-g32",   "int4-g32-had",
+                                    "fp8-row",      "fp8-col", "fp8-tensor", "e2m1:g16:sue4m3:had",
+                                    "int4:g128:rht"};
 
 struct Shape {
   int64_t rows, cols;
 };
 // (the row codecs' four row shapes: cols up to 1024, 2048, 4096 and beyond, two slabs at 8200)
-const Shape kShapes[] = {{4, 1024}, {3, 1000}, {1, 37}, {7, 513}, {2, 16}, {1, 1}, {33, 4096}, {5, 2048}, {3, 1500}, {2, 8200}};
+const Shape kShapes[] = {{4, 1024}, {3, 1000},  {1, 37},   {7, 513},  {2, 16},
+                         {1, 1},    {33, 4096}, {5, 2048}, {3, 1500}, {2, 8200}};
 
 }  // namespace
 
-TEST_CASE("device fp8 conversions equal the CPU encoder over float bit patterns", "[gpu][formats]") {
+TEST_CASE("device fp8 conversions equal the CPU encoder over float bit patterns",
+          "[gpu][formats]") {
   // Every float whose magnitude is in [2^-40, 2^20], both signs, plus all NaN/Inf patterns at
   // the ends; the hardware SATFINITE path and the non-saturating software path.
   constexpr uint32_t kChunk = 1u << 24;
@@ -183,9 +212,12 @@ TEST_CASE("device fp8 conversions equal the CPU encoder over float bit patterns"
     uint32_t first, last;  // inclusive bit patterns
   };
   const uint32_t lo = float_bits(std::ldexp(1.0f, -40)), hi = float_bits(std::ldexp(1.0f, 20));
-  const Range ranges[] = {{0u, 0x00100000u},           {lo, hi},
-                          {0x7f000000u, 0x7fffffffu},  {0x80000000u, 0x80100000u},
-                          {lo | 0x80000000u, hi | 0x80000000u}, {0xff000000u, 0xffffffffu}};
+  const Range ranges[] = {{0u, 0x00100000u},
+                          {lo, hi},
+                          {0x7f000000u, 0x7fffffffu},
+                          {0x80000000u, 0x80100000u},
+                          {lo | 0x80000000u, hi | 0x80000000u},
+                          {0xff000000u, 0xffffffffu}};
   for (int format = 0; format < 2; ++format) {
     for (int hw = 0; hw < 2; ++hw) {
       int64_t checked = 0;
@@ -198,14 +230,16 @@ TEST_CASE("device fp8 conversions equal the CPU encoder over float bit patterns"
 #pragma omp parallel for reduction(max : bad)
           for (int64_t i = 0; i < int64_t(n); ++i) {
             const float x = bits_float(uint32_t(first + uint64_t(i)));
-            const uint8_t want = format == 0 ? float_to_fp8_e4m3(x, hw != 0) : float_to_fp8_e5m2(x, hw != 0);
+            const uint8_t want =
+                format == 0 ? float_to_fp8_e4m3(x, hw != 0) : float_to_fp8_e5m2(x, hw != 0);
             if (h[size_t(i)] != want) bad = std::max(bad, i);
           }
           CAPTURE(format, hw, first);
           if (bad >= 0) {
             const uint32_t bits = uint32_t(first + uint64_t(bad));
             const float x = bits_float(bits);
-            const uint8_t want = format == 0 ? float_to_fp8_e4m3(x, hw != 0) : float_to_fp8_e5m2(x, hw != 0);
+            const uint8_t want =
+                format == 0 ? float_to_fp8_e4m3(x, hw != 0) : float_to_fp8_e5m2(x, hw != 0);
             CAPTURE(bits, x, int(h[size_t(bad)]), int(want));
             FAIL("device FP8 code differs from the CPU encoder");
           }
@@ -225,9 +259,11 @@ TEST_CASE("device fp8 conversions equal the CPU encoder over float bit patterns"
     gpu::test::fp8_decode_all_gpu(format, d_dec.as<float>());
     const auto dec = download<float>(d_dec, 256);
     for (int c = 0; c < 256; ++c) {
-      const float want = format == 0 ? fp8_e4m3_to_float(uint8_t(c)) : fp8_e5m2_to_float(uint8_t(c));
+      const float want =
+          format == 0 ? fp8_e4m3_to_float(uint8_t(c)) : fp8_e5m2_to_float(uint8_t(c));
       CAPTURE(format, c, dec[size_t(c)], want);
-      CHECK((float_bits(dec[size_t(c)]) == float_bits(want) || (std::isnan(want) && std::isnan(dec[size_t(c)]))));
+      CHECK((float_bits(dec[size_t(c)]) == float_bits(want) ||
+             (std::isnan(want) && std::isnan(dec[size_t(c)]))));
     }
   }
 }
@@ -245,14 +281,16 @@ TEST_CASE("device e8m0 rounding equals the CPU over positive floats", "[gpu][for
 #pragma omp parallel for reduction(max : bad)
     for (int64_t i = 0; i < int64_t(n); ++i) {
       const float x = bits_float(uint32_t(first + uint64_t(i)));
-      if (hc[size_t(i)] != e8m0_ceil(x) || hn[size_t(i)] != float_to_e8m0(x, true)) bad = std::max(bad, i);
+      if (hc[size_t(i)] != e8m0_ceil(x) || hn[size_t(i)] != float_to_e8m0(x, true))
+        bad = std::max(bad, i);
     }
     CAPTURE(first, bad);
     REQUIRE(bad < 0);
   }
 }
 
-TEST_CASE("device E2M1 / INT4 / UE4M3 codes equal the CPU encoders over float bit patterns", "[gpu][formats]") {
+TEST_CASE("device E2M1 / INT4 / UE4M3 codes equal the CPU encoders over float bit patterns",
+          "[gpu][formats]") {
   // Every float from 2^-12 to 2^5 (the codes' range and rounding edges, UE4M3's too) and a sparse
   // sweep of the rest, both signs; NaN is outside the word encodes' contract (the kernels zero
   // NaN first) but not UE4M3's.
@@ -264,7 +302,8 @@ TEST_CASE("device E2M1 / INT4 / UE4M3 codes equal the CPU encoders over float bi
   auto check_range = [&](uint64_t first, uint64_t last, uint64_t step) {
     for (uint64_t f = first; f <= last; f += uint64_t(kChunk) * step) {
       const uint32_t n = uint32_t(std::min<uint64_t>(kChunk, last - f + 1));
-      gpu::test::nibble_range_gpu(uint32_t(f), n, d_e.as<uint8_t>(), d_i.as<uint8_t>(), d_u.as<uint8_t>());
+      gpu::test::nibble_range_gpu(uint32_t(f), n, d_e.as<uint8_t>(), d_i.as<uint8_t>(),
+                                  d_u.as<uint8_t>());
       TACO_CUDA_CHECK(cudaMemcpy(he.data(), d_e.get(), n, cudaMemcpyDeviceToHost));
       TACO_CUDA_CHECK(cudaMemcpy(hi.data(), d_i.get(), n, cudaMemcpyDeviceToHost));
       TACO_CUDA_CHECK(cudaMemcpy(hu.data(), d_u.get(), n, cudaMemcpyDeviceToHost));
@@ -275,7 +314,8 @@ TEST_CASE("device E2M1 / INT4 / UE4M3 codes equal the CPU encoders over float bi
         if (hu[size_t(i)] != float_to_ue4m3(t, true)) bad = std::max(bad, i);
         if (std::isnan(t)) continue;
         if (hi[size_t(i)] != (uint32_t(quantize_int_sym(t, 7.0f)) & 0xfu)) bad = std::max(bad, i);
-        if (std::fabs(t) >= std::ldexp(1.0f, -100) && he[size_t(i)] != encode_minifloat<E2M1Traits>(t, true))
+        if (std::fabs(t) >= std::ldexp(1.0f, -100) &&
+            he[size_t(i)] != encode_minifloat<E2M1Traits>(t, true))
           bad = std::max(bad, i);
       }
       if (bad >= 0) {
@@ -339,8 +379,9 @@ TEST_CASE("GPU codecs reproduce the CPU wire bytes and decodes (host float API)"
   CHECK(compared > 500);
 }
 
-TEST_CASE("GPU codecs implement the collective operations of the Codec contract with the CPU's bytes",
-          "[gpu][codec][contract]") {
+TEST_CASE(
+    "GPU codecs implement the collective operations of the Codec contract with the CPU's bytes",
+    "[gpu][codec][contract]") {
   uint64_t seed = 777;
   int compared = 0;
   for (const std::string& variant : test_variants()) {
@@ -352,7 +393,8 @@ TEST_CASE("GPU codecs implement the collective operations of the Codec contract 
         std::vector<std::vector<uint8_t>> wires;
         std::vector<WireView> views;
         for (int i = 0; i < nsrc; ++i) {
-          const auto x = make_input(kDists[size_t(i) % std::size(kDists)], s.rows, s.cols, ++seed, false);
+          const auto x =
+              make_input(kDists[size_t(i) % std::size(kDists)], s.rows, s.cols, ++seed, false);
           wires.push_back(cpu->encode(x.data(), s.rows, s.cols));
         }
         for (const auto& w : wires) views.push_back({w.data(), w.size()});
@@ -385,14 +427,17 @@ TEST_CASE("GPU codecs implement the collective operations of the Codec contract 
   CHECK(compared > 50);
 }
 
-TEST_CASE("the reference-rules encode kernel is taken exactly for TACO's reference rules without counters",
-          "[gpu][codec]") {
-  unsigned long long* counters = reinterpret_cast<unsigned long long*>(uintptr_t(256));  // never dereferenced
+TEST_CASE(
+    "the reference-rules encode kernel is taken exactly for TACO's reference rules without "
+    "counters",
+    "[gpu][codec]") {
+  unsigned long long* counters =
+      reinterpret_cast<unsigned long long*>(uintptr_t(256));  // never dereferenced
   CHECK(gpu::GpuQuant(parse_variant("taco")).reference_encode(nullptr));
   CHECK(gpu::GpuQuant(parse_variant("e4m3:g128:had:dual")).reference_encode(nullptr));
   CHECK_FALSE(gpu::GpuQuant(parse_variant("taco")).reference_encode(counters));
-  for (const char* v : {"taco-nosa", "taco-rht", "taco-e5m2", "e4m3:g128:had:nosat:dual", "e4m3:g128:had:dual:T=1e-20",
-                        "fp8-g128", "e4m3:g64:had:dual"}) {
+  for (const char* v : {"taco-nosa", "taco-rht", "taco-e5m2", "e4m3:g128:had:nosat:dual",
+                        "e4m3:g128:had:dual:T=1e-20", "fp8-g128", "e4m3:g64:had:dual"}) {
     CAPTURE(v);
     CHECK_FALSE(gpu::GpuQuant(parse_variant(v)).reference_encode(nullptr));
   }
@@ -426,7 +471,8 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
         }
         upload(d_in, to_bf16_bits(x));
         d_wires.emplace_back(wire.size(), "test wire");
-        q.encode(d_in.get(), DataType::BF16, chunks, s.rows, s.cols, d_wires.back().as<uint8_t>(), stream.get());
+        q.encode(d_in.get(), DType::BF16, chunks, s.rows, s.cols, d_wires.back().as<uint8_t>(),
+                 stream.get());
         stream.synchronize();
         const auto got = download<uint8_t>(d_wires.back(), wire.size());
         const int64_t bad = first_diff(got.data(), wire.data(), wire.size());
@@ -444,7 +490,8 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
       std::vector<float> dec(un);
       for (int64_t src = 0; src < nsrc; ++src)
         for (int64_t c = 0; c < chunks; ++c) {
-          cpu->decode(cpu_wires[size_t(src)].data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data());
+          cpu->decode(cpu_wires[size_t(src)].data() + c * g.total, size_t(g.total), s.rows, s.cols,
+                      dec.data());
           for (int64_t i = 0; i < n; ++i) {
             float& a = sum[size_t(c * n + i)];
             a = src == 0 ? dec[size_t(i)] : a + dec[size_t(i)];
@@ -458,7 +505,7 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
         CAPTURE(small);
         // decode-reduce, f32 and bf16 out
         DeviceBuffer d_out(size_t(chunks * n) * 4, "test out");
-        q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::F32, stream.get());
+        q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DType::F32, stream.get());
         stream.synchronize();
         auto got = download<float>(d_out, size_t(chunks * n));
         int64_t bd = first_float_diff(got.data(), sum.data(), sum.size());
@@ -466,7 +513,7 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
           CAPTURE(bd, got[size_t(bd)], sum[size_t(bd)]);
           FAIL("GPU decode-reduce (f32) differs from the CPU sum of CPU decodes");
         }
-        q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
+        q.decode_reduce(srcs, chunks, s.rows, s.cols, d_out.get(), DType::BF16, stream.get());
         stream.synchronize();
         const auto got16 = download<uint16_t>(d_out, size_t(chunks * n));
         for (size_t i = 0; i < sum.size(); ++i) {
@@ -476,13 +523,15 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
           }
         }
         // single-source decode, bf16 out
-        q.decode(srcs[0], chunks, s.rows, s.cols, d_out.get(), DataType::BF16, stream.get());
+        q.decode(srcs[0], chunks, s.rows, s.cols, d_out.get(), DType::BF16, stream.get());
         stream.synchronize();
         const auto g16 = download<uint16_t>(d_out, size_t(chunks * n));
         for (int64_t c = 0; c < chunks; ++c) {
-          cpu->decode(cpu_wires[0].data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data());
+          cpu->decode(cpu_wires[0].data() + c * g.total, size_t(g.total), s.rows, s.cols,
+                      dec.data());
           for (int64_t i = 0; i < n; ++i)
-            if (g16[size_t(c * n + i)] != float_to_bf16(dec[size_t(i)]) && !std::isnan(dec[size_t(i)])) {
+            if (g16[size_t(c * n + i)] != float_to_bf16(dec[size_t(i)]) &&
+                !std::isnan(dec[size_t(i)])) {
               CAPTURE(c, i);
               FAIL("GPU decode (bf16 out) differs from the rounded CPU decode");
             }
@@ -499,7 +548,8 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
           want.insert(want.end(), w.begin(), w.end());
         }
         DeviceBuffer d_re(want.size(), "test re-encode");
-        q.decode_reduce_encode(srcs, chunks, s.rows, s.cols, d_re.as<uint8_t>(), rb != 0, stream.get());
+        q.decode_reduce_encode(srcs, chunks, s.rows, s.cols, d_re.as<uint8_t>(), rb != 0,
+                               stream.get());
         stream.synchronize();
         const auto gw = download<uint8_t>(d_re, want.size());
         const int64_t bad = first_diff(gw.data(), want.data(), want.size());
@@ -515,12 +565,13 @@ TEST_CASE("GPU codecs: bf16 input, several chunks, decode-reduce and re-encode",
 
 // Large enough that every warp of the resident grid runs several iterations (the decode
 // kernels load the next iteration's codes ahead); both decode kernels are forced in turn.
-TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU", "[gpu][codec][large]") {
+TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU",
+          "[gpu][codec][large]") {
   gpu::CudaStream stream;
   const int64_t rows = 4096, cols = 2048, n = rows * cols;  // 8 M elements
   uint64_t seed = 31337;
-  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "int8-g128-had", "mxfp4", "nvfp4", "int4-g32-had", "fp8-row",
-                              "fp8-col", "fp8-tensor"}) {
+  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "int8-g128-had", "mxfp4", "nvfp4",
+                              "int4-g32-had", "fp8-row", "fp8-col", "fp8-tensor"}) {
     const auto cpu = make_codec(variant);
     gpu::GpuQuant q(parse_variant(variant));
     CAPTURE(variant);
@@ -532,7 +583,7 @@ TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU"
       wires.push_back(cpu->encode(x.data(), rows, cols));
       upload(d_in, to_bf16_bits(x));
       d_wires.emplace_back(wires.back().size(), "test wire");
-      q.encode(d_in.get(), DataType::BF16, 1, rows, cols, d_wires.back().as<uint8_t>(), stream.get());
+      q.encode(d_in.get(), DType::BF16, 1, rows, cols, d_wires.back().as<uint8_t>(), stream.get());
       stream.synchronize();
       const auto got = download<uint8_t>(d_wires.back(), wires.back().size());
       const int64_t bad = first_diff(got.data(), wires.back().data(), got.size());
@@ -547,14 +598,14 @@ TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU"
     for (const int64_t small : {int64_t(0), std::numeric_limits<int64_t>::max()}) {
       q.set_small_decode_elems(small);
       CAPTURE(small);
-      q.decode(d_wires[0].as<uint8_t>(), 1, rows, cols, d_out.get(), DataType::F32, stream.get());
+      q.decode(d_wires[0].as<uint8_t>(), 1, rows, cols, d_out.get(), DType::F32, stream.get());
       stream.synchronize();
       auto got = download<float>(d_out, size_t(n));
       int64_t bd = first_float_diff(got.data(), d0.data(), d0.size());
       CAPTURE(bd);
       CHECK(bd < 0);
-      q.decode_reduce({d_wires[0].as<uint8_t>(), d_wires[1].as<uint8_t>()}, 1, rows, cols, d_out.get(), DataType::F32,
-                      stream.get());
+      q.decode_reduce({d_wires[0].as<uint8_t>(), d_wires[1].as<uint8_t>()}, 1, rows, cols,
+                      d_out.get(), DType::F32, stream.get());
       stream.synchronize();
       got = download<float>(d_out, size_t(n));
       bd = first_float_diff(got.data(), sum.data(), sum.size());
@@ -591,26 +642,27 @@ TEST_CASE("GPU codecs: the streaming decode equals the CPU", "[gpu][codec][large
       // the encode of the same (bf16 in, whole groups, one chunk: the whole-group walk)
       upload(d_in, to_bf16_bits(x));
       TACO_CUDA_CHECK(cudaMemsetAsync(d_wire.get(), 0xa5, wire.size(), stream.get()));
-      q.encode(d_in.get(), DataType::BF16, 1, rows, cols, d_wire.as<uint8_t>(), stream.get());
+      q.encode(d_in.get(), DType::BF16, 1, rows, cols, d_wire.as<uint8_t>(), stream.get());
       stream.synchronize();
       const auto got_wire = download<uint8_t>(d_wire, wire.size());
       const int64_t bad_byte = first_diff(got_wire.data(), wire.data(), wire.size());
       CAPTURE(bad_byte);
       CHECK(bad_byte < 0);
       upload(d_wire, wire);  // the decodes below read the CPU's wire
-      for (const DataType out_type : {DataType::BF16, DataType::F32}) {
+      for (const DType out_type : {DType::BF16, DType::F32}) {
         for (const size_t shift : {size_t(0), size_t(4)}) {  // bytes off the output buffer's start
-          CAPTURE(out_type == DataType::BF16 ? "bf16" : "f32", shift);
+          CAPTURE(out_type == DType::BF16 ? "bf16" : "f32", shift);
           uint8_t* out = d_out.as<uint8_t>() + shift;
-          CHECK(q.streams_decode(d_wire.as<uint8_t>(), 1, rows, cols, out, out_type) == (shift == 0));
+          CHECK(q.streams_decode(d_wire.as<uint8_t>(), 1, rows, cols, out, out_type) ==
+                (shift == 0));
           TACO_CUDA_CHECK(cudaMemsetAsync(d_out.get(), 0xff, size_t(n) * 4 + 16, stream.get()));
           q.decode(d_wire.as<uint8_t>(), 1, rows, cols, out, out_type, stream.get());
           stream.synchronize();
           const auto all = download<uint8_t>(d_out, size_t(n) * 4 + 16);
           int64_t bad = -1;
           for (int64_t i = 0; i < n && bad < 0; ++i) {
-            const uint8_t* at = all.data() + shift + size_t(i) * (out_type == DataType::BF16 ? 2 : 4);
-            if (out_type == DataType::BF16) {
+            const uint8_t* at = all.data() + shift + size_t(i) * (out_type == DType::BF16 ? 2 : 4);
+            if (out_type == DType::BF16) {
               uint16_t h;
               std::memcpy(&h, at, 2);
               if (h != float_to_bf16(want[size_t(i)]) && !std::isnan(want[size_t(i)])) bad = i;
@@ -632,18 +684,21 @@ TEST_CASE("GPU codecs: the streaming decode equals the CPU", "[gpu][codec][large
 // step leaves it; calls with more groups than a launch takes are split over consecutive chunks.
 // Both are checked against the CPU: chunks much longer than the grid's step (most steps stay in
 // the chunk, some lanes cross mid-walk), and a call forced into launches of two chunks and one.
-TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal the CPU", "[gpu][codec][large]") {
+TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal the CPU",
+          "[gpu][codec][large]") {
   gpu::CudaStream stream;
   uint64_t seed = 4242;
   struct Case {
     int64_t chunks, rows, cols;
     bool split;  // launches of at most two chunks' groups
   };
-  for (const char* variant : {"taco", "fp8-g128", "int8-g128-had", "e4m3:g32:dual", "nvfp4", "int4-g32"}) {
+  for (const char* variant :
+       {"taco", "fp8-g128", "int8-g128-had", "e4m3:g32:dual", "nvfp4", "int4-g32"}) {
     const auto cpu = make_codec(variant);
     gpu::GpuQuant q(parse_variant(variant));
     const int64_t G = q.spec().block;
-    for (const Case& k : {Case{3, 1024, 4100, false}, Case{5, 7, 1000, false}, Case{5, 7, 1000, true}}) {
+    for (const Case& k :
+         {Case{3, 1024, 4100, false}, Case{5, 7, 1000, false}, Case{5, 7, 1000, true}}) {
       const int64_t n = k.rows * k.cols;
       const gpu::ChunkGeometry g = q.geometry(k.rows, k.cols);
       // launches of two chunks, two and one (the last limit is below three chunks' groups)
@@ -653,7 +708,8 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
       std::vector<DeviceBuffer> d_wires;
       DeviceBuffer d_in(size_t(k.chunks * n) * 2, "test input");
       for (int src = 0; src < 2; ++src) {
-        const auto x = make_input(src ? Dist::Outliers : Dist::Laplace, k.chunks * k.rows, k.cols, ++seed, true);
+        const auto x = make_input(src ? Dist::Outliers : Dist::Laplace, k.chunks * k.rows, k.cols,
+                                  ++seed, true);
         std::vector<uint8_t> wire;
         for (int64_t c = 0; c < k.chunks; ++c) {
           const auto w = cpu->encode(x.data() + c * n, k.rows, k.cols);
@@ -661,7 +717,8 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
         }
         upload(d_in, to_bf16_bits(x));
         d_wires.emplace_back(wire.size(), "test wire");
-        q.encode(d_in.get(), DataType::BF16, k.chunks, k.rows, k.cols, d_wires.back().as<uint8_t>(), stream.get());
+        q.encode(d_in.get(), DType::BF16, k.chunks, k.rows, k.cols, d_wires.back().as<uint8_t>(),
+                 stream.get());
         stream.synchronize();
         const auto got = download<uint8_t>(d_wires.back(), wire.size());
         const int64_t bad = first_diff(got.data(), wire.data(), wire.size());
@@ -675,7 +732,8 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
       std::vector<float> sum(static_cast<size_t>(k.chunks * n)), dec(static_cast<size_t>(n));
       for (int src = 0; src < 2; ++src)
         for (int64_t c = 0; c < k.chunks; ++c) {
-          cpu->decode(wires[size_t(src)].data() + c * g.total, size_t(g.total), k.rows, k.cols, dec.data());
+          cpu->decode(wires[size_t(src)].data() + c * g.total, size_t(g.total), k.rows, k.cols,
+                      dec.data());
           for (int64_t i = 0; i < n; ++i) {
             float& a = sum[size_t(c * n + i)];
             a = src ? a + dec[size_t(i)] : dec[size_t(i)];
@@ -683,7 +741,7 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
         }
       const std::vector<const uint8_t*> srcs = {d_wires[0].as<uint8_t>(), d_wires[1].as<uint8_t>()};
       DeviceBuffer d_out(size_t(k.chunks * n) * 4, "test out");
-      q.decode_reduce(srcs, k.chunks, k.rows, k.cols, d_out.get(), DataType::F32, stream.get());
+      q.decode_reduce(srcs, k.chunks, k.rows, k.cols, d_out.get(), DType::F32, stream.get());
       stream.synchronize();
       const auto got = download<float>(d_out, sum.size());
       const int64_t bd = first_float_diff(got.data(), sum.data(), sum.size());
@@ -695,7 +753,8 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
         want.insert(want.end(), w.begin(), w.end());
       }
       DeviceBuffer d_re(want.size(), "test re-encode");
-      q.decode_reduce_encode(srcs, k.chunks, k.rows, k.cols, d_re.as<uint8_t>(), false, stream.get());
+      q.decode_reduce_encode(srcs, k.chunks, k.rows, k.cols, d_re.as<uint8_t>(), false,
+                             stream.get());
       stream.synchronize();
       const auto gw = download<uint8_t>(d_re, want.size());
       const int64_t br = first_diff(gw.data(), want.data(), want.size());
@@ -704,8 +763,11 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
     }
     // A chunk with more groups than a launch takes is an input error, not a wrong result.
     q.set_max_launch_groups(10);
-    DeviceBuffer d_in(size_t(4 * 1024) * 2, "test input"), d_wire(size_t(q.chunk_bytes(4, 1024)), "test wire");
-    CHECK_THROWS_AS(q.encode(d_in.get(), DataType::BF16, 1, 4, 1024, d_wire.as<uint8_t>(), stream.get()), InputError);
+    DeviceBuffer d_in(size_t(4 * 1024) * 2, "test input"),
+        d_wire(size_t(q.chunk_bytes(4, 1024)), "test wire");
+    CHECK_THROWS_AS(
+        q.encode(d_in.get(), DType::BF16, 1, 4, 1024, d_wire.as<uint8_t>(), stream.get()),
+        InputError);
   }
 }
 
@@ -713,22 +775,31 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
 // negative, subnormal, huge or not numbers, must decode as the CPU decodes them. The TACO
 // kernels decide per group between a fast path and the IEEE one (codec_group.cuh, decode_codes);
 // groups of every kind sit next to each other here, so that both paths and the decision run.
-TEST_CASE("GPU decodes of arbitrary wires (NaN and infinite codes, odd scales) equal the CPU", "[gpu][codec]") {
+TEST_CASE("GPU decodes of arbitrary wires (NaN and infinite codes, odd scales) equal the CPU",
+          "[gpu][codec]") {
   std::mt19937_64 rng(99);
   std::uniform_int_distribution<int> byte(0, 255), pick(0, 15), expo(-70, 70);
   std::uniform_real_distribution<float> frac(1.0f, 2.0f);
   auto scale = [&]() -> float {
     switch (pick(rng)) {
-      case 0: return 0.0f;
-      case 1: return -frac(rng);
-      case 2: return std::numeric_limits<float>::quiet_NaN();
-      case 3: return std::numeric_limits<float>::infinity();
-      case 4: return 1e-40f * frac(rng);  // subnormal
-      case 5: return bits_float(uint32_t(rng()));
-      default: return std::ldexp(frac(rng), expo(rng));
+      case 0:
+        return 0.0f;
+      case 1:
+        return -frac(rng);
+      case 2:
+        return std::numeric_limits<float>::quiet_NaN();
+      case 3:
+        return std::numeric_limits<float>::infinity();
+      case 4:
+        return 1e-40f * frac(rng);  // subnormal
+      case 5:
+        return bits_float(uint32_t(rng()));
+      default:
+        return std::ldexp(frac(rng), expo(rng));
     }
   };
-  for (const char* variant : {"taco", "taco-noh", "taco-nosa", "taco-e5m2", "taco-rht", "taco-g32", "e4m3:g128:had:nosat:dual"}) {
+  for (const char* variant : {"taco", "taco-noh", "taco-nosa", "taco-e5m2", "taco-rht", "taco-g32",
+                              "e4m3:g128:had:nosat:dual"}) {
     const auto cpu = make_codec(variant);
     const auto gpu_codec = gpu::make_gpu_codec(variant);
     const gpu::GpuQuant q(parse_variant(variant));
@@ -737,8 +808,8 @@ TEST_CASE("GPU decodes of arbitrary wires (NaN and infinite codes, odd scales) e
       const int64_t G = q.spec().block;
       CAPTURE(variant, sh.rows, sh.cols);
       std::vector<uint8_t> wire(size_t(g.total), 0);
-      const uint8_t nan_code = q.rules().elem == gpu::ElemKind::E4M3 ? 0x7f : 0x7e;
-      const uint8_t inf_code = q.rules().elem == gpu::ElemKind::E4M3 ? 0x7f : 0x7c;  // E4M3 has no Inf
+      const uint8_t nan_code = q.rules().elem == ElemFormat::E4M3 ? 0x7f : 0x7e;
+      const uint8_t inf_code = q.rules().elem == ElemFormat::E4M3 ? 0x7f : 0x7c;  // E4M3 has no Inf
       for (int64_t b = 0; b < g.nblocks; ++b) {
         const int kind = int(b % 4);  // 0, 1: finite codes; 2: one NaN code; 3: one Inf code
         for (int64_t i = 0; i < G && b * G + i < g.code_bytes; ++i) {
@@ -769,9 +840,11 @@ TEST_CASE("GPU decodes of arbitrary wires (NaN and infinite codes, odd scales) e
       int64_t zero_groups = 0, value_groups = 0;
       for (int64_t b = 0; b * G < n; ++b) {
         const int64_t e = std::min(n, (b + 1) * G);
-        const bool all_zero = std::all_of(dw.begin() + b * G, dw.begin() + e, [](float x) { return x == 0.0f; });
-        const bool finite_nonzero = std::any_of(dw.begin() + b * G, dw.begin() + e,
-                                                [](float x) { return x != 0.0f && std::isfinite(x); });
+        const bool all_zero =
+            std::all_of(dw.begin() + b * G, dw.begin() + e, [](float x) { return x == 0.0f; });
+        const bool finite_nonzero = std::any_of(dw.begin() + b * G, dw.begin() + e, [](float x) {
+          return x != 0.0f && std::isfinite(x);
+        });
         zero_groups += all_zero ? 1 : 0;
         value_groups += finite_nonzero ? 1 : 0;
       }
@@ -781,28 +854,34 @@ TEST_CASE("GPU decodes of arbitrary wires (NaN and infinite codes, odd scales) e
   }
 }
 
-TEST_CASE("GPU codecs: unaligned device pointers take the scalar paths and stay exact", "[gpu][codec]") {
+TEST_CASE("GPU codecs: unaligned device pointers take the scalar paths and stay exact",
+          "[gpu][codec]") {
   gpu::CudaStream stream;
-  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "fp8-row", "nvfp4", "mxfp4", "int4-g32", "fp8-col",
-                              "fp8-tensor"}) {
+  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "fp8-row", "nvfp4", "mxfp4", "int4-g32",
+                              "fp8-col", "fp8-tensor"}) {
     const gpu::GpuQuant q(parse_variant(variant));
     const auto cpu = make_codec(variant);
     const int64_t rows = 4, cols = 512, n = rows * cols;
     const auto x = make_input(Dist::Normal, rows, cols, 99, true);
     const auto want = cpu->encode(x.data(), rows, cols);
-    DeviceBuffer d_in(size_t(n) * 2 + 64, "test"), d_w(want.size() + 64, "test"), d_o(size_t(n) * 4 + 64, "test");
+    DeviceBuffer d_in(size_t(n) * 2 + 64, "test"), d_w(want.size() + 64, "test"),
+        d_o(size_t(n) * 4 + 64, "test");
     const auto h = to_bf16_bits(x);
-    TACO_CUDA_CHECK(cudaMemcpy(d_in.as<uint8_t>() + 2, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
-    q.encode(d_in.as<uint8_t>() + 2, DataType::BF16, 1, rows, cols, d_w.as<uint8_t>() + 1, stream.get());
+    TACO_CUDA_CHECK(
+        cudaMemcpy(d_in.as<uint8_t>() + 2, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    q.encode(d_in.as<uint8_t>() + 2, DType::BF16, 1, rows, cols, d_w.as<uint8_t>() + 1,
+             stream.get());
     stream.synchronize();
     std::vector<uint8_t> got(want.size());
-    TACO_CUDA_CHECK(cudaMemcpy(got.data(), d_w.as<uint8_t>() + 1, got.size(), cudaMemcpyDeviceToHost));
+    TACO_CUDA_CHECK(
+        cudaMemcpy(got.data(), d_w.as<uint8_t>() + 1, got.size(), cudaMemcpyDeviceToHost));
     CAPTURE(variant);
     CHECK(first_diff(got.data(), want.data(), want.size()) < 0);
-    q.decode(d_w.as<uint8_t>() + 1, 1, rows, cols, d_o.as<uint8_t>() + 4, DataType::F32, stream.get());
+    q.decode(d_w.as<uint8_t>() + 1, 1, rows, cols, d_o.as<uint8_t>() + 4, DType::F32, stream.get());
     stream.synchronize();
     std::vector<float> dg(static_cast<size_t>(n)), dw(static_cast<size_t>(n));
-    TACO_CUDA_CHECK(cudaMemcpy(dg.data(), d_o.as<uint8_t>() + 4, size_t(n) * 4, cudaMemcpyDeviceToHost));
+    TACO_CUDA_CHECK(
+        cudaMemcpy(dg.data(), d_o.as<uint8_t>() + 4, size_t(n) * 4, cudaMemcpyDeviceToHost));
     cpu->decode(want.data(), want.size(), rows, cols, dw.data());
     CHECK(first_float_diff(dg.data(), dw.data(), dw.size()) < 0);
   }
@@ -811,7 +890,8 @@ TEST_CASE("GPU codecs: unaligned device pointers take the scalar paths and stay 
 TEST_CASE("the unfused TACO pipeline reproduces the CPU bytes too", "[gpu][codec][unfused]") {
   gpu::CudaStream stream;
   uint64_t seed = 4242;
-  for (const char* variant : {"taco", "taco-noh", "taco-e5m2", "taco-g32", "taco-g512", "e4m3:g1024:had:dual"}) {
+  for (const char* variant :
+       {"taco", "taco-noh", "taco-e5m2", "taco-g32", "taco-g512", "e4m3:g1024:had:dual"}) {
     const auto cpu = make_codec(variant);
     const gpu::UnfusedTaco u(parse_variant(variant));
     const gpu::GpuQuant q(parse_variant(variant));
@@ -825,9 +905,10 @@ TEST_CASE("the unfused TACO pipeline reproduces the CPU bytes too", "[gpu][codec
         const auto w = cpu->encode(x.data() + c * n, s.rows, s.cols);
         want.insert(want.end(), w.begin(), w.end());
       }
-      DeviceBuffer d_in(size_t(chunks * n) * 2, "test"), d_w(want.size(), "test"), d_o(size_t(chunks * n) * 4, "test");
+      DeviceBuffer d_in(size_t(chunks * n) * 2, "test"), d_w(want.size(), "test"),
+          d_o(size_t(chunks * n) * 4, "test");
       upload(d_in, to_bf16_bits(x));
-      u.encode(d_in.get(), DataType::BF16, chunks, s.rows, s.cols, d_w.as<uint8_t>(), stream.get());
+      u.encode(d_in.get(), DType::BF16, chunks, s.rows, s.cols, d_w.as<uint8_t>(), stream.get());
       stream.synchronize();
       const auto got = download<uint8_t>(d_w, want.size());
       const int64_t bad = first_diff(got.data(), want.data(), want.size());
@@ -838,7 +919,7 @@ TEST_CASE("the unfused TACO pipeline reproduces the CPU bytes too", "[gpu][codec
       }
       // decode-reduce of the two chunks as two sources of one chunk each
       const std::vector<const uint8_t*> srcs = {d_w.as<uint8_t>(), d_w.as<uint8_t>() + g.total};
-      u.decode_reduce(srcs, 1, s.rows, s.cols, d_o.get(), DataType::F32, stream.get());
+      u.decode_reduce(srcs, 1, s.rows, s.cols, d_o.get(), DType::F32, stream.get());
       stream.synchronize();
       const auto sum = download<float>(d_o, size_t(n));
       std::vector<float> d0(static_cast<size_t>(n)), d1(static_cast<size_t>(n));
@@ -861,13 +942,16 @@ TEST_CASE("GPU codecs on the sample traces", "[gpu][codec][traces]") {
   if (fs::is_directory(dir)) {
     for (const auto& e : fs::recursive_directory_iterator(dir)) {
       const std::string ext = e.path().extension().string();
-      if (!e.is_regular_file() || (ext != ".h5" && ext != ".safetensors" && ext != ".npy" && ext != ".npz")) continue;
+      if (!e.is_regular_file() ||
+          (ext != ".h5" && ext != ".safetensors" && ext != ".npy" && ext != ".npz"))
+        continue;
       auto src = open_tensor_file(e.path().string());
       for (size_t i = 0; i < src->size() && i < 8; ++i) {
         const Tensor t = src->read(i);
         if (t.numel() == 0 || t.numel() > (int64_t(1) << 24)) continue;
-        for (const char* variant : {"taco", "taco-noh", "fp8-g128", "mxfp8", "int8-g128-had", "fp8-row", "fp8-tensor",
-                                    "fp8-col", "mxfp4", "nvfp4", "int4-g32", "int4-g32-had"}) {
+        for (const char* variant :
+             {"taco", "taco-noh", "fp8-g128", "mxfp8", "int8-g128-had", "fp8-row", "fp8-tensor",
+              "fp8-col", "mxfp4", "nvfp4", "int4-g32", "int4-g32-had"}) {
           const auto cpu = make_codec(variant);
           const auto gc = gpu::make_gpu_codec(variant);
           CAPTURE(e.path().string(), t.name, variant);
@@ -889,8 +973,8 @@ TEST_CASE("GPU codecs on the sample traces", "[gpu][codec][traces]") {
 }
 
 TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][codec]") {
-  for (const char* v : {"int8-g128-asym", "fp8-tile128", "bf16", "tahquant", "e2m1:row", "int4:tensor",
-                        "e4m3:g16:sue4m3", "e4m3:col:sue4m3"}) {
+  for (const char* v : {"int8-g128-asym", "fp8-tile128", "bf16", "tahquant", "e2m1:row",
+                        "int4:tensor", "e4m3:g16:sue4m3", "e4m3:col:sue4m3"}) {
     CAPTURE(v);
     try {
       (void)gpu::make_gpu_codec(v);
@@ -901,7 +985,8 @@ TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][code
     }
   }
   CHECK(gpu::gpu_available());
-  // ef: and aqsgd: wrap the GPU codec (the study keeps their state); other structured codecs do not run
+  // ef: and aqsgd: wrap the GPU codec (the study keeps their state); other structured codecs do not
+  // run
   const auto ef = gpu::make_gpu_codec("ef:nvfp4");
   const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(ef.get());
   REQUIRE(fb != nullptr);
@@ -913,12 +998,19 @@ TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][code
 // Decoding takes no 4-bit wire for granted either: every code byte, scale bytes of every value
 // (UE4M3's NaN codes 0x7f..0xff, E8M0's 0xff, fp32 NaN / Inf / zero / negative), and for UE4M3 a
 // tensor scale S_t that is 0, negative, NaN, infinite, subnormal or huge.
-TEST_CASE("GPU decodes of arbitrary 4-bit and two-level wires equal the CPU", "[gpu][codec][nibble]") {
+TEST_CASE("GPU decodes of arbitrary 4-bit and two-level wires equal the CPU",
+          "[gpu][codec][nibble]") {
   std::mt19937_64 rng(4096);
-  const float st_cases[] = {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
-                            std::numeric_limits<float>::infinity(), 1e-45f, 3e38f, 0.0123f};
-  for (const char* variant : {"nvfp4", "mxfp4", "int4-g32", "int4-g32-had", "e2m1:g16:sue4m3:had", "e2m1:g128:sbf16",
-                              "int4:g64:sf16:sround=rne"}) {
+  const float st_cases[] = {0.0f,
+                            -0.0f,
+                            -1.0f,
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            1e-45f,
+                            3e38f,
+                            0.0123f};
+  for (const char* variant : {"nvfp4", "mxfp4", "int4-g32", "int4-g32-had", "e2m1:g16:sue4m3:had",
+                              "e2m1:g128:sbf16", "int4:g64:sf16:sround=rne"}) {
     const auto cpu = make_codec(variant);
     const auto gpu_codec = gpu::make_gpu_codec(variant);
     const gpu::GpuQuant q(parse_variant(variant));
@@ -929,14 +1021,17 @@ TEST_CASE("GPU decodes of arbitrary 4-bit and two-level wires equal the CPU", "[
         std::vector<uint8_t> wire(size_t(g.total));
         for (auto& b : wire) b = uint8_t(rng());
         // fp32 scales: finite most of the time, then the odd ones
-        if (q.rules().scale == gpu::ScaleKind::F32)
+        if (q.rules().scale == ScaleFormat::F32)
           for (int64_t b = 0; b < g.nblocks; ++b) {
             const int k = int(rng() % 8);
-            const float sc = k == 0 ? 0.0f : k == 1 ? -2.0f : k == 2 ? std::numeric_limits<float>::infinity()
-                             : k == 3 ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f + float(k), int(rng() % 60) - 30);
+            const float sc = k == 0   ? 0.0f
+                             : k == 1 ? -2.0f
+                             : k == 2 ? std::numeric_limits<float>::infinity()
+                             : k == 3 ? std::numeric_limits<float>::quiet_NaN()
+                                      : std::ldexp(1.0f + float(k), int(rng() % 60) - 30);
             std::memcpy(wire.data() + g.scale_off + 4 * b, &sc, 4);
           }
-        if (q.rules().scale == gpu::ScaleKind::UE4M3) std::memcpy(wire.data() + g.aux_off, &st, 4);
+        if (q.rules().scale == ScaleFormat::UE4M3) std::memcpy(wire.data() + g.aux_off, &st, 4);
         const int64_t n = sh.rows * sh.cols;
         std::vector<float> dw(static_cast<size_t>(n)), dg(static_cast<size_t>(n));
         cpu->decode(wire.data(), wire.size(), sh.rows, sh.cols, dw.data());
@@ -946,7 +1041,7 @@ TEST_CASE("GPU decodes of arbitrary 4-bit and two-level wires equal the CPU", "[
           CAPTURE(bd, dg[size_t(bd)], dw[size_t(bd)]);
           FAIL("GPU decode of an arbitrary 4-bit wire differs from the CPU decode");
         }
-        if (q.rules().scale != gpu::ScaleKind::UE4M3) break;  // S_t only matters for UE4M3
+        if (q.rules().scale != ScaleFormat::UE4M3) break;  // S_t only matters for UE4M3
       }
     }
   }
@@ -964,16 +1059,34 @@ std::vector<float> two_level_chunk(int kind, int64_t rows, int64_t cols, std::mt
     const int64_t g = i / 16;
     float v = nd(rng);
     switch (kind) {
-      case 0: v = (i % 3 == 0) ? -0.0f : 0.0f; break;                                // all zero: S_t from amax 0
-      case 1: v *= 1e-42f; break;                                                    // subnormal amax
-      case 2: v = g == 0 ? 3.0e38f * (i % 2 ? 1.0f : -0.5f) : v * 1e-20f; break;   // huge and tiny groups
-      case 3: v = g % 4 == 0 ? v * 1e6f : v * 1e-3f; break;                         // ratios that round to 0
-      case 4: v = g % 5 == 1 ? std::numeric_limits<float>::quiet_NaN()
-                  : g % 5 == 2 ? (i % 2 ? INFINITY : -INFINITY) : v; break;          // non-finite groups
-      case 5: v = float(int(i % 16) - 8) * std::ldexp(6.0f, int(g % 9) * 2); break; // exact UE4M3 steps
-      case 6: v *= std::ldexp(1.0f, int(rng() % 80) - 40); break;                   // 80 binades
-      case 7: v = g % 7 == 3 ? 0.0f : v * 448.0f * 6.0f; break;                     // zero groups among others
-      default: break;
+      case 0:
+        v = (i % 3 == 0) ? -0.0f : 0.0f;
+        break;  // all zero: S_t from amax 0
+      case 1:
+        v *= 1e-42f;
+        break;  // subnormal amax
+      case 2:
+        v = g == 0 ? 3.0e38f * (i % 2 ? 1.0f : -0.5f) : v * 1e-20f;
+        break;  // huge and tiny groups
+      case 3:
+        v = g % 4 == 0 ? v * 1e6f : v * 1e-3f;
+        break;  // ratios that round to 0
+      case 4:
+        v = g % 5 == 1   ? std::numeric_limits<float>::quiet_NaN()
+            : g % 5 == 2 ? (i % 2 ? INFINITY : -INFINITY)
+                         : v;
+        break;  // non-finite groups
+      case 5:
+        v = float(int(i % 16) - 8) * std::ldexp(6.0f, int(g % 9) * 2);
+        break;  // exact UE4M3 steps
+      case 6:
+        v *= std::ldexp(1.0f, int(rng() % 80) - 40);
+        break;  // 80 binades
+      case 7:
+        v = g % 7 == 3 ? 0.0f : v * 448.0f * 6.0f;
+        break;  // zero groups among others
+      default:
+        break;
     }
     x[size_t(i)] = v;
   }
@@ -985,11 +1098,12 @@ std::vector<float> two_level_chunk(int kind, int64_t rows, int64_t cols, std::mt
 // NVFP4's two-level scale on the GPU (a statistics pass, then the encode) against the CPU: chunks
 // of every edge case side by side (each with its own S_t), f32 and bf16 input, the decodes and
 // the re-encoding forms (whose statistics pass decodes the sources too).
-TEST_CASE("GPU two-level (NVFP4) scales: edge cases, chunks, re-encodes equal the CPU", "[gpu][codec][nibble]") {
+TEST_CASE("GPU two-level (NVFP4) scales: edge cases, chunks, re-encodes equal the CPU",
+          "[gpu][codec][nibble]") {
   gpu::CudaStream stream;
   std::mt19937_64 rng(1616);
-  for (const char* variant : {"nvfp4", "e2m1:g16:sue4m3:sround=up", "int4:g16:sue4m3", "e2m1:g16:sue4m3:had",
-                              "e2m1:g64:sue4m3"}) {
+  for (const char* variant : {"nvfp4", "e2m1:g16:sue4m3:sround=up", "int4:g16:sue4m3",
+                              "e2m1:g16:sue4m3:had", "e2m1:g64:sue4m3"}) {
     const auto cpu = make_codec(variant);
     gpu::GpuQuant q(parse_variant(variant));
     for (const Shape& s : {Shape{4, 64}, Shape{3, 1000}}) {
@@ -1009,11 +1123,13 @@ TEST_CASE("GPU two-level (NVFP4) scales: edge cases, chunks, re-encodes equal th
           const auto w = cpu->encode(x.data() + c * n, s.rows, s.cols);
           want.insert(want.end(), w.begin(), w.end());
         }
-        DeviceBuffer d_in(size_t(chunks * n) * 4, "test"), d_wire(want.size(), "test"), d_w2(want.size(), "test"),
-            d_out(size_t(chunks * n) * 4, "test");
-        if (bf16) upload(d_in, to_bf16_bits(x));
-        else upload(d_in, x);
-        const DataType in_type = bf16 ? DataType::BF16 : DataType::F32;
+        DeviceBuffer d_in(size_t(chunks * n) * 4, "test"), d_wire(want.size(), "test"),
+            d_w2(want.size(), "test"), d_out(size_t(chunks * n) * 4, "test");
+        if (bf16)
+          upload(d_in, to_bf16_bits(x));
+        else
+          upload(d_in, x);
+        const DType in_type = bf16 ? DType::BF16 : DType::F32;
         q.encode(d_in.get(), in_type, chunks, s.rows, s.cols, d_wire.as<uint8_t>(), stream.get());
         stream.synchronize();
         const auto got = download<uint8_t>(d_wire, want.size());
@@ -1026,8 +1142,10 @@ TEST_CASE("GPU two-level (NVFP4) scales: edge cases, chunks, re-encodes equal th
         // decode
         std::vector<float> dec(static_cast<size_t>(chunks * n));
         for (int64_t c = 0; c < chunks; ++c)
-          cpu->decode(want.data() + c * g.total, size_t(g.total), s.rows, s.cols, dec.data() + c * n);
-        q.decode(d_wire.as<uint8_t>(), chunks, s.rows, s.cols, d_out.get(), DataType::F32, stream.get());
+          cpu->decode(want.data() + c * g.total, size_t(g.total), s.rows, s.cols,
+                      dec.data() + c * n);
+        q.decode(d_wire.as<uint8_t>(), chunks, s.rows, s.cols, d_out.get(), DType::F32,
+                 stream.get());
         stream.synchronize();
         const auto gd = download<float>(d_out, dec.size());
         CHECK(first_float_diff(gd.data(), dec.data(), dec.size()) < 0);
@@ -1049,8 +1167,8 @@ TEST_CASE("GPU two-level (NVFP4) scales: edge cases, chunks, re-encodes equal th
             want_re.insert(want_re.end(), w.begin(), w.end());
           }
           DeviceBuffer d_re(want_re.size(), "test");
-          q.decode_reduce_encode({d_wire.as<uint8_t>(), d_w2.as<uint8_t>()}, chunks, s.rows, s.cols, d_re.as<uint8_t>(),
-                                 rb, stream.get());
+          q.decode_reduce_encode({d_wire.as<uint8_t>(), d_w2.as<uint8_t>()}, chunks, s.rows, s.cols,
+                                 d_re.as<uint8_t>(), rb, stream.get());
           stream.synchronize();
           const auto gre = download<uint8_t>(d_re, want_re.size());
           const int64_t br = first_diff(gre.data(), want_re.data(), want_re.size());
@@ -1060,12 +1178,13 @@ TEST_CASE("GPU two-level (NVFP4) scales: edge cases, chunks, re-encodes equal th
         // decode-add-encode (one chunk): encode(decode(chunk 3) + own), own = chunk 6's input
         {
           std::vector<float> sum(static_cast<size_t>(n));
-          for (int64_t i = 0; i < n; ++i) sum[size_t(i)] = dec[size_t(3 * n + i)] + x[size_t(6 * n + i)];
+          for (int64_t i = 0; i < n; ++i)
+            sum[size_t(i)] = dec[size_t(3 * n + i)] + x[size_t(6 * n + i)];
           const auto w = cpu->encode(sum.data(), s.rows, s.cols);
           DeviceBuffer d_dae(w.size(), "test");
           const uint8_t* own = d_in.as<uint8_t>() + size_t(6 * n) * (bf16 ? 2 : 4);
-          q.decode_add_encode(d_wire.as<uint8_t>() + 3 * g.total, own, in_type, s.rows, s.cols, d_dae.as<uint8_t>(),
-                              stream.get());
+          q.decode_add_encode(d_wire.as<uint8_t>() + 3 * g.total, own, in_type, s.rows, s.cols,
+                              d_dae.as<uint8_t>(), stream.get());
           stream.synchronize();
           const auto gw = download<uint8_t>(d_dae, w.size());
           const int64_t bd = first_diff(gw.data(), w.data(), w.size());
@@ -1081,24 +1200,34 @@ namespace {
 
 // The CPU reference of one error-feedback step on one chunk (GpuQuant::encode_ef's contract):
 // v = finite(x) + e; wire = encode(v); e' = v - finite(decode(wire)).
-std::vector<uint8_t> cpu_feedback_step(const Codec& cpu, const float* x, float* e, int64_t rows, int64_t cols,
-                                       EncodeStats* stats) {
+std::vector<uint8_t> cpu_feedback_step(const Codec& cpu, const float* x, float* e, int64_t rows,
+                                       int64_t cols, EncodeStats* stats) {
   const int64_t n = rows * cols;
   std::vector<float> v(static_cast<size_t>(n)), d(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = (std::isfinite(x[i]) ? x[i] : 0.0f) + e[i];
   std::vector<uint8_t> wire = cpu.encode(v.data(), rows, cols, stats);
   cpu.decode(wire.data(), wire.size(), rows, cols, d.data());
-  for (int64_t i = 0; i < n; ++i) e[i] = v[size_t(i)] - (std::isfinite(d[size_t(i)]) ? d[size_t(i)] : 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    e[i] = v[size_t(i)] - (std::isfinite(d[size_t(i)]) ? d[size_t(i)] : 0.0f);
   return wire;
 }
 
 }  // namespace
 
-TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit", "[gpu][codec][feedback]") {
+TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit",
+          "[gpu][codec][feedback]") {
   gpu::CudaStream stream;
   uint64_t seed = 9090;
-  std::vector<std::string> variants = {"taco", "taco-rht", "taco-noh", "fp8-g128", "mxfp8", "int8-g128-had",
-                                       "e4m3:g128:had:nosat:dual", "e4m3:row:nosat", "int8:col", "e5m2:tensor"};
+  std::vector<std::string> variants = {"taco",
+                                       "taco-rht",
+                                       "taco-noh",
+                                       "fp8-g128",
+                                       "mxfp8",
+                                       "int8-g128-had",
+                                       "e4m3:g128:had:nosat:dual",
+                                       "e4m3:row:nosat",
+                                       "int8:col",
+                                       "e5m2:tensor"};
   for (const char* v : kNewVariants) variants.emplace_back(v);
   DeviceBuffer d_stats(16, "test counters");
   for (const std::string& variant : variants) {
@@ -1121,16 +1250,19 @@ TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit", "[gp
             const Dist d = kDists[seed % 9];
             CAPTURE(variant, s.rows, s.cols, chunks, bf16, step, dist_name(d), seed);
             const auto x = make_input(d, chunks * s.rows, s.cols, seed, bf16);
-            if (bf16) upload(d_x, to_bf16_bits(x));
-            else upload(d_x, x);
+            if (bf16)
+              upload(d_x, to_bf16_bits(x));
+            else
+              upload(d_x, x);
             TACO_CUDA_CHECK(cudaMemset(d_stats.get(), 0, 16));
-            q.encode_ef(d_x.get(), bf16 ? DataType::BF16 : DataType::F32, d_res, chunks, s.rows, s.cols,
+            q.encode_ef(d_x.get(), bf16 ? DType::BF16 : DType::F32, d_res, chunks, s.rows, s.cols,
                         d_wire.as<uint8_t>(), stream.get(), d_stats.as<unsigned long long>());
             stream.synchronize();
             std::vector<uint8_t> want;
             EncodeStats cs;
             for (int64_t c = 0; c < chunks; ++c) {
-              const auto w = cpu_feedback_step(*cpu, x.data() + c * n, e.data() + c * n, s.rows, s.cols, &cs);
+              const auto w =
+                  cpu_feedback_step(*cpu, x.data() + c * n, e.data() + c * n, s.rows, s.cols, &cs);
               want.insert(want.end(), w.begin(), w.end());
             }
             const auto got = download<uint8_t>(d_wire, want.size());
@@ -1141,7 +1273,8 @@ TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit", "[gp
               FAIL("GPU error-feedback wire differs from the CPU encode of v = x + e");
             }
             std::vector<float> ge(static_cast<size_t>(total));
-            TACO_CUDA_CHECK(cudaMemcpy(ge.data(), d_res, size_t(total) * 4, cudaMemcpyDeviceToHost));
+            TACO_CUDA_CHECK(
+                cudaMemcpy(ge.data(), d_res, size_t(total) * 4, cudaMemcpyDeviceToHost));
             const int64_t be = first_float_diff(ge.data(), e.data(), e.size());
             if (be >= 0) {
               CAPTURE(be, ge[size_t(be)], e[size_t(be)]);
@@ -1158,7 +1291,8 @@ TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit", "[gp
 }
 
 // The study's error feedback (FeedbackState, `ef:<variant>`) and the GPU's keep the same residual.
-TEST_CASE("GPU error feedback keeps the study's residual (ef:<variant>)", "[gpu][codec][feedback]") {
+TEST_CASE("GPU error feedback keeps the study's residual (ef:<variant>)",
+          "[gpu][codec][feedback]") {
   gpu::CudaStream stream;
   for (const char* inner : {"nvfp4", "int4-g32", "taco", "fp8-row"}) {
     const std::string variant = std::string("ef:") + inner;
@@ -1168,14 +1302,17 @@ TEST_CASE("GPU error feedback keeps the study's residual (ef:<variant>)", "[gpu]
     study::FeedbackState state(*fb);
     const gpu::GpuQuant q(parse_variant(inner));
     const int64_t rows = 8, cols = 512, n = rows * cols;
-    DeviceBuffer d_x(size_t(n) * 4, "test"), d_e(size_t(n) * 4, "test"), d_wire(size_t(q.chunk_bytes(rows, cols)), "test");
+    DeviceBuffer d_x(size_t(n) * 4, "test"), d_e(size_t(n) * 4, "test"),
+        d_wire(size_t(q.chunk_bytes(rows, cols)), "test");
     TACO_CUDA_CHECK(cudaMemset(d_e.get(), 0, size_t(n) * 4));
     std::vector<float> xhat(static_cast<size_t>(n));
     for (int step = 0; step < 4; ++step) {
       CAPTURE(variant, step);
-      const auto x = make_input(step == 2 ? Dist::NonFinite : Dist::Laplace, rows, cols, 31 + uint64_t(step), false);
+      const auto x = make_input(step == 2 ? Dist::NonFinite : Dist::Laplace, rows, cols,
+                                31 + uint64_t(step), false);
       upload(d_x, x);
-      q.encode_ef(d_x.get(), DataType::F32, d_e.as<float>(), 1, rows, cols, d_wire.as<uint8_t>(), stream.get());
+      q.encode_ef(d_x.get(), DType::F32, d_e.as<float>(), 1, rows, cols, d_wire.as<uint8_t>(),
+                  stream.get());
       stream.synchronize();
       state.step("seq", x.data(), rows, cols, xhat.data());
       const std::vector<float>& e = *state.state("seq");

@@ -17,16 +17,22 @@ Eigen::Map<const RowMajorF> map_x(const float* x, int64_t m, int64_t n) {
   return Eigen::Map<const RowMajorF>(x, Eigen::Index(m), Eigen::Index(n));
 }
 
-MatrixD to_double(const float* x, int64_t m, int64_t n) { return map_x(x, m, n).cast<double>(); }
+MatrixD to_double(const float* x, int64_t m, int64_t n) {
+  return map_x(x, m, n).cast<double>();
+}
 }  // namespace
 
-SerialEigen::SerialEigen() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-SerialEigen::~SerialEigen() { omp_set_num_threads(saved_); }
+SerialEigen::SerialEigen() : saved_(omp_get_max_threads()) {
+  omp_set_num_threads(1);
+}
+SerialEigen::~SerialEigen() {
+  omp_set_num_threads(saved_);
+}
 
 MatrixD householder_q(MatrixD a) {
   const Eigen::Index m = a.rows(), n = a.cols();
   TACO_ASSERT(m >= n, "householder_q needs a tall matrix, got {} x {}", m, n);
-  MatrixD v = MatrixD::Zero(m, n);       // reflector j in v(j:m, j), unit norm
+  MatrixD v = MatrixD::Zero(m, n);  // reflector j in v(j:m, j), unit norm
   std::vector<double> rdiag(size_t(n), 0.0);
   for (Eigen::Index j = 0; j < n; ++j) {
     double norm2 = 0;
@@ -127,7 +133,7 @@ Svd randomized_svd(const float* x, int64_t m, int64_t n, int64_t l, int power, u
   Eigen::BDCSVD<MatrixD> svd(bt, Eigen::ComputeThinU | Eigen::ComputeThinV);
   Svd out;
   out.s = svd.singularValues();
-  out.u = q * svd.matrixV();   // B = Z S W^T with B^T = W S Z^T
+  out.u = q * svd.matrixV();  // B = Z S W^T with B^T = W S Z^T
   out.v = svd.matrixU();
   out.total_energy = frobenius2(x, m * n);
   return out;

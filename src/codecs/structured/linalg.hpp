@@ -42,7 +42,7 @@ MatrixD mul_xt_q(const float* x, int64_t m, int64_t n, const MatrixD& q);  // X^
 struct Svd {
   VectorD s;
   MatrixD u, v;
-  double total_energy = 0;   // ||X||_F^2 (exact sum of squares, not from s)
+  double total_energy = 0;  // ||X||_F^2 (exact sum of squares, not from s)
 };
 
 double frobenius2(const float* x, int64_t n);

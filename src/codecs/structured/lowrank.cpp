@@ -20,9 +20,12 @@ using ColMajorF = Eigen::MatrixXf;
 
 std::string mode_name(LowRankSpec::Mode m) {
   switch (m) {
-    case LowRankSpec::Mode::Rank: return "rank";
-    case LowRankSpec::Mode::Energy: return "energy";
-    case LowRankSpec::Mode::Bpe: return "bpe";
+    case LowRankSpec::Mode::Rank:
+      return "rank";
+    case LowRankSpec::Mode::Energy:
+      return "energy";
+    case LowRankSpec::Mode::Bpe:
+      return "bpe";
   }
   throw_error("unknown low-rank mode {}", int(m));
 }
@@ -35,7 +38,8 @@ class LowRankCodec final : public Codec {
   const std::string& name() const override { return name_; }
 
   nlohmann::json params() const override {
-    nlohmann::json p = {{"variant", name_}, {"definition", definition_},
+    nlohmann::json p = {{"variant", name_},
+                        {"definition", definition_},
                         {"family", "lowrank"},
                         {"elem_format", std::string(num_format_name(s_.factors))},
                         {"scale_format", s_.factors == NumFormat::E4M3 ? "f32" : "none"},
@@ -46,9 +50,15 @@ class LowRankCodec final : public Codec {
                         {"svd", s_.rsvd ? "randomized" : "exact"},
                         {"factors", std::string(num_format_name(s_.factors))}};
     switch (s_.mode) {
-      case LowRankSpec::Mode::Rank: p["rank"] = s_.rank; break;
-      case LowRankSpec::Mode::Energy: p["energy"] = s_.energy; break;
-      case LowRankSpec::Mode::Bpe: p["bpe"] = s_.bpe; break;
+      case LowRankSpec::Mode::Rank:
+        p["rank"] = s_.rank;
+        break;
+      case LowRankSpec::Mode::Energy:
+        p["energy"] = s_.energy;
+        break;
+      case LowRankSpec::Mode::Bpe:
+        p["bpe"] = s_.bpe;
+        break;
     }
     if (s_.rsvd) {
       p["power"] = s_.power;
@@ -61,18 +71,21 @@ class LowRankCodec final : public Codec {
   // The rank the budget allows: the largest r <= min(rows, cols) with wire <= bpe * numel.
   int64_t budget_rank(int64_t rows, int64_t cols) const {
     const double budget = s_.bpe * double(rows) * double(cols);
-    const int64_t per_rank = (rows + cols) * num_format_bytes(s_.factors) + (s_.factors == NumFormat::E4M3 ? 8 : 0);
+    const int64_t per_rank =
+        (rows + cols) * num_format_bytes(s_.factors) + (s_.factors == NumFormat::E4M3 ? 8 : 0);
     const double avail = budget - double(kHeaderBytes);
     int64_t r = avail <= 0 ? 0 : int64_t(std::floor(avail / double(per_rank)));
     r = std::min(r, std::min(rows, cols));
     while (r > 0 && double(lowrank_wire_bytes(rows, cols, r, s_.factors)) > budget) --r;
-    TACO_REQUIRE_INPUT(r >= 1, "codec {}: {} bytes/elem cannot hold rank 1 of [{}, {}] ({} bytes/elem)", name_,
-                       s_.bpe, rows, cols,
-                       double(lowrank_wire_bytes(rows, cols, 1, s_.factors)) / (double(rows) * double(cols)));
+    TACO_REQUIRE_INPUT(
+        r >= 1, "codec {}: {} bytes/elem cannot hold rank 1 of [{}, {}] ({} bytes/elem)", name_,
+        s_.bpe, rows, cols,
+        double(lowrank_wire_bytes(rows, cols, 1, s_.factors)) / (double(rows) * double(cols)));
     return r;
   }
 
-  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats* stats) const override {
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats* stats) const override {
     const int64_t n = checked_numel(name_, rows, cols);
     std::vector<float> xs;
     const int64_t bad = sanitize(x, n, xs);
@@ -86,7 +99,8 @@ class LowRankCodec final : public Codec {
       case LowRankSpec::Mode::Bpe:
         r = s_.mode == LowRankSpec::Mode::Rank ? std::min(s_.rank, full) : budget_rank(rows, cols);
         svd = (s_.rsvd && r + LowRankSpec::kOversample < full)
-                  ? randomized_svd(xs.data(), rows, cols, r + LowRankSpec::kOversample, s_.power, s_.seed)
+                  ? randomized_svd(xs.data(), rows, cols, r + LowRankSpec::kOversample, s_.power,
+                                   s_.seed)
                   : exact_svd(xs.data(), rows, cols);
         break;
       case LowRankSpec::Mode::Energy: {
@@ -94,7 +108,8 @@ class LowRankCodec final : public Codec {
         // the exact SVD once the sketch would not be smaller than the matrix).
         bool done = false;
         for (int64_t l = 16; s_.rsvd && l + LowRankSpec::kOversample < full; l *= 2) {
-          svd = randomized_svd(xs.data(), rows, cols, l + LowRankSpec::kOversample, s_.power, s_.seed);
+          svd = randomized_svd(xs.data(), rows, cols, l + LowRankSpec::kOversample, s_.power,
+                               s_.seed);
           const VectorD e = svd.s.array().square();
           r = rank_for_energy(e, svd.total_energy, s_.energy);
           if (r <= l) {
@@ -125,26 +140,33 @@ class LowRankCodec final : public Codec {
     std::vector<float> scales;
     int64_t sat = 0;
     uint8_t* pa = w.extend(size_t(rows * r * eb));
-    for (int64_t j = 0; j < r; ++j) scales.push_back(encode_values(a.col(j).data(), rows, s_.factors, pa + j * rows * eb, &sat));
+    for (int64_t j = 0; j < r; ++j)
+      scales.push_back(encode_values(a.col(j).data(), rows, s_.factors, pa + j * rows * eb, &sat));
     uint8_t* pb = w.extend(size_t(cols * r * eb));
-    for (int64_t j = 0; j < r; ++j) scales.push_back(encode_values(b.col(j).data(), cols, s_.factors, pb + j * cols * eb, &sat));
+    for (int64_t j = 0; j < r; ++j)
+      scales.push_back(encode_values(b.col(j).data(), cols, s_.factors, pb + j * cols * eb, &sat));
     if (s_.factors == NumFormat::E4M3)
       for (float sc : scales) w.f32(sc);
     if (stats) stats->saturated += sat;
-    TACO_ASSERT(int64_t(w.size()) == lowrank_wire_bytes(rows, cols, r, s_.factors), "low-rank wire size");
+    TACO_ASSERT(int64_t(w.size()) == lowrank_wire_bytes(rows, cols, r, s_.factors),
+                "low-rank wire size");
     return w.take();
   }
 
-  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const override {
+  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+              float* out) const override {
     checked_numel(name_, rows, cols);
     ByteReader rd(wire, nbytes, name_);
     const Header h = read_header(rd, kMagicLowRank, name_);
     const int64_t r = h.b;
-    TACO_REQUIRE_INPUT(h.format == s_.factors && h.a == 0 && r >= 1 && r <= std::min(rows, cols),
-                       "codec {}: header says rank {} in {}; [{}, {}] with factors {} allows ranks 1..{}", name_, r,
-                       num_format_name(h.format), rows, cols, num_format_name(s_.factors), std::min(rows, cols));
+    TACO_REQUIRE_INPUT(
+        h.format == s_.factors && h.a == 0 && r >= 1 && r <= std::min(rows, cols),
+        "codec {}: header says rank {} in {}; [{}, {}] with factors {} allows ranks 1..{}", name_,
+        r, num_format_name(h.format), rows, cols, num_format_name(s_.factors),
+        std::min(rows, cols));
     const int64_t want = lowrank_wire_bytes(rows, cols, r, s_.factors);
-    TACO_REQUIRE_INPUT(int64_t(nbytes) == want, "codec {}: wire buffer has {} bytes, but rank {} of [{}, {}] takes {}",
+    TACO_REQUIRE_INPUT(int64_t(nbytes) == want,
+                       "codec {}: wire buffer has {} bytes, but rank {} of [{}, {}] takes {}",
                        name_, nbytes, r, rows, cols, want);
     const int eb = num_format_bytes(s_.factors);
     const uint8_t* pa = rd.bytes(size_t(rows * r * eb));
@@ -169,7 +191,8 @@ class LowRankCodec final : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_lowrank_codec(const LowRankSpec& s, std::string name, std::string definition) {
+std::unique_ptr<Codec> make_lowrank_codec(const LowRankSpec& s, std::string name,
+                                          std::string definition) {
   return std::make_unique<LowRankCodec>(s, std::move(name), std::move(definition));
 }
 

@@ -20,7 +20,9 @@ int64_t topk_wire_bytes(int64_t numel, int64_t k, bool bitmap) {
   return bitmap ? (numel + 7) / 8 + 2 * k : 6 * k;
 }
 
-int64_t randk_wire_bytes(int64_t k) { return 8 + 2 * k; }
+int64_t randk_wire_bytes(int64_t k) {
+  return 8 + 2 * k;
+}
 
 namespace {
 
@@ -29,7 +31,9 @@ void put_bf16(uint8_t* p, float v) {
   p[0] = uint8_t(h);
   p[1] = uint8_t(h >> 8);
 }
-float get_bf16(const uint8_t* p) { return bf16_to_float(uint16_t(p[0] | (p[1] << 8))); }
+float get_bf16(const uint8_t* p) {
+  return bf16_to_float(uint16_t(p[0] | (p[1] << 8)));
+}
 
 class TopKCodec final : public Codec {
  public:
@@ -37,10 +41,17 @@ class TopKCodec final : public Codec {
       : s_(s), name_(std::move(name)), definition_(std::move(definition)) {}
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override {
-    return {{"variant", name_},       {"definition", definition_}, {"family", "topk"},
-            {"elem_format", "bf16"},  {"scale_format", "none"},    {"granularity", "none"},
-            {"group_size", nullptr},  {"transform", "none"},       {"frac", s_.frac},
-            {"index", s_.bitmap ? "bitmap" : "i32"}, {"ties", "lower flat index first"}};
+    return {{"variant", name_},
+            {"definition", definition_},
+            {"family", "topk"},
+            {"elem_format", "bf16"},
+            {"scale_format", "none"},
+            {"granularity", "none"},
+            {"group_size", nullptr},
+            {"transform", "none"},
+            {"frac", s_.frac},
+            {"index", s_.bitmap ? "bitmap" : "i32"},
+            {"ties", "lower flat index first"}};
   }
 
   // The K kept indices, ascending: every |x| above the K-th largest magnitude, then equal
@@ -67,7 +78,8 @@ class TopKCodec final : public Codec {
     return idx;
   }
 
-  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats* stats) const override {
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats* stats) const override {
     const int64_t n = checked_numel(name_, rows, cols);
     TACO_REQUIRE_INPUT(s_.bitmap || n <= int64_t(INT32_MAX),
                        "codec {}: {} elements do not fit i32 indices (use index=bitmap)", name_, n);
@@ -97,12 +109,14 @@ class TopKCodec final : public Codec {
     return wire;
   }
 
-  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const override {
+  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+              float* out) const override {
     const int64_t n = checked_numel(name_, rows, cols);
     const int64_t k = topk_count(n, s_.frac);
     const int64_t want = topk_wire_bytes(n, k, s_.bitmap);
-    TACO_REQUIRE_INPUT(int64_t(nbytes) == want, "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}",
-                       name_, nbytes, rows, cols, want);
+    TACO_REQUIRE_INPUT(int64_t(nbytes) == want,
+                       "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name_,
+                       nbytes, rows, cols, want);
     std::fill(out, out + n, 0.0f);
     if (s_.bitmap) {
       const int64_t vals = (n + 7) / 8;
@@ -115,13 +129,16 @@ class TopKCodec final : public Codec {
       }
       TACO_REQUIRE_INPUT(j == k, "codec {}: bitmap has {} bits set, expected {}", name_, j, k);
       for (int64_t i = n; i < vals * 8; ++i)
-        TACO_REQUIRE_INPUT(!((wire[i >> 3] >> (i & 7)) & 1), "codec {}: bitmap bit {} is beyond the tensor", name_, i);
+        TACO_REQUIRE_INPUT(!((wire[i >> 3] >> (i & 7)) & 1),
+                           "codec {}: bitmap bit {} is beyond the tensor", name_, i);
     } else {
       int64_t prev = -1;
       for (int64_t j = 0; j < k; ++j) {
         const uint8_t* p = wire + 2 * k + 4 * j;
-        const int64_t i = int64_t(uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24));
-        TACO_REQUIRE_INPUT(i > prev && i < n, "codec {}: index {} at position {} is not ascending within [0, {})",
+        const int64_t i = int64_t(uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) |
+                                  (uint32_t(p[3]) << 24));
+        TACO_REQUIRE_INPUT(i > prev && i < n,
+                           "codec {}: index {} at position {} is not ascending within [0, {})",
                            name_, i, j, n);
         out[i] = get_bf16(wire + 2 * j);
         prev = i;
@@ -140,11 +157,12 @@ class RandKCodec final : public Codec {
       : s_(s), name_(std::move(name)), definition_(std::move(definition)) {}
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override {
-    return {{"variant", name_},      {"definition", definition_}, {"family", "randk"},
-            {"elem_format", "bf16"}, {"scale_format", "none"},    {"granularity", "none"},
-            {"group_size", nullptr}, {"transform", "none"},       {"frac", s_.frac},
-            {"seed", s_.seed},       {"unbiased", s_.unbiased},
-            {"indices", "regenerated from the u64 key on the wire"}};
+    return {{"variant", name_},        {"definition", definition_},
+            {"family", "randk"},       {"elem_format", "bf16"},
+            {"scale_format", "none"},  {"granularity", "none"},
+            {"group_size", nullptr},   {"transform", "none"},
+            {"frac", s_.frac},         {"seed", s_.seed},
+            {"unbiased", s_.unbiased}, {"indices", "regenerated from the u64 key on the wire"}};
   }
 
   // Knuth's selection sampling (TAOCP vol. 2, 3.4.2, algorithm S): exactly k ascending indices,
@@ -159,7 +177,8 @@ class RandKCodec final : public Codec {
     return idx;
   }
 
-  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats* stats) const override {
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats* stats) const override {
     const int64_t n = checked_numel(name_, rows, cols);
     std::vector<float> xs;
     const int64_t bad = sanitize(x, n, xs);
@@ -180,11 +199,13 @@ class RandKCodec final : public Codec {
     return w.take();
   }
 
-  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const override {
+  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+              float* out) const override {
     const int64_t n = checked_numel(name_, rows, cols);
     const int64_t k = topk_count(n, s_.frac);
-    TACO_REQUIRE_INPUT(int64_t(nbytes) == randk_wire_bytes(k), "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}",
-                       name_, nbytes, rows, cols, randk_wire_bytes(k));
+    TACO_REQUIRE_INPUT(int64_t(nbytes) == randk_wire_bytes(k),
+                       "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name_,
+                       nbytes, rows, cols, randk_wire_bytes(k));
     ByteReader rd(wire, nbytes, name_);
     const uint64_t key = rd.u64();
     const uint8_t* p = rd.bytes(size_t(2 * k));
@@ -200,10 +221,12 @@ class RandKCodec final : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_topk_codec(const TopKSpec& s, std::string name, std::string definition) {
+std::unique_ptr<Codec> make_topk_codec(const TopKSpec& s, std::string name,
+                                       std::string definition) {
   return std::make_unique<TopKCodec>(s, std::move(name), std::move(definition));
 }
-std::unique_ptr<Codec> make_randk_codec(const RandKSpec& s, std::string name, std::string definition) {
+std::unique_ptr<Codec> make_randk_codec(const RandKSpec& s, std::string name,
+                                        std::string definition) {
   return std::make_unique<RandKCodec>(s, std::move(name), std::move(definition));
 }
 

@@ -21,11 +21,14 @@ namespace {
 const char* const kFamilies[] = {"subspace", "lowrank", "tt", "topk", "randk", "ef", "aqsgd"};
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
   return s;
 }
 
-std::string family_of(const std::string& v) { return v.substr(0, v.find(':')); }
+std::string family_of(const std::string& v) {
+  return v.substr(0, v.find(':'));
+}
 
 // key=value or flag tokens after the family name, each key at most once.
 struct Tokens {
@@ -54,7 +57,8 @@ struct Tokens {
   const std::string* value(const std::string& key) {
     for (size_t i = 0; i < kv.size(); ++i)
       if (kv[i].first == key) {
-        TACO_REQUIRE_INPUT(has_value[i], "variant '{}': token '{}' needs a value ({}=...)", variant, key, key);
+        TACO_REQUIRE_INPUT(has_value[i], "variant '{}': token '{}' needs a value ({}=...)", variant,
+                           key, key);
         used.insert(key);
         return &kv[i].second;
       }
@@ -72,28 +76,32 @@ struct Tokens {
   // Every token must have been consumed.
   void finish(const char* allowed) const {
     for (const auto& [k, v] : kv)
-      TACO_REQUIRE_INPUT(used.count(k), "variant '{}': unknown token '{}' (allowed: {})", variant, k, allowed);
+      TACO_REQUIRE_INPUT(used.count(k), "variant '{}': unknown token '{}' (allowed: {})", variant,
+                         k, allowed);
   }
 };
 
-double parse_real(const std::string& variant, const std::string& key, const std::string& v, double lo, double hi,
-                  bool lo_open) {
+double parse_real(const std::string& variant, const std::string& key, const std::string& v,
+                  double lo, double hi, bool lo_open) {
   errno = 0;
   char* end = nullptr;
   const double d = std::strtod(v.c_str(), &end);
   const bool ok = !v.empty() && end == v.c_str() + v.size() && errno == 0 && std::isfinite(d) &&
                   (lo_open ? d > lo : d >= lo) && d <= hi;
-  TACO_REQUIRE_INPUT(ok, "variant '{}': {}={} must be a number in {}{}, {}]", variant, key, v, lo_open ? "(" : "[", lo, hi);
+  TACO_REQUIRE_INPUT(ok, "variant '{}': {}={} must be a number in {}{}, {}]", variant, key, v,
+                     lo_open ? "(" : "[", lo, hi);
   return d;
 }
 
-uint64_t parse_uint(const std::string& variant, const std::string& key, const std::string& v, uint64_t lo, uint64_t hi) {
+uint64_t parse_uint(const std::string& variant, const std::string& key, const std::string& v,
+                    uint64_t lo, uint64_t hi) {
   errno = 0;
   char* end = nullptr;
   const unsigned long long u = std::strtoull(v.c_str(), &end, 10);
-  const bool ok = !v.empty() && std::isdigit(static_cast<unsigned char>(v[0])) && end == v.c_str() + v.size() &&
-                  errno == 0 && u >= lo && u <= hi;
-  TACO_REQUIRE_INPUT(ok, "variant '{}': {}={} must be an integer in [{}, {}]", variant, key, v, lo, hi);
+  const bool ok = !v.empty() && std::isdigit(static_cast<unsigned char>(v[0])) &&
+                  end == v.c_str() + v.size() && errno == 0 && u >= lo && u <= hi;
+  TACO_REQUIRE_INPUT(ok, "variant '{}': {}={} must be an integer in [{}, {}]", variant, key, v, lo,
+                     hi);
   return u;
 }
 
@@ -113,11 +121,13 @@ std::unique_ptr<Codec> build_subspace(const std::string& v, Tokens& t, std::stri
   SubspaceSpec s;
   const std::string* k = t.value("k");
   const std::string* f = t.value("frac");
-  TACO_REQUIRE_INPUT((k != nullptr) != (f != nullptr), "variant '{}': subspace needs exactly one of k=K, frac=F", v);
+  TACO_REQUIRE_INPUT((k != nullptr) != (f != nullptr),
+                     "variant '{}': subspace needs exactly one of k=K, frac=F", v);
   if (k) s.k = int64_t(parse_uint(v, "k", *k, 1, kMaxDim));
   if (f) s.frac = parse_real(v, "frac", *f, 0, 1, true);
   if (const std::string* x = t.value("seed")) s.seed = parse_uint(v, "seed", *x, 0, kMaxSeed);
-  if (const std::string* x = t.value("coef")) s.coef = parse_num_format(*x, fmt::format("variant '{}': coef", v));
+  if (const std::string* x = t.value("coef"))
+    s.coef = parse_num_format(*x, fmt::format("variant '{}': coef", v));
   t.finish("k, frac, seed, coef");
   *canon = k ? fmt::format("subspace:k={}", s.k) : fmt::format("subspace:frac={}", s.frac);
   if (s.seed) *canon += fmt::format(":seed={}", s.seed);
@@ -154,12 +164,14 @@ std::unique_ptr<Codec> build_lowrank(const std::string& v, Tokens& t, std::strin
     TACO_REQUIRE_INPUT(s.rsvd, "variant '{}': seed= needs rsvd", v);
     s.seed = parse_uint(v, "seed", *x, 0, kMaxSeed);
   }
-  if (const std::string* x = t.value("factors")) s.factors = parse_num_format(*x, fmt::format("variant '{}': factors", v));
+  if (const std::string* x = t.value("factors"))
+    s.factors = parse_num_format(*x, fmt::format("variant '{}': factors", v));
   t.finish("rank, energy, bpe, rsvd, power, seed, factors");
   if (s.rsvd) *canon += ":rsvd";
   if (s.rsvd && s.power != 2) *canon += fmt::format(":power={}", s.power);
   if (s.rsvd && s.seed) *canon += fmt::format(":seed={}", s.seed);
-  if (s.factors != NumFormat::BF16) *canon += fmt::format(":factors={}", num_format_name(s.factors));
+  if (s.factors != NumFormat::BF16)
+    *canon += fmt::format(":factors={}", num_format_name(s.factors));
   return make_lowrank_codec(s, named(*canon), *canon);
 }
 
@@ -179,8 +191,10 @@ std::unique_ptr<Codec> build_tt(const std::string& v, Tokens& t, std::string* ca
   }
   t.finish("order, rank, eps, cores");
   *canon = fmt::format("tt:order={}", s.order);
-  if (s.rank) *canon += fmt::format(":rank={}", s.rank);
-  else if (s.eps != TtSpec{}.eps) *canon += fmt::format(":eps={}", s.eps);
+  if (s.rank)
+    *canon += fmt::format(":rank={}", s.rank);
+  else if (s.eps != TtSpec{}.eps)
+    *canon += fmt::format(":eps={}", s.eps);
   if (s.cores != NumFormat::BF16) *canon += fmt::format(":cores={}", num_format_name(s.cores));
   return make_tt_codec(s, named(*canon), *canon);
 }
@@ -191,7 +205,8 @@ std::unique_ptr<Codec> build_topk(const std::string& v, Tokens& t, std::string* 
   TACO_REQUIRE_INPUT(f, "variant '{}': topk needs frac=F", v);
   s.frac = parse_real(v, "frac", *f, 0, 1, true);
   if (const std::string* x = t.value("index")) {
-    TACO_REQUIRE_INPUT(*x == "i32" || *x == "bitmap", "variant '{}': index={} (i32 or bitmap)", v, *x);
+    TACO_REQUIRE_INPUT(*x == "i32" || *x == "bitmap", "variant '{}': index={} (i32 or bitmap)", v,
+                       *x);
     s.bitmap = *x == "bitmap";
   }
   t.finish("frac, index");
@@ -213,9 +228,10 @@ std::unique_ptr<Codec> build_randk(const std::string& v, Tokens& t, std::string*
   return make_randk_codec(s, named(*canon), *canon);
 }
 
-std::unique_ptr<Codec> build_feedback(const std::string& v, FeedbackKind kind, const std::string& inner_spec,
-                                      std::string* canon) {
-  TACO_REQUIRE_INPUT(!inner_spec.empty(), "variant '{}': {} needs an inner variant, e.g. {}:int4-g32", v,
+std::unique_ptr<Codec> build_feedback(const std::string& v, FeedbackKind kind,
+                                      const std::string& inner_spec, std::string* canon) {
+  TACO_REQUIRE_INPUT(!inner_spec.empty(),
+                     "variant '{}': {} needs an inner variant, e.g. {}:int4-g32", v,
                      feedback_kind_name(kind), feedback_kind_name(kind));
   const std::string inner_family = family_of(lower(inner_spec));
   TACO_REQUIRE_INPUT(inner_family != "ef" && inner_family != "aqsgd",
@@ -235,10 +251,12 @@ std::unique_ptr<Codec> build(const std::string& variant, std::string* canonical)
   const std::string rest = v.size() > family.size() ? v.substr(family.size() + 1) : std::string();
   if (family == "ef" || family == "aqsgd") {
     const FeedbackKind kind = family == "ef" ? FeedbackKind::ErrorFeedback : FeedbackKind::AqSgd;
-    const std::string inner = variant.size() > family.size() ? variant.substr(family.size() + 1) : std::string();
+    const std::string inner =
+        variant.size() > family.size() ? variant.substr(family.size() + 1) : std::string();
     return build_feedback(variant, kind, inner, canonical);
   }
-  TACO_REQUIRE_INPUT(!rest.empty(), "variant '{}': {} needs parameters (see docs/structured.md)", variant, family);
+  TACO_REQUIRE_INPUT(!rest.empty(), "variant '{}': {} needs parameters (see docs/structured.md)",
+                     variant, family);
   Tokens t(variant, rest);
   if (family == "subspace") return build_subspace(variant, t, canonical);
   if (family == "lowrank") return build_lowrank(variant, t, canonical);
@@ -252,15 +270,20 @@ std::unique_ptr<Codec> build(const std::string& variant, std::string* canonical)
 
 std::string_view feedback_kind_name(FeedbackKind k) {
   switch (k) {
-    case FeedbackKind::ErrorFeedback: return "ef";
-    case FeedbackKind::AqSgd: return "aqsgd";
+    case FeedbackKind::ErrorFeedback:
+      return "ef";
+    case FeedbackKind::AqSgd:
+      return "aqsgd";
   }
   throw_error("unknown feedback kind {}", int(k));
 }
 
 FeedbackCodec::FeedbackCodec(FeedbackKind kind, std::unique_ptr<Codec> inner, std::string name,
                              std::string definition)
-    : kind_(kind), inner_(std::move(inner)), name_(std::move(name)), definition_(std::move(definition)) {
+    : kind_(kind),
+      inner_(std::move(inner)),
+      name_(std::move(name)),
+      definition_(std::move(definition)) {
   TACO_ASSERT(inner_ != nullptr, "FeedbackCodec needs an inner codec");
 }
 
@@ -280,9 +303,11 @@ nlohmann::json FeedbackCodec::params() const {
 
 const std::vector<StructuredPreset>& structured_presets() {
   static const std::vector<StructuredPreset> table = {
-      {"ef-int4-g32", "ef:int4-g32", "INT4 groups of 32 with error feedback across steps (methods.md 4)"},
+      {"ef-int4-g32", "ef:int4-g32",
+       "INT4 groups of 32 with error feedback across steps (methods.md 4)"},
       {"ef-nvfp4", "ef:nvfp4", "NVFP4 with error feedback across steps"},
-      {"aqsgd-int4-g32", "aqsgd:int4-g32", "AQ-SGD: INT4 groups of 32 on the delta to a per-sample cache"},
+      {"aqsgd-int4-g32", "aqsgd:int4-g32",
+       "AQ-SGD: INT4 groups of 32 on the delta to a per-sample cache"},
       {"topk10", "topk:frac=0.1", "TopK: the 10% largest magnitudes, bf16 values + i32 indices"},
       {"randk10", "randk:frac=0.1:unbiased", "random 10% of the elements, scaled by 10 (unbiased)"},
       {"lowrank-b1", "lowrank:bpe=1:rsvd", "truncated randomized SVD at 1 byte/elem, bf16 factors"},
@@ -297,7 +322,8 @@ bool is_structured_variant(const std::string& variant) {
   for (const StructuredPreset& p : structured_presets())
     if (v == p.name) return true;
   const std::string family = family_of(v);
-  return std::any_of(std::begin(kFamilies), std::end(kFamilies), [&](const char* f) { return family == f; });
+  return std::any_of(std::begin(kFamilies), std::end(kFamilies),
+                     [&](const char* f) { return family == f; });
 }
 
 std::unique_ptr<Codec> make_structured_codec(const std::string& variant) {

@@ -6,21 +6,22 @@
 //
 //   subspace:k=K|frac=F[:seed=S][:coef=bf16|f32|e4m3]
 //       Fixed random subspace (Protocol Models, methods.md 6): U (d x k, d = cols) = the Q of a
-//       Householder QR of a d x k standard-normal matrix drawn from (seed, RngStream::SubspaceBasis)
-//       row by row; shared by all ranks, never sent. c = x U (rows x k), x^ = c U^T. frac=F gives
-//       k = max(1, floor(F d + 1/2)). e4m3 coefficients carry one fp32 scale per row.
-//       Wire: header(8) | rows*k coefficients (row-major) | e4m3: rows fp32 scales.
+//       Householder QR of a d x k standard-normal matrix drawn from (seed,
+//       RngStream::SubspaceBasis) row by row; shared by all ranks, never sent. c = x U (rows x k),
+//       x^ = c U^T. frac=F gives k = max(1, floor(F d + 1/2)). e4m3 coefficients carry one fp32
+//       scale per row. Wire: header(8) | rows*k coefficients (row-major) | e4m3: rows fp32 scales.
 //   lowrank:rank=R|energy=E|bpe=B[:rsvd[:power=Q][:seed=S]][:factors=bf16|f32|e4m3]
 //       Truncated SVD x ~ A B^T, A = U_r diag(s_r) (rows x r), B = V_r (cols x r). Rank: R
-//       (capped at min(rows, cols)); the smallest r keeping a fraction E of ||x||_F^2; or the largest
-//       r whose wire fits B bytes/elem. SVD: exact (Eigen BDCSVD, double) or randomized (rsvd:
-//       sketch r + 10 columns, Q power iterations, default 2, Gaussian sketch from seed).
+//       (capped at min(rows, cols)); the smallest r keeping a fraction E of ||x||_F^2; or the
+//       largest r whose wire fits B bytes/elem. SVD: exact (Eigen BDCSVD, double) or randomized
+//       (rsvd: sketch r + 10 columns, Q power iterations, default 2, Gaussian sketch from seed).
 //       Wire: header(8, u32 = r) | A column by column | B column by column
 //             | e4m3: r fp32 scales of A's columns, then r of B's.
 //   tt:order=D[:rank=R|eps=E][:cores=bf16|f32]
 //       TT-SVD (tt.hpp) of x reshaped to order D (tt_codec_modes), ranks capped at R or chosen by
 //       eps (default eps=0.1: ||x - x^||_F <= eps ||x||_F before rounding the cores).
-//       Wire: header(8, u16 = D) | D u32 mode sizes | D-1 u32 ranks | cores (r_{k-1} x n_k x r_k each).
+//       Wire: header(8, u16 = D) | D u32 mode sizes | D-1 u32 ranks | cores (r_{k-1} x n_k x r_k
+//       each).
 //   topk:frac=F[:index=i32|bitmap]
 //       The K = clamp(floor(F N + 1/2), 1, N) largest magnitudes; ties go to the lower flat index.
 //       Wire (no header: K follows from F and the shape): i32: K bf16 values | K u32 indices,
@@ -47,7 +48,8 @@
 
 namespace taco::structured {
 
-// Whether a variant string names a structured codec (family prefix or preset), without validating it.
+// Whether a variant string names a structured codec (family prefix or preset), without validating
+// it.
 bool is_structured_variant(const std::string& variant);
 // Builds the codec; InputError naming the bad token. nullptr when the variant is not structured.
 std::unique_ptr<Codec> make_structured_codec(const std::string& variant);
@@ -62,7 +64,8 @@ const std::vector<StructuredPreset>& structured_presets();
 // ---- wire sizes (bytes), the formulas the codecs write ----
 int64_t subspace_wire_bytes(int64_t rows, int64_t k, NumFormat coef);
 int64_t lowrank_wire_bytes(int64_t rows, int64_t cols, int64_t rank, NumFormat factors);
-int64_t tt_wire_bytes(const std::vector<int64_t>& modes, const std::vector<int64_t>& ranks, NumFormat cores);
+int64_t tt_wire_bytes(const std::vector<int64_t>& modes, const std::vector<int64_t>& ranks,
+                      NumFormat cores);
 int64_t topk_count(int64_t numel, double frac);
 int64_t topk_wire_bytes(int64_t numel, int64_t k, bool bitmap);
 int64_t randk_wire_bytes(int64_t k);
@@ -71,7 +74,8 @@ int64_t randk_wire_bytes(int64_t k);
 // U (d x k, row-major float) for a seed: the basis every rank builds.
 std::vector<float> subspace_basis(int64_t d, int64_t k, uint64_t seed);
 // ||x U||_F^2 / ||x||_F^2 for x (rows x d) and a basis from subspace_basis (0 for x = 0).
-double energy_in_span(const float* x, int64_t rows, int64_t d, const std::vector<float>& u, int64_t k);
+double energy_in_span(const float* x, int64_t rows, int64_t d, const std::vector<float>& u,
+                      int64_t k);
 // Fraction of ||x||^2 in x's own top-k singular subspace, from descending squared singular
 // values (gram_eigenvalues) and the exact total: the best any rank-k projection can keep.
 double topk_energy(const std::vector<double>& sigma2_desc, int64_t k, double total);
@@ -83,14 +87,16 @@ std::string_view feedback_kind_name(FeedbackKind k);  // "ef", "aqsgd"
 class FeedbackCodec final : public Codec {
  public:
   // name: what name() reports (a preset name or the definition); definition: "ef:<inner name>".
-  FeedbackCodec(FeedbackKind kind, std::unique_ptr<Codec> inner, std::string name, std::string definition);
+  FeedbackCodec(FeedbackKind kind, std::unique_ptr<Codec> inner, std::string name,
+                std::string definition);
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override;
   std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
                               EncodeStats* stats = nullptr) const override {
     return inner_->encode(x, rows, cols, stats);
   }
-  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const override {
+  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+              float* out) const override {
     inner_->decode(wire, nbytes, rows, cols, out);
   }
   FeedbackKind kind() const { return kind_; }

@@ -20,7 +20,8 @@ int64_t SubspaceSpec::k_for(int64_t cols) const {
 }
 
 int64_t subspace_wire_bytes(int64_t rows, int64_t k, NumFormat coef) {
-  return int64_t(kHeaderBytes) + rows * k * num_format_bytes(coef) + (coef == NumFormat::E4M3 ? 4 * rows : 0);
+  return int64_t(kHeaderBytes) + rows * k * num_format_bytes(coef) +
+         (coef == NumFormat::E4M3 ? 4 * rows : 0);
 }
 
 std::vector<float> subspace_basis(int64_t d, int64_t k, uint64_t seed) {
@@ -36,8 +37,10 @@ std::vector<float> subspace_basis(int64_t d, int64_t k, uint64_t seed) {
   return u;
 }
 
-double energy_in_span(const float* x, int64_t rows, int64_t d, const std::vector<float>& u, int64_t k) {
-  TACO_ASSERT(int64_t(u.size()) == d * k, "energy_in_span: basis has {} values, expected {}", u.size(), d * k);
+double energy_in_span(const float* x, int64_t rows, int64_t d, const std::vector<float>& u,
+                      int64_t k) {
+  TACO_ASSERT(int64_t(u.size()) == d * k, "energy_in_span: basis has {} values, expected {}",
+              u.size(), d * k);
   const double total = frobenius2(x, rows * d);
   if (total == 0) return 0;
   MatrixD ud(d, k);
@@ -64,7 +67,8 @@ class SubspaceCodec final : public Codec {
   const std::string& name() const override { return name_; }
 
   nlohmann::json params() const override {
-    nlohmann::json p = {{"variant", name_}, {"definition", definition_},
+    nlohmann::json p = {{"variant", name_},
+                        {"definition", definition_},
                         {"family", "subspace"},
                         {"elem_format", std::string(num_format_name(s_.coef))},
                         {"scale_format", s_.coef == NumFormat::E4M3 ? "f32" : "none"},
@@ -74,12 +78,15 @@ class SubspaceCodec final : public Codec {
                         {"seed", s_.seed},
                         {"coef", std::string(num_format_name(s_.coef))},
                         {"basis", "householder_q(gaussian d x k), xoshiro256**, never sent"}};
-    if (s_.k > 0) p["k"] = s_.k;
-    else p["frac"] = s_.frac;
+    if (s_.k > 0)
+      p["k"] = s_.k;
+    else
+      p["frac"] = s_.frac;
     return p;
   }
 
-  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats* stats) const override {
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats* stats) const override {
     const int64_t n = checked_numel(name_, rows, cols);
     const int64_t k = s_.k_for(cols);
     TACO_REQUIRE_INPUT(k <= cols, "codec {}: k = {} exceeds the hidden size {}", name_, k, cols);
@@ -109,18 +116,20 @@ class SubspaceCodec final : public Codec {
     return w.take();
   }
 
-  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const override {
+  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+              float* out) const override {
     checked_numel(name_, rows, cols);
     const int64_t k = s_.k_for(cols);
     TACO_REQUIRE_INPUT(k <= cols, "codec {}: k = {} exceeds the hidden size {}", name_, k, cols);
     const int64_t want = subspace_wire_bytes(rows, k, s_.coef);
-    TACO_REQUIRE_INPUT(int64_t(nbytes) == want, "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}",
-                       name_, nbytes, rows, cols, want);
+    TACO_REQUIRE_INPUT(int64_t(nbytes) == want,
+                       "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name_,
+                       nbytes, rows, cols, want);
     ByteReader r(wire, nbytes, name_);
     const Header h = read_header(r, kMagicSubspace, name_);
     TACO_REQUIRE_INPUT(h.format == s_.coef && int64_t(h.b) == k && h.a == 0,
-                       "codec {}: header says k = {}, format {}; expected k = {}, format {}", name_, h.b,
-                       num_format_name(h.format), k, num_format_name(s_.coef));
+                       "codec {}: header says k = {}, format {}; expected k = {}, format {}", name_,
+                       h.b, num_format_name(h.format), k, num_format_name(s_.coef));
     const int eb = num_format_bytes(s_.coef);
     const uint8_t* codes = r.bytes(size_t(rows * k * eb));
     std::vector<float> scales(size_t(rows), 1.0f);
@@ -154,7 +163,8 @@ class SubspaceCodec final : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_subspace_codec(const SubspaceSpec& s, std::string name, std::string definition) {
+std::unique_ptr<Codec> make_subspace_codec(const SubspaceSpec& s, std::string name,
+                                           std::string definition) {
   return std::make_unique<SubspaceCodec>(s, std::move(name), std::move(definition));
 }
 

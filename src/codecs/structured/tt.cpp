@@ -44,7 +44,8 @@ std::vector<int64_t> balanced_factors(int64_t n, int p) {
 }
 
 std::vector<int64_t> tt_codec_modes(int64_t rows, int64_t cols, int order) {
-  TACO_ASSERT(order >= 2 && rows >= 1 && cols >= 1, "tt_codec_modes({}, {}, {})", rows, cols, order);
+  TACO_ASSERT(order >= 2 && rows >= 1 && cols >= 1, "tt_codec_modes({}, {}, {})", rows, cols,
+              order);
   const double lr = detmath::log(double(rows)), lc = detmath::log(double(cols));
   int a = 1;
   if (lr + lc > 0) a = int(std::floor(double(order) * lr / (lr + lc) + 0.5));
@@ -115,7 +116,8 @@ TensorTrain tt_svd(const float* a, const std::vector<int64_t>& modes, const TtOp
 
 std::vector<double> tt_full(const TensorTrain& tt) {
   const size_t d = tt.modes.size();
-  TACO_ASSERT(d >= 2 && tt.cores.size() == d && tt.ranks.size() == d + 1, "tt_full: malformed train");
+  TACO_ASSERT(d >= 2 && tt.cores.size() == d && tt.ranks.size() == d + 1,
+              "tt_full: malformed train");
   SerialEigen serial;
   // L: (n_1 ... n_k) x r_k, row-major.
   std::vector<double> l = tt.cores[0];
@@ -125,7 +127,8 @@ std::vector<double> tt_full(const TensorTrain& tt) {
     TACO_ASSERT(int64_t(tt.cores[k].size()) == rk * nk * rn, "tt_full: core {} has {} values", k,
                 tt.cores[k].size());
     const Eigen::Map<const RowMajorD> lm(l.data(), Eigen::Index(prefix), Eigen::Index(rk));
-    const Eigen::Map<const RowMajorD> gm(tt.cores[k].data(), Eigen::Index(rk), Eigen::Index(nk * rn));
+    const Eigen::Map<const RowMajorD> gm(tt.cores[k].data(), Eigen::Index(rk),
+                                         Eigen::Index(nk * rn));
     std::vector<double> out(size_t(prefix * nk * rn));
     Eigen::Map<RowMajorD> om(out.data(), Eigen::Index(prefix), Eigen::Index(nk * rn));
     om.noalias() = lm * gm;
@@ -135,7 +138,8 @@ std::vector<double> tt_full(const TensorTrain& tt) {
   return l;
 }
 
-std::vector<int64_t> unfolding_ranks(const float* a, const std::vector<int64_t>& modes, double rtol) {
+std::vector<int64_t> unfolding_ranks(const float* a, const std::vector<int64_t>& modes,
+                                     double rtol) {
   const size_t d = modes.size();
   const int64_t numel = product(modes, 0, d);
   std::vector<int64_t> ranks;
@@ -184,7 +188,8 @@ std::vector<int64_t> mpo_offsets(int64_t o, int64_t i, int order) {
   }
   std::vector<int64_t> offs(size_t(o * i));
   for (int64_t r = 0; r < o; ++r)
-    for (int64_t c = 0; c < i; ++c) offs[size_t(r * i + c)] = row_off[size_t(r)] + col_off[size_t(c)];
+    for (int64_t c = 0; c < i; ++c)
+      offs[size_t(r * i + c)] = row_off[size_t(r)] + col_off[size_t(c)];
   return offs;
 }
 }  // namespace

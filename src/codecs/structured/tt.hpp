@@ -31,11 +31,11 @@ std::vector<int64_t> balanced_factors(int64_t n, int p);
 std::vector<int64_t> tt_codec_modes(int64_t rows, int64_t cols, int order);
 
 struct TensorTrain {
-  std::vector<int64_t> modes;               // n_1..n_D
-  std::vector<int64_t> ranks;               // r_0..r_D (r_0 = r_D = 1)
-  std::vector<std::vector<double>> cores;   // core k: r_{k-1} x n_k x r_k, row-major
-  int64_t parameters() const;               // sum r_{k-1} n_k r_k
-  double discarded2 = 0;                    // sum over k of the discarded tails sum s_i^2
+  std::vector<int64_t> modes;              // n_1..n_D
+  std::vector<int64_t> ranks;              // r_0..r_D (r_0 = r_D = 1)
+  std::vector<std::vector<double>> cores;  // core k: r_{k-1} x n_k x r_k, row-major
+  int64_t parameters() const;              // sum r_{k-1} n_k r_k
+  double discarded2 = 0;                   // sum over k of the discarded tails sum s_i^2
 };
 
 struct TtOptions {
@@ -51,7 +51,8 @@ std::vector<double> tt_full(const TensorTrain& tt);
 // Exact ranks of the D-1 unfoldings (n_1..n_k) x (n_{k+1}..n_D) of a: the number of singular
 // values > rtol * s_max (from the eigenvalues of the smaller Gram matrix, in double). These
 // are the smallest TT ranks that represent a exactly (up to rtol).
-std::vector<int64_t> unfolding_ranks(const float* a, const std::vector<int64_t>& modes, double rtol);
+std::vector<int64_t> unfolding_ranks(const float* a, const std::vector<int64_t>& modes,
+                                     double rtol);
 
 // TT-matrix (MPO) layout of a row-major weight W (O x I), as in TT-LLM: O = prod o_k,
 // I = prod i_k (balanced_factors, D each); W reshaped to (o_1..o_D, i_1..i_D) and permuted to

@@ -7,8 +7,10 @@
 
 namespace taco::structured {
 
-int64_t tt_wire_bytes(const std::vector<int64_t>& modes, const std::vector<int64_t>& ranks, NumFormat cores) {
-  TACO_ASSERT(ranks.size() == modes.size() + 1, "tt_wire_bytes: {} ranks for {} modes", ranks.size(), modes.size());
+int64_t tt_wire_bytes(const std::vector<int64_t>& modes, const std::vector<int64_t>& ranks,
+                      NumFormat cores) {
+  TACO_ASSERT(ranks.size() == modes.size() + 1, "tt_wire_bytes: {} ranks for {} modes",
+              ranks.size(), modes.size());
   int64_t params = 0;
   for (size_t k = 0; k < modes.size(); ++k) params += ranks[k] * modes[k] * ranks[k + 1];
   const int64_t d = int64_t(modes.size());
@@ -25,7 +27,8 @@ class TtCodec final : public Codec {
   const std::string& name() const override { return name_; }
 
   nlohmann::json params() const override {
-    nlohmann::json p = {{"variant", name_}, {"definition", definition_},
+    nlohmann::json p = {{"variant", name_},
+                        {"definition", definition_},
                         {"family", "tt"},
                         {"elem_format", std::string(num_format_name(s_.cores))},
                         {"scale_format", "none"},
@@ -35,20 +38,25 @@ class TtCodec final : public Codec {
                         {"order", s_.order},
                         {"cores", std::string(num_format_name(s_.cores))},
                         {"modes", "tt_codec_modes: balanced factors of rows, then of cols"}};
-    if (s_.rank > 0) p["rank"] = s_.rank;
-    else p["eps"] = s_.eps;
+    if (s_.rank > 0)
+      p["rank"] = s_.rank;
+    else
+      p["eps"] = s_.eps;
     return p;
   }
 
-  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols, EncodeStats* stats) const override {
+  std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
+                              EncodeStats* stats) const override {
     const int64_t n = checked_numel(name_, rows, cols);
     std::vector<float> xs;
     const int64_t bad = sanitize(x, n, xs);
     if (stats) stats->nonfinite += bad;
     const std::vector<int64_t> modes = tt_codec_modes(rows, cols, s_.order);
     TtOptions opt;
-    if (s_.rank > 0) opt.max_rank = s_.rank;
-    else opt.eps = s_.eps;
+    if (s_.rank > 0)
+      opt.max_rank = s_.rank;
+    else
+      opt.eps = s_.eps;
     const TensorTrain tt = tt_svd(xs.data(), modes, opt);
     ByteWriter w(size_t(tt_wire_bytes(tt.modes, tt.ranks, s_.cores)));
     write_header(w, {kMagicTT, s_.cores, uint16_t(s_.order), 0});
@@ -57,13 +65,15 @@ class TtCodec final : public Codec {
     const int eb = num_format_bytes(s_.cores);
     for (const std::vector<double>& core : tt.cores) {
       std::vector<float> f(core.begin(), core.end());
-      encode_values(f.data(), int64_t(f.size()), s_.cores, w.extend(f.size() * size_t(eb)), nullptr);
+      encode_values(f.data(), int64_t(f.size()), s_.cores, w.extend(f.size() * size_t(eb)),
+                    nullptr);
     }
     TACO_ASSERT(int64_t(w.size()) == tt_wire_bytes(tt.modes, tt.ranks, s_.cores), "tt wire size");
     return w.take();
   }
 
-  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols, float* out) const override {
+  void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
+              float* out) const override {
     const int64_t n = checked_numel(name_, rows, cols);
     ByteReader rd(wire, nbytes, name_);
     const Header h = read_header(rd, kMagicTT, name_);
@@ -75,12 +85,14 @@ class TtCodec final : public Codec {
     int64_t prod = 1;
     for (int k = 0; k < d; ++k) {
       const int64_t m = rd.u32();
-      TACO_REQUIRE_INPUT(m >= 1 && m <= n && prod <= n / m, "codec {}: mode sizes do not multiply to {}", name_, n);
+      TACO_REQUIRE_INPUT(m >= 1 && m <= n && prod <= n / m,
+                         "codec {}: mode sizes do not multiply to {}", name_, n);
       prod *= m;
       tt.modes.push_back(m);
     }
-    TACO_REQUIRE_INPUT(prod == n, "codec {}: mode sizes multiply to {}, but [{}, {}] has {} elements", name_, prod,
-                       rows, cols, n);
+    TACO_REQUIRE_INPUT(prod == n,
+                       "codec {}: mode sizes multiply to {}, but [{}, {}] has {} elements", name_,
+                       prod, rows, cols, n);
     tt.ranks.assign(size_t(d + 1), 1);
     for (int k = 1; k < d; ++k) {
       const int64_t r = rd.u32();
@@ -89,12 +101,17 @@ class TtCodec final : public Codec {
     }
     // Validate the size before allocating anything proportional to the ranks.
     double params = 0;
-    for (int k = 0; k < d; ++k) params += double(tt.ranks[size_t(k)]) * double(tt.modes[size_t(k)]) * double(tt.ranks[size_t(k + 1)]);
-    TACO_REQUIRE_INPUT(params <= double(nbytes),
-                       "codec {}: wire buffer has {} bytes, too few for the cores its header describes", name_, nbytes);
+    for (int k = 0; k < d; ++k)
+      params += double(tt.ranks[size_t(k)]) * double(tt.modes[size_t(k)]) *
+                double(tt.ranks[size_t(k + 1)]);
+    TACO_REQUIRE_INPUT(
+        params <= double(nbytes),
+        "codec {}: wire buffer has {} bytes, too few for the cores its header describes", name_,
+        nbytes);
     const int64_t want = tt_wire_bytes(tt.modes, tt.ranks, s_.cores);
-    TACO_REQUIRE_INPUT(int64_t(nbytes) == want, "codec {}: wire buffer has {} bytes, but its header describes {}",
-                       name_, nbytes, want);
+    TACO_REQUIRE_INPUT(int64_t(nbytes) == want,
+                       "codec {}: wire buffer has {} bytes, but its header describes {}", name_,
+                       nbytes, want);
     const int eb = num_format_bytes(s_.cores);
     tt.cores.resize(size_t(d));
     for (int k = 0; k < d; ++k) {

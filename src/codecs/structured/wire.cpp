@@ -11,16 +11,20 @@ namespace taco::structured {
 
 std::string_view num_format_name(NumFormat f) {
   switch (f) {
-    case NumFormat::F32: return "f32";
-    case NumFormat::BF16: return "bf16";
-    case NumFormat::E4M3: return "e4m3";
+    case NumFormat::F32:
+      return "f32";
+    case NumFormat::BF16:
+      return "bf16";
+    case NumFormat::E4M3:
+      return "e4m3";
   }
   throw_error("unknown number format {}", int(f));
 }
 
 NumFormat parse_num_format(std::string_view s, const std::string& context) {
   std::string l(s);
-  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  std::transform(l.begin(), l.end(), l.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
   if (l == "f32" || l == "fp32") return NumFormat::F32;
   if (l == "bf16") return NumFormat::BF16;
   if (l == "e4m3" || l == "fp8") return NumFormat::E4M3;
@@ -29,9 +33,12 @@ NumFormat parse_num_format(std::string_view s, const std::string& context) {
 
 int num_format_bytes(NumFormat f) {
   switch (f) {
-    case NumFormat::F32: return 4;
-    case NumFormat::BF16: return 2;
-    case NumFormat::E4M3: return 1;
+    case NumFormat::F32:
+      return 4;
+    case NumFormat::BF16:
+      return 2;
+    case NumFormat::E4M3:
+      return 1;
   }
   throw_error("unknown number format {}", int(f));
 }
@@ -81,8 +88,9 @@ void decode_strided(const uint8_t* in, int64_t n, NumFormat f, float scale, floa
   switch (f) {
     case NumFormat::F32:
       for (int64_t i = 0; i < n; ++i)
-        out[i * stride] = bits_float(uint32_t(in[4 * i]) | (uint32_t(in[4 * i + 1]) << 8) |
-                                     (uint32_t(in[4 * i + 2]) << 16) | (uint32_t(in[4 * i + 3]) << 24));
+        out[i * stride] =
+            bits_float(uint32_t(in[4 * i]) | (uint32_t(in[4 * i + 1]) << 8) |
+                       (uint32_t(in[4 * i + 2]) << 16) | (uint32_t(in[4 * i + 3]) << 24));
       return;
     case NumFormat::BF16:
       for (int64_t i = 0; i < n; ++i)
@@ -109,10 +117,12 @@ void write_header(ByteWriter& w, const Header& h) {
 Header read_header(ByteReader& r, uint8_t magic, const std::string& codec) {
   Header h;
   h.magic = r.u8();
-  TACO_REQUIRE_INPUT(h.magic == magic, "codec {}: wire buffer does not start with '{}' (found byte {})",
-                     codec, char(magic), int(h.magic));
+  TACO_REQUIRE_INPUT(h.magic == magic,
+                     "codec {}: wire buffer does not start with '{}' (found byte {})", codec,
+                     char(magic), int(h.magic));
   const uint8_t f = r.u8();
-  TACO_REQUIRE_INPUT(f <= uint8_t(NumFormat::E4M3), "codec {}: unknown number format byte {}", codec, int(f));
+  TACO_REQUIRE_INPUT(f <= uint8_t(NumFormat::E4M3), "codec {}: unknown number format byte {}",
+                     codec, int(f));
   h.format = NumFormat(f);
   h.a = r.u16();
   h.b = r.u32();

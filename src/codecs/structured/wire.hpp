@@ -27,8 +27,9 @@ namespace taco::structured {
 
 enum class NumFormat : uint8_t { F32 = 0, BF16 = 1, E4M3 = 2 };
 
-std::string_view num_format_name(NumFormat f);           // "f32", "bf16", "e4m3"
-NumFormat parse_num_format(std::string_view s, const std::string& context);  // also "fp8"; InputError
+std::string_view num_format_name(NumFormat f);  // "f32", "bf16", "e4m3"
+NumFormat parse_num_format(std::string_view s,
+                           const std::string& context);  // also "fp8"; InputError
 int num_format_bytes(NumFormat f);                       // 4, 2, 1
 inline constexpr float kE4M3Max = 448.0f;
 
@@ -81,7 +82,8 @@ class ByteWriter {
 
 class ByteReader {
  public:
-  ByteReader(const uint8_t* p, size_t n, std::string codec) : p_(p), n_(n), codec_(std::move(codec)) {}
+  ByteReader(const uint8_t* p, size_t n, std::string codec)
+      : p_(p), n_(n), codec_(std::move(codec)) {}
   uint8_t u8() { return *need(1); }
   uint16_t u16() {
     const uint8_t* q = need(2);
@@ -107,7 +109,8 @@ class ByteReader {
 
  private:
   const uint8_t* need(size_t n) {
-    TACO_REQUIRE_INPUT(n <= n_ - at_, "codec {}: wire buffer of {} bytes ends early (needs {} more at offset {})",
+    TACO_REQUIRE_INPUT(n <= n_ - at_,
+                       "codec {}: wire buffer of {} bytes ends early (needs {} more at offset {})",
                        codec_, n_, n, at_);
     const uint8_t* q = p_ + at_;
     at_ += n;
@@ -124,8 +127,8 @@ inline constexpr uint8_t kMagicSubspace = 'S', kMagicLowRank = 'L', kMagicTT = '
 struct Header {
   uint8_t magic = 0;
   NumFormat format = NumFormat::F32;
-  uint16_t a = 0;   // tt: order
-  uint32_t b = 0;   // subspace: k; lowrank: rank
+  uint16_t a = 0;  // tt: order
+  uint32_t b = 0;  // subspace: k; lowrank: rank
 };
 void write_header(ByteWriter& w, const Header& h);
 // Reads and validates the magic and format byte; InputError naming the codec otherwise.
