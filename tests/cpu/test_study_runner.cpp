@@ -483,3 +483,27 @@ TEST_CASE("results.json names each variant's preset, twin and series as the user
   // Every row's variant has its facts.
   for (const auto& row : j["rows"]) CHECK(f.contains(row["variant"].get<std::string>()));
 }
+
+TEST_CASE("the twin results.json names is the variant the study pairs for its Hadamard ratio", "[study]") {
+  // Two derivations that must agree: transform_twin compares codec params, variant_facts the
+  // parsed specs.
+  const std::vector<std::string> names = {"taco",         "taco-noh",   "taco-rht",  "taco-g32",
+                                          "e4m3:g32:dual", "e4m3:g64:had", "e4m3:g64", "int8-g128-had",
+                                          "int8-g128",    "ef:int4-g32-had", "ef:int4-g32"};
+  std::vector<VariantInfo> infos;
+  for (const std::string& n : names) infos.push_back(describe_variant(n, *make_codec(n)));
+  int paired = 0;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    INFO(names[i]);
+    if (!has_transform(infos[i])) {
+      CHECK_FALSE(infos[i].facts.twin);
+      continue;
+    }
+    const std::optional<size_t> twin = transform_twin(infos, i);
+    REQUIRE(twin);
+    REQUIRE(infos[i].facts.twin);
+    CHECK(*infos[i].facts.twin == infos[*twin].facts.canonical);
+    ++paired;
+  }
+  CHECK(paired == 6);
+}
