@@ -44,7 +44,8 @@ def meta_summary(meta: dict) -> str:
     return ", ".join(parts)
 
 
-def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
+def make_one(path: str, doc: dict, name: str,
+             facts: results.VariantTable) -> figkit.FigureOut:
     rows = doc["results"]
     cold_vals = {r.get("cold") for r in rows if "cold" in r}
     cold_only = cold_vals == {True, False}
@@ -104,8 +105,8 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
                 best_cfg[size] = cfg
             xs, ys = zip(*pts)
             ls = style.IMPL_LINESTYLES.get(impl, "-.")
-            ax.plot(xs, ys, color=style.variant_color(v), ls=ls, marker="o", ms=2.8, lw=1.1,
-                    zorder=3)
+            ax.plot(xs, ys, color=style.variant_color(v, facts.get(v)), ls=ls, marker="o",
+                    ms=2.8, lw=1.1, zorder=3)
             label = f"{v} {impl}" + (f" {dt}" if len(dtypes) > 1 else "")
             pct = [100 * y / np.interp(math.log2(x), [math.log2(c[0]) for c in copy],
                                        [c[1] for c in copy]) for x, y in pts] if copy else []
@@ -128,8 +129,8 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
     axes[-1][0].set_xlabel(f"input size ({'/'.join(dtypes)} bytes)")
     handles = [Line2D([], [], color="black", lw=1.4)]
     labels = ["D2D copy, same run"]
-    handles += [Line2D([], [], color=style.variant_color(v), lw=1.1, marker="o", ms=2.8)
-                for v in variants]
+    handles += [Line2D([], [], color=style.variant_color(v, facts.get(v)), lw=1.1, marker="o",
+                       ms=2.8) for v in variants]
     labels += variants
     handles += [Line2D([], [], color="#444444", ls=style.IMPL_LINESTYLES.get(m, "-."), lw=1.1)
                 for m in impls]
@@ -150,7 +151,10 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
 
 
 def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
-    return figkit.per_run(rd.bench_runs(), "codec_throughput", make_one)
+    runs = rd.bench_runs()
+    facts = rd.variants()   # a study next to the benchmark describes the variants it ran too
+    return figkit.per_run(runs, "codec_throughput",
+                          lambda path, doc, name: make_one(path, doc, name, facts))
 
 
 if __name__ == "__main__":

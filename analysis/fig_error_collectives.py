@@ -52,6 +52,8 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     if np.any(t["rel_l2"] < 0):
         raise results.InputInvalid(f"{t.source}: negative rel_l2")
     variants = t.unique("variant")
+    facts = rd.variants()
+    colors = {v: style.variant_color(v, facts.get(v)) for v in variants}
     algorithms = t.unique("algorithm")
     degrees = sorted({int(n) for n in t["tp_size"].tolist()})
     with_n = len(degrees) > 1   # one TP degree leaves nothing to draw against N
@@ -96,7 +98,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
         sub = t.where(t["variant"] == v)
         qs = sorted(set(sub["quantizations"].tolist()))
         meds = [float(np.median(sub.where(sub["quantizations"] == q)["rel_l2"])) for q in qs]
-        c = style.variant_color(v)
+        c = colors[v]
         plot(axq, qs, meds, c, marker="o", lw=1.1)
         out.add_series(axq, v, len(qs), quantizations=qs, rel_l2=meds)
         ys_all += meds
@@ -117,7 +119,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
                 continue
             ns = sorted(set(sub["tp_size"].tolist()))
             meds = [float(np.median(sub.where(sub["tp_size"] == n)["rel_l2"])) for n in ns]
-            plot(axn, ns, meds, style.variant_color(v), marker=style.algorithm_marker(alg),
+            plot(axn, ns, meds, colors[v], marker=style.algorithm_marker(alg),
                  ls=ALG_LINESTYLE.get(alg, "-."), lw=1.0, ms=3.5)
             out.add_series(axn, f"{v} / {alg}", len(ns), variant=v, algorithm=alg,
                            tp_size=ns, rel_l2=meds)
@@ -140,7 +142,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
         bottom = axq.get_ylim()[0]
         for ax, x, c in zeros:
             style.mark_zeros(ax, [x], bottom, [c])
-    handles = [Line2D([], [], color=style.variant_color(v), lw=1.1) for v in variants]
+    handles = [Line2D([], [], color=colors[v], lw=1.1) for v in variants]
     labels = list(variants)
     if axn is not None:
         handles += [Line2D([], [], color="#444444", marker=style.algorithm_marker(a),

@@ -2,10 +2,11 @@
 
 usage: python3 analysis/fig_error_groupsize.py RESULTS_DIR OUT_DIR
 
-Reads RESULTS_DIR/results.csv (or the rows of results.json) from taco study. Variants that
-agree in family, elem_format, scale_format, granularity, transform and in their name without
-the group size (e4m3:gG:dual counts as taco-noh-gG) and differ in group_size (e.g. taco-g32 ..
-taco-g512, fp8-g32 .. fp8-g512) form one series. Writes:
+Reads RESULTS_DIR/results.csv (or the rows of results.json) and the "variant_facts" of
+results.json from taco study. Variants of one group_series (the same codec up to the group
+size, named by taco after the first preset of the sweep: taco-g32 .. taco-g512 -> taco,
+e4m3:gG:dual -> taco-noh, fp8-g32 and e4m3:g512 -> fp8-g128) that differ in group_size form one
+series, labelled with that name. Writes:
   error_groupsize.{png,pdf,json}  one panel per (site, direction): median relative L2 error
       against G (log2 axis), one line per series; each point is drawn in its variant's colour.
 Skips (exit 0) when there is no results file or no two variants differ only in G; exits 2
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import math
 import sys
-from collections import Counter
 
 import numpy as np
 from matplotlib.lines import Line2D
@@ -25,49 +25,25 @@ import figkit
 import results
 import style
 
-SERIES_KEY = ("family", "elem_format", "scale_format", "granularity", "transform")
 
-
-def family_name(variant: str) -> str:
-    """'taco-g64' -> 'taco', 'e4m3:g64:dual' -> 'taco-noh', 'fp8-g32' -> 'fp8'."""
-    return results.group_size_free_name(style.normalise_variant(variant))
-
-
-def find_series(t: results.Table) -> list[dict]:
-    """[{label, key, members: {G: variant}}] for every key with >= 2 distinct group sizes."""
-    by_key: dict[tuple, dict[int, str]] = {}
+def find_series(t: results.Table, facts: results.VariantTable) -> list[dict]:
+    """[{label, members: {G: variant}, color}] for every group_series with >= 2 distinct group
+    sizes, in order of first appearance."""
+    by_series: dict[str, dict[int, str]] = {}
     for v in t.unique("variant"):
-        sub = t.where(t["variant"] == v)
-        gs = results.finite(sub["group_size"])
-        if gs.size == 0:
+        f = facts.get(v)
+        if f["group_series"] is None or f["group_size"] is None:
             continue
-        gvals = set(gs.tolist())
-        if len(gvals) != 1:
-            raise results.InputInvalid(f"{t.source}: variant {v} has several group_size values")
-        g = gvals.pop()
-        if g <= 0 or g != math.floor(g):
-            raise results.InputInvalid(f"{t.source}: variant {v} has group_size {g:g}")
-        keys = {tuple(sub[c][i] for c in SERIES_KEY) for i in range(len(sub))}
-        if len(keys) != 1:
-            raise results.InputInvalid(
-                f"{t.source}: variant {v} has rows with different {'/'.join(SERIES_KEY)}")
-        # The name without its group size joins the key: fp8-g32 and e4m3:g32:dual (TACO's
-        # dual scale) agree in every column but are different codecs.
-        key = keys.pop() + (family_name(v),)
-        by_key.setdefault(key, {}).setdefault(int(g), v)   # first variant per G wins
-    series = []
-    for key, members in by_key.items():
-        if len(members) < 2:
-            continue
-        names = Counter(family_name(v) for v in members.values())
-        label = names.most_common(1)[0][0]
-        series.append({"label": label, "key": key, "members": dict(sorted(members.items()))})
-    return series
+        by_series.setdefault(f["group_series"], {}).setdefault(f["group_size"], v)  # first per G wins
+    return [{"label": name, "members": dict(sorted(members.items())),
+             "color": style.series_color(facts.get(next(iter(members.values()))))}
+            for name, members in by_series.items() if len(members) >= 2]
 
 
 def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     t = rd.results()
-    series = find_series(t)
+    facts = rd.study_variants(t)
+    series = find_series(t, facts)
     if not series:
         raise results.InputMissing("no two variants differ only in group size")
     pairs = sorted({(s, d) for s, d in zip(t["site"], t["direction"])},
@@ -79,7 +55,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     fig, axes = style.figure(width, 0.5 + 1.7 * nrows, nrows, ncols, sharey=True, sharex=True)
     out = figkit.FigureOut(name="error_groupsize", fig=fig,
                            title="Relative L2 error against group size", caption="",
-                           inputs=[rd.path + "/" + t.source])
+                           inputs=list(dict.fromkeys([rd.path + "/" + t.source, facts.source])))
     all_g = sorted({g for s in series for g in s["members"]})
     ymin, ymax = math.inf, 0.0
     med = {}
@@ -101,9 +77,9 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
                 vs.append(v)
             if not xs:
                 continue
-            line_c = style.variant_color(s["label"])
+            line_c = s["color"]
             ax.plot(xs, ys, color=line_c, lw=1.0, zorder=2)
-            ax.scatter(xs, ys, c=[style.variant_color(v) for v in vs], s=14, zorder=3,
+            ax.scatter(xs, ys, c=[style.variant_color(v, facts.get(v)) for v in vs], s=14, zorder=3,
                        edgecolors="white", linewidths=0.4)
             out.add_series(ax, s["label"], len(xs), group_sizes=xs, variants=vs, rel_l2=ys)
             ymin, ymax = min(ymin, min(ys)), max(ymax, max(ys))
@@ -121,7 +97,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     if ymax > 0:
         axes[0][0].set_yscale("log")
         axes[0][0].set_ylim(ymin / 1.5, ymax * 1.5)
-    handles = [Line2D([], [], color=style.variant_color(s["label"]), marker="o", ms=3.5)
+    handles = [Line2D([], [], color=s["color"], marker="o", ms=3.5)
                for s in series]
     labels = [f"{s['label']} ({', '.join(s['members'].values())})" if len(series) < 4 else
               s["label"] for s in series]

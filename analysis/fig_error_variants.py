@@ -55,7 +55,7 @@ def per_site_stats(t: results.Table):
     return stats
 
 
-def make_bars(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
+def make_bars(rd, t, variants, colors, nbytes, stats) -> figkit.FigureOut:
     pairs = sorted(stats, key=lambda p: style.site_key(*p))
     nv = len(variants)
     width = style.COLUMN_WIDTH if nv * len(pairs) <= 20 else style.FULL_WIDTH
@@ -82,7 +82,7 @@ def make_bars(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
             hs.append(med)
             lo.append(med - max(mn, floor))
             hi.append(mx - med)
-        c = style.variant_color(v)
+        c = colors[v]
         if xs:
             ax.bar(xs, np.asarray(hs) - floor, bar_w * 0.92, bottom=floor, color=c,
                    edgecolor="none", label=v)
@@ -103,7 +103,7 @@ def make_bars(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("median rel. L2 error ‖x−x̂‖/‖x‖")
     ax.set_xlabel("TP collective site (direction)")
-    handles = [Patch(facecolor=style.variant_color(v)) for v in variants]
+    handles = [Patch(facecolor=colors[v]) for v in variants]
     labels = [f"{v} ({bytes_label(nbytes[v])})" for v in variants]
     style.legend_below(fig, handles, labels, ncol=3 if width < 4 else 4)
     out.caption = (
@@ -118,7 +118,7 @@ def make_bars(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
     return out
 
 
-def make_tradeoff(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
+def make_tradeoff(rd, t, variants, colors, nbytes, stats) -> figkit.FigureOut:
     fig, axes = style.figure(style.COLUMN_WIDTH, 2.8)
     ax = axes[0][0]
     out = figkit.FigureOut(name="error_tradeoff", fig=fig,
@@ -134,7 +134,7 @@ def make_tradeoff(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
     zeros = []
     for v, y in medians.items():
         meds = [stats[p][v][0] for p in stats if v in stats[p]]
-        c = style.variant_color(v)
+        c = colors[v]
         if y <= 0:
             style.mark_zeros(ax, [nbytes[v]], floor, [c])
             zeros.append(v)
@@ -174,12 +174,14 @@ def make_tradeoff(rd, t, variants, nbytes, stats) -> figkit.FigureOut:
 def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     t = rd.results()
     variants = t.unique("variant")
+    facts = rd.variants()
+    colors = {v: style.variant_color(v, facts.get(v)) for v in variants}
     nbytes = variant_bytes(t)
     stats = per_site_stats(t)
     if not stats:
         raise results.InputMissing(f"{t.source} has no finite rel_l2 value")
-    outs = [make_bars(rd, t, variants, nbytes, stats)]
-    tr = make_tradeoff(rd, t, variants, nbytes, stats)
+    outs = [make_bars(rd, t, variants, colors, nbytes, stats)]
+    tr = make_tradeoff(rd, t, variants, colors, nbytes, stats)
     if tr is not None:
         outs.append(tr)
     return outs

@@ -2,13 +2,13 @@
 
 usage: python3 analysis/fig_hadamard.py RESULTS_DIR OUT_DIR
 
-Reads RESULTS_DIR/results.csv (or the rows of results.json) from taco study. Every variant
-whose transform is not "none" is paired with an H-free partner: a variant with transform
-"none" and the same family, elem_format, granularity and group_size; among several, the one
-named like the variant without its transform (taco -> taco-noh, taco-g32 -> e4m3:g32:dual,
-fp8-g128-had -> fp8-g128), then the one with the same scale_format, then the longest common
-name prefix, then the first listed. Without taco-noh, taco pairs with fp8-g128
-(TACO's adaptive scale cancels in exact arithmetic, methods.md 1.4). Writes:
+Reads RESULTS_DIR/results.csv (or the rows of results.json) and the "variant_facts" of
+results.json from taco study. Every variant with a transform (has_transform) is paired with an
+H-free partner: its twin (the same codec without the transform, as taco names it: taco ->
+taco-noh, taco-g32 -> taco-noh-g32, fp8-g128-had -> fp8-g128) when the study ran it, else a
+variant without a transform and the same family, elem_format, granularity and group_size, one
+with the same scale_format first, then the first listed. Without taco-noh, taco pairs with
+fp8-g128 (TACO's adaptive scale cancels in exact arithmetic, methods.md 1.4). Writes:
   hadamard_effect.{png,pdf,json}  heat map, rows = (site, direction), columns = pairs,
       cell = median rel_l2 with H / median rel_l2 without H over the site's tensors (the ratio
       `taco study` prints and --select reports), diverging colours centred at 1 (blue: H
@@ -19,7 +19,6 @@ input is malformed.
 from __future__ import annotations
 
 import math
-import re
 import sys
 
 import numpy as np
@@ -29,7 +28,6 @@ import figkit
 import results
 import style
 
-NO_TRANSFORM = {"", "none", "identity"}
 TENSOR_KEY = ("file", "tensor", "layer", "site", "direction", "tp_rank", "step")
 
 
@@ -38,7 +36,7 @@ def _variant_attrs(t: results.Table) -> dict[str, dict]:
     for v in t.unique("variant"):
         i = int(np.flatnonzero(t["variant"] == v)[0])
         out[v] = {c: t[c][i] for c in ("family", "elem_format", "scale_format", "granularity",
-                                       "group_size", "transform")}
+                                       "group_size")}
     return out
 
 
@@ -46,45 +44,28 @@ def _same_g(a, b) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
-def h_free_name(variant: str) -> str:
-    """The preset-style name of a variant's twin without the transform: 'taco-g32' ->
-    'taco-noh-g32', 'taco-rht' -> 'taco-noh', 'fp8-g128-had' -> 'fp8-g128'."""
-    n = style.normalise_variant(variant)
-    n = re.sub(r"-(had|rht)(?=$|-)", "", n)
-    if re.match(r"taco(?!-no)", n):
-        n = "taco-noh" + n[len("taco"):]
-    return n
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def find_pairs(t: results.Table) -> list[tuple[str, str]]:
+def find_pairs(t: results.Table, facts: results.VariantTable) -> list[tuple[str, str]]:
     """[(with_H, without_H)] in the order the H variants first appear."""
     attrs = _variant_attrs(t)
-    plain = [v for v, a in attrs.items() if str(a["transform"]).strip().lower() in NO_TRANSFORM]
+    plain = [v for v in attrs if not facts.get(v)["has_transform"]]
     pairs = []
     for v, a in attrs.items():
-        if str(a["transform"]).strip().lower() in NO_TRANSFORM:
+        f = facts.get(v)
+        if not f["has_transform"]:
             continue
+        twins = [w for w in plain if facts.get(w)["canonical"] == f["twin"]]
+        if f["twin"] is not None and twins:
+            pairs.append((v, twins[0]))
+            continue
+        # No twin in the study: a codec of the same geometry (TACO's adaptive scale cancels in
+        # exact arithmetic, so taco-gG against fp8-gG still shows what H does), the same scale
+        # format first, then order of appearance.
         base = [w for w in plain
                 if all(attrs[w][c] == a[c] for c in ("family", "elem_format", "granularity"))
                 and _same_g(attrs[w]["group_size"], a["group_size"])]
-        if not base:
-            continue
-        # Best partner: same scale format first, then the closest name (taco -> taco-noh
-        # rather than fp8-g128; fp8-g128-had -> fp8-g128), then order of appearance.
-        twin = h_free_name(v)
-        chosen = max(base, key=lambda w: (style.normalise_variant(w) == twin,
-                                          attrs[w]["scale_format"] == a["scale_format"],
-                                          _common_prefix(v, w), -plain.index(w)))
-        pairs.append((v, chosen))
+        if base:
+            pairs.append((v, max(base, key=lambda w: (attrs[w]["scale_format"] == a["scale_format"],
+                                                      -plain.index(w)))))
     return pairs
 
 
@@ -107,7 +88,8 @@ def ratios(t: results.Table, with_h: str, without_h: str) -> dict[tuple, list[tu
 
 def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     t = rd.results()
-    pairs = find_pairs(t)
+    facts = rd.study_variants(t)
+    pairs = find_pairs(t, facts)
     if not pairs:
         raise results.InputMissing("no variant with a transform has an H-free partner")
     per_pair = {p: ratios(t, *p) for p in pairs}
@@ -132,7 +114,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     ax = axes[0][0]
     out = figkit.FigureOut(name="hadamard_effect", fig=fig,
                            title="Effect of the Hadamard transform on the error", caption="",
-                           inputs=[rd.path + "/" + t.source])
+                           inputs=list(dict.fromkeys([rd.path + "/" + t.source, facts.source])))
     cmap = "RdBu_r"
     im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, norm=LogNorm(vmin=vmin, vmax=vmax),
                    aspect="auto")

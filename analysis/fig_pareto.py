@@ -71,6 +71,8 @@ def name_points(ax, xs, ys, names) -> None:
 
 def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     t = rd.pareto()
+    facts = rd.variants()
+    colors = {v: style.variant_color(v, facts.get(v)) for v in t.unique("variant")}
     pairs = sorted({(s, d) for s, d in zip(t["site"], t["direction"])},
                    key=lambda p: style.site_key(*p))
     ncols = 2 if len(pairs) > 1 else 1
@@ -96,7 +98,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
         floor = style.zero_floor(r[drawable])
         zero_names = list(sub["variant"][exact])
         if zero_names:
-            style.mark_zeros(ax, b[exact], floor, [style.variant_color(v) for v in zero_names])
+            style.mark_zeros(ax, b[exact], floor, [colors[v] for v in zero_names])
             zeros_total.extend(zero_names)
             out.add_series(ax, "zero error", len(zero_names), variants=zero_names,
                            bytes_per_elem=[float(x) for x in b[exact]])
@@ -108,7 +110,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
                 families_seen.append(fam)
             names = list(fs["variant"][ok])
             ax.scatter(fs["bytes_per_elem"][ok], fs["rel_l2"][ok], s=14, marker=family_marker(fam),
-                       c=[style.variant_color(v) for v in names], edgecolors="none", zorder=3)
+                       c=[colors[v] for v in names], edgecolors="none", zorder=3)
             out.add_series(ax, fam, int(np.count_nonzero(ok)), variants=names,
                            bytes_per_elem=[float(x) for x in fs["bytes_per_elem"][ok]],
                            rel_l2=[float(x) for x in fs["rel_l2"][ok]])
@@ -140,7 +142,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
     # a sweep makes the list longer than the figure.
     variants = list(dict.fromkeys(t["variant"]))
     if len(variants) <= 16:
-        handles += [Line2D([], [], color=style.variant_color(v), marker="s", ls="none", ms=4) for v in variants]
+        handles += [Line2D([], [], color=colors[v], marker="s", ls="none", ms=4) for v in variants]
         labels_ += variants
     style.legend_below(fig, handles, labels_, ncol=5)
     fig.canvas.draw()   # settle the layout: the names are placed in display space

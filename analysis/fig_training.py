@@ -39,7 +39,8 @@ def _curves(runs):
     return out
 
 
-def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
+def make_one(path: str, doc: dict, name: str,
+             facts: results.VariantTable) -> figkit.FigureOut:
     runs, table = doc["runs"], doc["table"]
     for r in runs:
         for key in ("variant", "seed", "val_curve", "final_val_loss"):
@@ -51,7 +52,8 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
     cfg = r0.get("config", {})
     out = figkit.FigureOut(name=name, fig=fig, title="Training with compressed TP collectives", caption="",
                            inputs=[path])
-    colors = {v: ((0, 0, 0) if v == "none" else style.variant_color(v)) for v in dict.fromkeys(r["variant"] for r in runs)}
+    colors = {v: ((0, 0, 0) if v == "none" else style.variant_color(v, facts.get(v)))
+              for v in dict.fromkeys(r["variant"] for r in runs)}
     for v, (tok, med, lo, hi) in _curves(runs).items():
         ax_loss.plot(tok, med, color=colors[v], lw=1.0 if v != "none" else 1.4, label=v)
         ax_loss.fill_between(tok, lo, hi, color=colors[v], alpha=0.18, lw=0)
@@ -121,7 +123,10 @@ def make_one(path: str, doc: dict, name: str) -> figkit.FigureOut:
 
 
 def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
-    return figkit.per_run(rd.training_runs(), "training", make_one)
+    runs = rd.training_runs()
+    facts = rd.variants()
+    return figkit.per_run(runs, "training",
+                          lambda path, doc, name: make_one(path, doc, name, facts))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Not a script. Every figure script reads its data through ResultsDir, which
     rd = ResultsDir("results/")
     t = rd.results()                   # Table of results.csv rows
     for (site, direction), sub in t.groupby("site", "direction").items(): ...
+    facts = rd.variants()              # what taco says about each variant (never parse a name)
 """
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ import hashlib
 import json
 import math
 import os
-import re
 from typing import Any, Iterable
 
 import numpy as np
@@ -71,6 +71,15 @@ BENCH_COPY_KEYS = {"bytes": float, "tbps": float}
 COMM_RESULT_KEYS = {"collective": str, "size": float, "codec": str, "algorithm": str,
                     "transport": str, "nranks": float, "busbw": float}
 COMM_OPTIONAL_NUMBERS = ("speedup", "time_us", "algbw", "eff_busbw", "wire_bytes", "rel_l2")
+
+# results.json "variant_facts" (docs/results-schema.md): name -> (types allowed). The C++ parses
+# each variant once and writes these; the analysis reads them instead of the variant's name.
+VARIANT_FACT_TYPES = {
+    "canonical": (str,), "family": (str,), "preset": (str, type(None)), "has_transform": (bool,),
+    "twin": (str, type(None)), "group_size": (int, type(None)),
+    "group_series": (str, type(None)), "nearest_preset": (str, type(None)),
+    "nearest_preset_group_size": (int, type(None))}
+_TYPE_WORDS = {str: "a string", int: "an integer", bool: "true/false", type(None): "null"}
 
 DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "f16": 2, "fp16": 2, "half": 2, "f32": 4, "fp32": 4,
                "float": 4, "float32": 4}
@@ -220,6 +229,57 @@ def _opt_number(obj: dict, key: str, where: str) -> float:
     return float(v)
 
 
+class VariantTable:
+    """results.json "variant_facts": per variant name, what taco derived from its parsed spec
+    (canonical name, preset, transform-free twin, group-size series, nearest preset, ...).
+    get() also finds a variant by its canonical name, so a name another tool spelled
+    canonically (taco bench, taco comm) meets the study's spelling of the same codec."""
+
+    def __init__(self, facts: dict[str, dict], source: str | None = None):
+        self.facts = facts
+        self.source = source
+        self._by_canonical: dict[str, dict] = {}
+        for f in facts.values():
+            self._by_canonical.setdefault(f["canonical"], f)
+
+    def get(self, name: str) -> dict | None:
+        """The facts of a variant, or None when taco did not describe it."""
+        f = self.facts.get(name)
+        return f if f is not None else self._by_canonical.get(name)
+
+    def require(self, names: Iterable[str], where: str) -> None:
+        """InputInvalid unless every name has facts (rows must not name unknown variants)."""
+        for n in names:
+            if self.get(n) is None:
+                raise InputInvalid(f"{self.source}: \"variant_facts\" lacks variant '{n}' "
+                                   f"(used in {where})")
+
+
+def variant_table(obj: Any, path: str) -> VariantTable:
+    """The "variant_facts" of a parsed results.json. A results.json from a taco without them
+    is InputInvalid with one message: re-run `taco study`."""
+    if not isinstance(obj, dict):
+        raise InputInvalid(f"{path}: top level is not an object")
+    facts = obj.get("variant_facts")
+    if facts is None:
+        raise InputInvalid(
+            f"{path} lacks \"variant_facts\" (written by an older taco study): re-run "
+            f"`taco study` to rewrite it")
+    if not isinstance(facts, dict):
+        raise InputInvalid(f"{path}: \"variant_facts\" is not an object")
+    for name, f in facts.items():
+        w = f"{path}: variant_facts[{json.dumps(name)}]"
+        if not isinstance(f, dict):
+            raise InputInvalid(f"{w} is not an object")
+        for key, types in VARIANT_FACT_TYPES.items():
+            if key not in f:
+                raise InputInvalid(f"{w} lacks \"{key}\"")
+            v = f[key]
+            if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+                raise InputInvalid(f"{w}.{key} is not {' or '.join(_TYPE_WORDS[t] for t in types)}")
+    return VariantTable(facts, path)
+
+
 def sha256_file(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -318,14 +378,30 @@ class ResultsDir:
         self._note(p, "study provenance")
         return prov
 
-    def study_variants(self) -> dict:
-        """results.json "variants" (name -> params), or {}."""
+    def variants(self) -> VariantTable:
+        """results.json "variant_facts"; an empty table when there is no results.json (then
+        a figure knows variants by name only, as bench and comm files name them). InputInvalid
+        for a results.json without them (written before they existed)."""
+        if "variants" in self._cache:
+            return self._cache["variants"]
         p = self._file("results.json")
         if p is None:
-            return {}
-        obj = self._load_json(p)
-        v = obj.get("variants", {}) if isinstance(obj, dict) else {}
-        return v if isinstance(v, dict) else {}
+            table = VariantTable({})
+        else:
+            table = variant_table(self._load_json(p), p)
+            self._note(p, "variant facts")
+        self._cache["variants"] = table
+        return table
+
+    def study_variants(self, t: Table) -> VariantTable:
+        """The variant facts of the study whose rows are t: every variant of t must have them.
+        InputMissing without a results.json (taco study writes it next to results.csv)."""
+        table = self.variants()
+        if table.source is None:
+            raise InputMissing("no results.json next to results.csv (taco study writes both; the "
+                               "figure needs its \"variant_facts\")")
+        table.require(t.unique("variant"), t.source)
+        return table
 
     def collectives(self) -> Table:
         return self._csv("collectives.csv", COLLECTIVES_COLUMNS, COLLECTIVES_NUMERIC,
@@ -542,9 +618,3 @@ def validate_model(obj: dict, path: str) -> None:
 def finite(values: Iterable[float]) -> np.ndarray:
     a = np.asarray(list(values), dtype=np.float64)
     return a[np.isfinite(a)]
-
-
-def group_size_free_name(variant: str) -> str:
-    """'taco-g64' -> 'taco', 'fp8-g128-h' -> 'fp8-h': the name of a group-size series."""
-    s = re.sub(r"(?:^|[-_])g\d+(?=$|[-_])", "", variant)
-    return s.strip("-_") or variant

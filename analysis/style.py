@@ -7,14 +7,19 @@ variant (or transport, site, scope) has the same colour in every figure of every
     import style
     style.apply()
     fig, ax = style.figure(style.COLUMN_WIDTH, 2.4)
-    ax.plot(x, y, color=style.variant_color("taco-g64"))
+    facts = rd.variants()                     # results.ResultsDir: results.json "variant_facts"
+    ax.plot(x, y, color=style.variant_color(v, facts.get(v)))
 
-Colours are a pure function of the name (no state, no order of appearance):
+Colours are a pure function of the variant (no state, no order of appearance), computed from
+what taco says about it (results.json "variant_facts", read with results.ResultsDir.variants();
+no variant name is parsed here):
   * the codec presets have hand-picked colours (PRESET_COLORS), distinct inside each family:
-    TACO blues, per-group FP8 oranges, MX greens, INT purples, TAH-Quant red, bf16 grey;
-  * other names of a known family get the family's hue, shaded by the group size in the name
-    (g32 darkest .. g512 lightest) and nudged by a hash of the rest of the name;
-  * names of unknown families get a hue from a hash of the name.
+    TACO blues, per-group FP8 oranges, MX greens, INT purples, TAH-Quant red, bf16 grey; a
+    variant that equals a preset (in any spelling) has the preset's colour;
+  * other variants take the hue of their nearest preset (or of their structured family), shaded
+    by their group size (g32 darkest .. g512 lightest) and nudged by a hash of their G series;
+  * a name taco did not describe (a bench or comm file without a study next to it) has its
+    preset colour when it is a preset name, else a hue from a hash of the name.
 """
 from __future__ import annotations
 
@@ -137,120 +142,70 @@ PRESET_COLORS = {
     "tahquant": "#d62728", "bf16": "#7f7f7f",
 }
 
-# Families of names that are not presets: (regex on the normalised name, preset whose hue and
-# saturation the family takes). First match wins.
-_FAMILIES = [
-    (r"^taco-noh", "taco-noh"),
-    (r"^taco-nosa", "taco-nosa"),
-    (r"^taco.*e5m2", "taco-e5m2"),
-    (r"^taco.*rht", "taco-rht"),
-    (r"^taco", "taco"),
-    (r"^mxfp8", "mxfp8"),
-    (r"^(mxfp4|fp4|e2m1)", "mxfp4"),
-    (r"^nvfp4", "nvfp4"),
-    (r"^fp8.*(tensor|row|col)", "fp8-tensor"),
-    (r"^fp8.*had", "fp8-g128-had"),
-    (r"^fp8.*e8m0", "fp8-1x128-e8m0"),
-    (r"^fp8", "fp8-g128"),
-    (r"^int4", "int4-g32"),
-    (r"^(int|uint).*asym", "int8-g128-asym"),
-    (r"^(int|uint).*had", "int8-g128-had"),
-    (r"^(int|uint)", "int8-g128"),
-    (r"^tah", "tahquant"),
-    (r"^(bf16|fp16|fp32|none|exact|lossless)", "bf16"),
-]
-_EXTRA_FAMILY_HUES = [  # families without a preset: (regex, hue, saturation)
-    (r"^(subspace|lowrank|tt\b|tt-|svd)", 0.52, 0.75),   # cyans
-    (r"^(topk|randk)", 0.88, 0.60),                      # pinks
-    (r"^(ef|aq)", 0.15, 0.75),                           # olive/yellow
-]
+# Hues of the structured families, which have no colour presets: (hue, saturation) by the
+# "family" taco reports.
+FAMILY_HUES = {
+    "subspace": (0.52, 0.75), "lowrank": (0.52, 0.75), "tt": (0.52, 0.75),   # cyans
+    "topk": (0.88, 0.60), "randk": (0.88, 0.60),                             # pinks
+    "ef": (0.15, 0.75), "aqsgd": (0.15, 0.75),                               # olive/yellow
+}
 
 
 def _hex_rgb(h: str) -> tuple[float, float, float]:
     return tuple(int(h[i:i + 2], 16) / 255.0 for i in (1, 3, 5))
 
 
-def _group_size(name: str) -> int | None:
-    m = re.search(r"(?:^|[-_:])g(\d+)(?:$|[-_:])", name.lower())
-    return int(m.group(1)) if m else None
+def _hashed_color(key: str) -> tuple[float, float, float]:
+    return colorsys.hls_to_rgb((_digest(key) % 9973) / 9973.0, 0.45, 0.65)
 
 
-def normalise_variant(name: str) -> str:
-    """Grammar spellings to the preset-style name they correspond to, so that equal codecs
-    share a colour: 'e4m3:g128:had:dual' -> 'taco', 'e4m3:g64:dual' -> 'taco-noh-g64',
-    'e4m3:g32' -> 'fp8-g32', 'int8:g128:had' -> 'int8-g128-had'. Other names: lower-cased."""
-    low = name.strip().lower()
-    if ":" not in low:
-        return low
-    toks = set(low.split(":"))
-    elem = next((t for t in ("e4m3", "fp8", "e5m2", "e2m1", "fp4", "int8", "int4") if t in toks),
-                None)
-    block = next((t for t in low.split(":") if re.fullmatch(r"g\d+|tile\d+|tensor|row|col", t)),
-                 None)
-    had = "had" in toks
-    rht = "rht" in toks
-    e5m2 = elem == "e5m2"
-    g = int(block[1:]) if block and re.fullmatch(r"g\d+", block) else None
-    if "dual" in toks or "taco" in toks:
-        base = "taco-nosa" if "dual" not in toks else ("taco" if (had or rht) else "taco-noh")
-        if base == "taco" and e5m2:
-            base = "taco-e5m2"
-        if base == "taco" and rht:
-            base = "taco-rht"
-        return base + ("" if g in (None, 128) else f"-g{g}")
-    if "se8m0" in toks and g == 32 and elem in ("e4m3", "fp8", "e5m2", "e2m1", "fp4"):
-        return {"e5m2": "mxfp8-e5m2", "e2m1": "mxfp4", "fp4": "mxfp4"}.get(elem, "mxfp8")
-    if elem in ("e4m3", "fp8", "e5m2"):
-        out = "fp8-" + (block or "g128") + ("-had" if had else "") + ("-rht" if rht else "")
-        if "se8m0" in toks:
-            out += "-e8m0"
-        return out + ("-e5m2" if e5m2 else "")
-    if elem in ("int8", "int4"):
-        out = elem + "-" + (block or "g128") + ("-asym" if "asym" in toks else "")
-        return out + ("-had" if had else "") + ("-rht" if rht else "")
-    return low
+def variant_color(name: str, facts: dict | None = None) -> tuple[float, float, float]:
+    """The colour of a variant in every figure (RGB in [0,1]), from its facts (a
+    results.VariantTable entry: `style.variant_color(v, rd.variants().get(v))`).
 
-
-def variant_color(name: str) -> tuple[float, float, float]:
-    """The colour of a variant in every figure: a pure function of its name (RGB in [0,1]).
-    Presets (and grammar spellings of them) use PRESET_COLORS; other names take their family's
-    hue, a shade from the group size in the name (g32 darkest .. g512 lightest), and a small
-    nudge from a hash of the rest of the name."""
-    low = normalise_variant(name)
-    if low in PRESET_COLORS:
-        return _hex_rgb(PRESET_COLORS[low])
-    h = _digest(low)
-    hue = sat = None
-    base = ""
-    base_light, base_g = 0.45, 128
-    for pattern, preset in _FAMILIES:
-        if re.search(pattern, low):
-            hue, base_light, sat = colorsys.rgb_to_hls(*_hex_rgb(PRESET_COLORS[preset]))
-            base = preset
-            base_g = _group_size(preset) or 128
-            break
-    else:
-        for pattern, fhue, fsat in _EXTRA_FAMILY_HUES:
-            if re.search(pattern, low):
-                hue, sat = fhue, fsat
-                break
-    if hue is None:   # unknown family: a hue from the hash
-        return colorsys.hls_to_rgb((h % 9973) / 9973.0, 0.45, 0.65)
-    # The group size shades the family colour: 0.09 lightness per doubling of G relative to
-    # the family's preset (darker for smaller groups).
-    g = _group_size(low)
-    light = base_light if g is None else base_light + 0.09 * (math.log2(g) - math.log2(base_g))
+    A variant equal to a preset of PRESET_COLORS has that colour. Any other variant takes the
+    hue of its nearest preset (or of its structured family, FAMILY_HUES), a lightness shifted
+    by 0.09 per doubling of its group size against the nearest preset's (smaller groups
+    darker), and, unless it belongs to that preset's G sweep, a small nudge of hue and lightness
+    from a hash of its series name. Without facts: the preset colour of a preset name, else a
+    hue hashed from the name."""
+    if facts is None:
+        if name in PRESET_COLORS:
+            return _hex_rgb(PRESET_COLORS[name])
+        return _hashed_color(name)
+    if facts["preset"] in PRESET_COLORS:
+        return _hex_rgb(PRESET_COLORS[facts["preset"]])
+    nearest = facts["nearest_preset"]
+    if nearest in PRESET_COLORS:
+        hue, light, sat = colorsys.rgb_to_hls(*_hex_rgb(PRESET_COLORS[nearest]))
+        base_g = facts["nearest_preset_group_size"] or 128
+    elif facts["family"] in FAMILY_HUES:
+        hue, sat = FAMILY_HUES[facts["family"]]
+        light, base_g = 0.45, 128
+    else:   # a family without a hue: one from the hash
+        return _hashed_color(facts["canonical"])
+    g = facts["group_size"]
+    if g:
+        light += 0.09 * (math.log2(g) - math.log2(base_g))
     light = min(0.85, max(0.15, light))
-    # What is left after the family's own name and the group size nudges hue and lightness.
-    rest = re.sub(r"(?:^|[-_:])g\d+(?=$|[-_:])", "", low)
-    rest = rest.replace(re.sub(r"-g\d+$", "", base), "", 1).strip("-_:")
-    if rest:
-        hr = _digest(rest)
+    series = facts["group_series"] or facts["canonical"]
+    if series != nearest:
+        hr = _digest(series)
         hue = (hue + 0.05 * (((hr >> 8) % 1000) / 1000.0 - 0.5)) % 1.0
         light = min(0.85, max(0.15, light + 0.12 * (((hr >> 20) % 5) / 4.0 - 0.5)))
     if sat < 0.05:
         return colorsys.hls_to_rgb(0, light, 0)
     return colorsys.hls_to_rgb(hue, light, sat)
+
+
+def series_color(facts: dict) -> tuple[float, float, float]:
+    """The colour of the group-size series a variant belongs to (its facts' group_series): the
+    preset's colour when the series is named after a coloured preset, else the variant's colour
+    without the shading by group size (what every member of the series shares)."""
+    name = facts["group_series"]
+    if name in PRESET_COLORS:
+        return _hex_rgb(PRESET_COLORS[name])
+    return variant_color(name, dict(facts, canonical=name, preset=None, group_size=None))
 
 
 _TRANSPORT_COLORS = {
@@ -278,8 +233,8 @@ SCOPE_STYLE = {  # histograms.csv scopes
 def scope_color(scope: str):
     if scope in SCOPE_STYLE:
         return SCOPE_STYLE[scope]["color"]
-    g = _group_size(scope.replace("group", "g"))
-    if g is not None:  # group32 .. group512: blues, darker for smaller groups
+    g = int(scope[5:]) if scope.startswith("group") and scope[5:].isdigit() else 0
+    if g > 0:  # group32 .. group512: blues, darker for smaller groups
         return colorsys.hls_to_rgb(0.60, 0.25 + 0.06 * min(max(math.log2(g) - 5, 0), 4), 0.75)
     return colorsys.hls_to_rgb((_digest(scope) % 997) / 997.0, 0.4, 0.6)
 

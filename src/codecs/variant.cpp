@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -405,10 +406,116 @@ std::string grammar_string(const VariantSpec& v) {
   return out;
 }
 
-std::string canonical_variant(const VariantSpec& v) {
+const Preset* find_preset(const VariantSpec& spec) {
   for (const Preset& p : preset_table())
-    if (parse_grammar(p.definition) == v) return p.name;
-  return grammar_string(v);
+    if (parse_grammar(p.definition) == spec) return &p;
+  return nullptr;
+}
+
+std::string canonical_variant(const VariantSpec& v) {
+  const Preset* p = find_preset(v);
+  return p ? p->name : grammar_string(v);
+}
+
+std::optional<int> block_size(const VariantSpec& spec) {
+  switch (spec.family) {
+    case VariantSpec::Family::Quant:
+      if (spec.quant.gran == Granularity::Group || spec.quant.gran == Granularity::Tile)
+        return spec.quant.block;
+      return std::nullopt;
+    case VariantSpec::Family::TahQuant:
+      return spec.tah.tile;
+    case VariantSpec::Family::Bf16:
+      return std::nullopt;
+  }
+  throw_error("unknown codec family {}", int(spec.family));
+}
+
+VariantSpec with_block_size(VariantSpec spec, int block) {
+  TACO_ASSERT(block_size(spec).has_value(), "with_block_size: '{}' has no block size",
+              grammar_string(spec));
+  if (spec.family == VariantSpec::Family::TahQuant)
+    spec.tah.tile = block;
+  else
+    spec.quant.block = block;
+  return spec;
+}
+
+std::optional<VariantSpec> transform_free_twin(const VariantSpec& spec) {
+  if (spec.family != VariantSpec::Family::Quant || spec.quant.transform == Transform::None)
+    return std::nullopt;
+  VariantSpec twin = spec;
+  twin.quant.transform = Transform::None;
+  twin.quant.seed = 0;  // the RHT signs; meaningless without the transform
+  return twin;
+}
+
+const Preset* series_preset(const VariantSpec& spec) {
+  const std::optional<int> block = block_size(spec);
+  if (!block) return nullptr;
+  for (const Preset& p : preset_table()) {
+    const VariantSpec ps = parse_grammar(p.definition);
+    if (ps.family == spec.family && block_size(ps) && with_block_size(ps, *block) == spec)
+      return &p;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// T= given explicitly (nullopt: the format's default), so that specs of different element
+// formats with default targets do not differ in it.
+std::optional<uint32_t> custom_target(const QuantSpec& s) {
+  if (float_bits(s.target) == float_bits(default_target(s))) return std::nullopt;
+  return float_bits(s.target);
+}
+
+// Differences between two specs of one family, the most telling first (nearest_preset compares
+// these lexicographically). The block size is left out.
+std::array<int, 8> spec_distance(const VariantSpec& a, const VariantSpec& b) {
+  if (a.family == VariantSpec::Family::TahQuant)
+    return {0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            int(a.tah.hi_bits != b.tah.hi_bits) + int(a.tah.lo_bits != b.tah.lo_bits) +
+                int(a.tah.hi_pct != b.tah.hi_pct)};
+  if (a.family != VariantSpec::Family::Quant) return {};
+  const QuantSpec& x = a.quant;
+  const QuantSpec& y = b.quant;
+  const bool same_scale = x.scale == y.scale;
+  return {
+      int(elem_is_float(x.elem) != elem_is_float(y.elem) || elem_bits(x.elem) != elem_bits(y.elem)),
+      int(x.taco != y.taco || x.dual != y.dual),
+      int(!same_scale),
+      int(same_scale && x.sround != y.sround),
+      int(x.gran != y.gran),
+      int((x.transform == Transform::None) != (y.transform == Transform::None)),
+      int(x.elem != y.elem) + int(x.asym != y.asym),
+      int(x.transform != y.transform) + int(x.seed != y.seed) +
+          int(custom_target(x) != custom_target(y)) +
+          int(float_bits(x.lambda) != float_bits(y.lambda)) + int(x.saturate != y.saturate)};
+}
+
+}  // namespace
+
+const Preset& nearest_preset(const VariantSpec& spec) {
+  const Preset* best = nullptr;
+  std::array<int, 8> best_distance{};
+  for (const Preset& p : preset_table()) {
+    const VariantSpec ps = parse_grammar(p.definition);
+    if (ps.family != spec.family) continue;
+    const std::array<int, 8> d = spec_distance(spec, ps);
+    if (!best || d < best_distance) {
+      best = &p;
+      best_distance = d;
+    }
+  }
+  TACO_ASSERT(best != nullptr, "no preset of the family of '{}'", grammar_string(spec));
+  return *best;
 }
 
 }  // namespace taco

@@ -28,6 +28,7 @@
 #include "formats/scale.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,5 +97,26 @@ struct Preset {
   const char* description;
 };
 const std::vector<Preset>& preset_table();
+// The preset the spec equals, or nullptr.
+const Preset* find_preset(const VariantSpec& spec);
+
+// Relations between specs, for what results.json says about each variant
+// (codecs/variant_facts.hpp). The group size G or tile size T of a g<G> / tile<T> quantizer, the
+// tile of TAH-Quant; nullopt for tensor / row / col blocks and bf16.
+std::optional<int> block_size(const VariantSpec& spec);
+// The same codec with another block size; spec must have one (block_size), and `block` must be
+// valid for its family (not checked).
+VariantSpec with_block_size(VariantSpec spec, int block);
+// The same codec without its had / rht transform (transform none, seed 0); nullopt when there is
+// no transform to take away (none given, TAH-Quant whose transform is part of the codec, bf16).
+std::optional<VariantSpec> transform_free_twin(const VariantSpec& spec);
+// The first preset that equals spec up to the block size (taco-g64 -> taco, e4m3:g64 -> fp8-g128);
+// nullptr when none does or spec has no block size.
+const Preset* series_preset(const VariantSpec& spec);
+// The preset of spec's family that spec is closest to, the block size not compared: the first in
+// preset_table() order that matches best on the element class (float or int, bits), then the TACO
+// scale rules, the scale format and its rounding, the granularity, whether there is a transform,
+// the exact element format, and the fewest other differences.
+const Preset& nearest_preset(const VariantSpec& spec);
 
 }  // namespace taco

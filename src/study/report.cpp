@@ -130,6 +130,9 @@ nlohmann::json results_json(const StudyResult& r, const Provenance& p) {
   nlohmann::json variants = nlohmann::json::object();
   for (const VariantInfo& v : r.variants) variants[v.name] = v.params;
   j["variants"] = variants;
+  nlohmann::json facts = nlohmann::json::object();
+  for (const VariantInfo& v : r.variants) facts[v.name] = variant_facts_json(v.facts);
+  j["variant_facts"] = facts;
   nlohmann::json rows = nlohmann::json::array();
   for (const TensorRow& row : r.rows) {
     const std::vector<Cell> cells = result_cells(r, row);

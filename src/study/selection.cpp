@@ -16,10 +16,11 @@ namespace {
 // Parameters that name or describe a variant rather than define it, and the transform itself:
 // two variants that differ only in these are transform twins.
 // Keys as codecs/quant_codec.cpp writes them: the names, the transform, and what only exists
-// or differs because of the transform (RHT sign seed, tail-group storage).
+// or differs because of the transform (RHT sign seed, tail-group storage). An ef:/aqsgd: wrapper
+// adds the inner codec's name ("inner"), whose parameters it carries as its own.
 bool is_transform_or_name_key(const std::string& k) {
-  return k == "variant" || k == "definition" || k == "name" || k == "transform" || k == "seed" ||
-         k == "sign_generator" || k == "tail_policy";
+  return k == "variant" || k == "definition" || k == "name" || k == "inner" || k == "transform" ||
+         k == "seed" || k == "sign_generator" || k == "tail_policy";
 }
 
 nlohmann::json defining_params(const nlohmann::json& p) {

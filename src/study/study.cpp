@@ -253,6 +253,7 @@ VariantInfo describe_variant(const std::string& name, const Codec& codec) {
   v.transform = json_string(v.params, "transform");
   const auto g = v.params.find("group_size");
   if (g != v.params.end() && g->is_number_integer()) v.group_size = g->get<int64_t>();
+  v.facts = variant_facts(codec);
   return v;
 }
 

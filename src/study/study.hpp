@@ -9,6 +9,7 @@
 // Results are deterministic: they do not depend on the thread count (metrics combine fixed
 // blocks in a fixed order; rows are sorted by input order).
 #include "codecs/codec.hpp"
+#include "codecs/variant_facts.hpp"
 #include "collectives/sim_collectives.hpp"
 #include "core/tensor.hpp"
 #include "io/tensor_source.hpp"
@@ -46,6 +47,7 @@ struct VariantInfo {
   nlohmann::json params;
   std::string family, elem_format, scale_format, granularity, transform;
   std::optional<int64_t> group_size;
+  VariantFacts facts;  // results.json "variant_facts"
 };
 VariantInfo describe_variant(const std::string& name, const Codec& codec);
 

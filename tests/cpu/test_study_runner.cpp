@@ -431,6 +431,13 @@ TEST_CASE("study files follow docs/results-schema.md", "[study]") {
   REQUIRE(j["rows"][0]["rel_l2"] == 0.0);
   REQUIRE(j["rows"][0]["snr_db"].is_null());  // +inf has no JSON spelling
   REQUIRE(j["variants"]["int8-g128-h"]["group_size"] == 128);
+  // A test codec is no known variant: facts from its name and params only.
+  const nlohmann::json& facts = j["variant_facts"]["int8-g128-h"];
+  REQUIRE(facts["canonical"] == "int8-g128-h");
+  REQUIRE(facts["has_transform"] == true);
+  REQUIRE(facts["twin"].is_null());
+  REQUIRE(facts["group_size"] == 128);
+  REQUIRE(j["variant_facts"].size() == 2);
   const std::string hist = slurp((dir / "histograms.csv").string());
   REQUIRE(hist.rfind("site,direction,scope,bin_lo_log2,bin_hi_log2,count\n", 0) == 0);
   REQUIRE(hist.find("attn_out,fwd,group128,,,0\n") != std::string::npos);
@@ -466,4 +473,59 @@ TEST_CASE("provenance quotes the command line and hashes inputs", "[study]") {
   REQUIRE(p.date.size() == 20);
   std::filesystem::remove(path);
   REQUIRE_THROWS_AS(make_provenance({path.string()}, {"taco"}, 0, 1), InputError);
+}
+
+TEST_CASE("results.json names each variant's preset, twin and series as the user spelled it",
+          "[study]") {
+  MemorySource src = make_trace();
+  StudyOptions o = base_options(
+      {"e4m3:g128:had:dual", "taco-g64", "e4m3:g64:had", "lowrank:rank=4", "ef:int4-g32"});
+  o.codec_factory = [](const std::string& v) { return make_codec(v); };
+  const StudyResult r = run_study({&src}, o);
+  const nlohmann::json j = results_json(r, Provenance{});
+  const nlohmann::json& f = j["variant_facts"];
+  REQUIRE(f.size() == 5);
+  // Keyed by the study's spelling (the variant column), named canonically inside.
+  CHECK(f["e4m3:g128:had:dual"]["canonical"] == "taco");
+  CHECK(f["e4m3:g128:had:dual"]["preset"] == "taco");
+  CHECK(f["e4m3:g128:had:dual"]["twin"] == "taco-noh");
+  CHECK(f["taco-g64"]["twin"] == "taco-noh-g64");
+  CHECK(f["taco-g64"]["group_series"] == "taco");
+  CHECK(f["taco-g64"]["group_size"] == 64);
+  CHECK(f["e4m3:g64:had"]["preset"].is_null());
+  CHECK(f["e4m3:g64:had"]["twin"] == "e4m3:g64");
+  CHECK(f["e4m3:g64:had"]["nearest_preset"] == "fp8-g128-had");
+  CHECK(f["lowrank:rank=4"]["family"] == "lowrank");
+  CHECK(f["lowrank:rank=4"]["twin"].is_null());
+  CHECK(f["lowrank:rank=4"]["nearest_preset"].is_null());
+  CHECK(f["ef:int4-g32"]["canonical"] == "ef-int4-g32");
+  CHECK(f["ef:int4-g32"]["preset"] == "ef-int4-g32");
+  CHECK(f["ef:int4-g32"]["group_series"] == "ef-int4-g32");
+  // Every row's variant has its facts.
+  for (const auto& row : j["rows"]) CHECK(f.contains(row["variant"].get<std::string>()));
+}
+
+TEST_CASE("the twin results.json names is the variant the study pairs for its Hadamard ratio",
+          "[study]") {
+  // Two derivations that must agree: transform_twin compares codec params, variant_facts the
+  // parsed specs.
+  const std::vector<std::string> names = {
+      "taco",     "taco-noh",      "taco-rht",  "taco-g32",        "e4m3:g32:dual", "e4m3:g64:had",
+      "e4m3:g64", "int8-g128-had", "int8-g128", "ef:int4-g32-had", "ef:int4-g32"};
+  std::vector<VariantInfo> infos;
+  for (const std::string& n : names) infos.push_back(describe_variant(n, *make_codec(n)));
+  int paired = 0;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    INFO(names[i]);
+    if (!has_transform(infos[i])) {
+      CHECK_FALSE(infos[i].facts.twin);
+      continue;
+    }
+    const std::optional<size_t> twin = transform_twin(infos, i);
+    REQUIRE(twin);
+    REQUIRE(infos[i].facts.twin);
+    CHECK(*infos[i].facts.twin == infos[*twin].facts.canonical);
+    ++paired;
+  }
+  CHECK(paired == 6);
 }

@@ -163,8 +163,8 @@ def test_error_variants_bars_and_bytes_labels(drawn):
     legend = sc["legends"][0]
     # Rounded as the terminal prints bytes/elem (5 significant digits); the sidecar keeps them.
     assert "taco (1.0625 B/elem)" in legend and "taco-g32 (1.25 B/elem)" in legend
-    assert "mxfp8 (1.0312 B/elem)" in legend and "fp8-g512 (1.0078 B/elem)" in legend
-    assert {s["label"]: s["bytes_per_elem"] for s in series(sc)}["fp8-g512"] == pytest.approx(1.0078125)
+    assert "mxfp8 (1.0312 B/elem)" in legend and "e4m3:g512 (1.0078 B/elem)" in legend
+    assert {s["label"]: s["bytes_per_elem"] for s in series(sc)}["e4m3:g512"] == pytest.approx(1.0078125)
     for s in series(sc):
         assert s["n"] == 4
         v = s["label"]
@@ -218,15 +218,43 @@ def test_pareto_front_is_the_studys_and_non_dominated(drawn):
 
 
 def test_error_groupsize_finds_the_g_series(drawn):
+    # The series are taco's group_series: preset and grammar spellings in one sweep (e4m3:g512
+    # joins fp8-g32 and fp8-g128), and taco-noh (same columns, other codec) in none.
     sc = sidecar(drawn, "error_groupsize")
     got = {(s["panel"], s["label"]): s for s in series(sc)}
-    assert {lab for _p, lab in got} == {"taco", "fp8"}
+    assert {lab for _p, lab in got} == {"taco", "fp8-g128"}
     for (panel, label), s in got.items():
         assert s["group_sizes"] == [32, 128, 512]
         want = ["taco-g32", "taco", "taco-g512"] if label == "taco" else \
-            ["fp8-g32", "fp8-g128", "fp8-g512"]
+            ["fp8-g32", "fp8-g128", "e4m3:g512"]
         assert s["variants"] == want
     assert len(got) == 2 * len(fx.SITES)
+    assert sc["extra"]["series"] == [
+        {"label": "taco", "members": {"32": "taco-g32", "128": "taco", "512": "taco-g512"}},
+        {"label": "fp8-g128", "members": {"32": "fp8-g32", "128": "fp8-g128", "512": "e4m3:g512"}}]
+
+
+def test_error_groupsize_series_come_from_the_facts_not_the_names():
+    import fig_error_groupsize
+    t = results.ResultsDir(FIXTURE).results()
+    facts = results.VariantTable(fx.variant_facts())
+    # Renaming a variant changes nothing as long as its facts stay.
+    renamed = dict(fx.variant_facts())
+    renamed["my-sweep-member"] = renamed.pop("e4m3:g512")
+    t2 = t.where(np.ones(len(t), dtype=bool))
+    t2.columns["variant"] = np.asarray(["my-sweep-member" if v == "e4m3:g512" else v
+                                        for v in t["variant"]], dtype=object)
+    got = fig_error_groupsize.find_series(t2, results.VariantTable(renamed))
+    assert [s["members"] for s in got] == [
+        {32: "taco-g32", 128: "taco", 512: "taco-g512"},
+        {32: "fp8-g32", 128: "fp8-g128", 512: "my-sweep-member"}]
+    # A variant whose facts put it in no series (no group size) is left out.
+    alone = dict(fx.variant_facts())
+    alone["taco-g512"] = dict(alone["taco-g512"], group_series=None, group_size=None)
+    got = fig_error_groupsize.find_series(t, results.VariantTable(alone))
+    assert got[0]["members"] == {32: "taco-g32", 128: "taco"}
+    assert fig_error_groupsize.find_series(t, facts)[0]["color"] == style.variant_color(
+        "taco", facts.get("taco"))
 
 
 def test_hadamard_pairs_and_ratios(drawn):
@@ -240,6 +268,28 @@ def test_hadamard_pairs_and_ratios(drawn):
     cm = sc["extra"]["colormap"]
     assert cm["center"] == 1.0 and cm["vmin"] * cm["vmax"] == pytest.approx(1.0)
     assert cm["vmin"] <= 0.35 * 1.0001 and cm["vmax"] >= 1.84 * 0.9999  # covers every cell
+
+
+def test_hadamard_partner_is_the_twin_taco_names():
+    import fig_hadamard
+    t = results.ResultsDir(FIXTURE).results()
+    facts = fx.variant_facts()
+    assert fig_hadamard.find_pairs(t, results.VariantTable(facts)) == list(fx.PARTNER.items())
+    # The twin is matched by its canonical name, however the study spelled it: a taco-noh-g32
+    # typed as e4m3:g32:dual becomes taco-g32's partner instead of the fp8-g32 fallback.
+    # (Its rows copy fp8-g32's, scale_format included: the fallback alone would keep fp8-g32.)
+    rows = t.where(t["variant"] == "fp8-g32")
+    rows.columns["variant"] = np.asarray(["e4m3:g32:dual"] * len(rows), dtype=object)
+    both = results.Table({c: np.concatenate([t[c], rows[c]]) for c in t.columns}, t.source)
+    facts["e4m3:g32:dual"] = dict(canonical="taco-noh-g32", family="quant", preset="taco-noh-g32",
+                                  has_transform=False, twin=None, group_size=32,
+                                  group_series="taco-noh", nearest_preset="taco-noh",
+                                  nearest_preset_group_size=128)
+    pairs = dict(fig_hadamard.find_pairs(both, results.VariantTable(facts)))
+    assert pairs["taco-g32"] == "e4m3:g32:dual" and pairs["taco"] == "taco-noh"
+    # has_transform, not the transform column, says which variants have one.
+    facts["int8-g128-had"] = dict(facts["int8-g128-had"], has_transform=False, twin=None)
+    assert "int8-g128-had" not in dict(fig_hadamard.find_pairs(t, results.VariantTable(facts)))
 
 
 def test_hadamard_heatmap_annotations_match_values():
@@ -381,29 +431,79 @@ def test_crossover_interpolation_edge_cases():
 
 
 # ---- look: colours, legends, fonts -------------------------------------------------------------
+def _facts(canonical, preset, group_size, group_series, nearest, nearest_g, family="quant",
+           has_transform=False, twin=None):
+    return dict(canonical=canonical, family=family, preset=preset, has_transform=has_transform,
+                twin=twin, group_size=group_size, group_series=group_series,
+                nearest_preset=nearest, nearest_preset_group_size=nearest_g)
+
+
+# What taco study writes for the grammar-spelled H-free twins of a G sweep (e4m3:gG:dual, presets
+# taco-noh-gG without a colour of their own) and for per-group FP8 at other sizes: written out by
+# hand from src/codecs/variant.cpp's preset table.
+SWEEP_FACTS = {f"e4m3:g{g}:dual": _facts(f"taco-noh-g{g}", f"taco-noh-g{g}", g, "taco-noh",
+                                         "taco-noh", 128) for g in (32, 64, 256, 512)}
+SWEEP_FACTS["e4m3:g128:dual"] = _facts("taco-noh", "taco-noh", 128, "taco-noh", "taco-noh", 128)
+SWEEP_FACTS.update({f"e4m3:g{g}": _facts(f"e4m3:g{g}", None, g, "fp8-g128", "fp8-g128", 128)
+                    for g in (64, 256, 512)})
+
+
 def test_variant_colors_are_deterministic_and_distinct():
-    # The presets plus the grammar-spelled H-free twins taco study adds to a G sweep.
-    names = list(style.PRESET_COLORS) + [f"e4m3:g{g}:dual" for g in (32, 64, 256, 512)] + \
-        [f"fp8-g{g}" for g in (64, 256, 512)]
-    cols = [style.variant_color(n) for n in names]
-    assert cols == [style.variant_color(n) for n in names]
-    for i in range(len(names)):
-        for j in range(i + 1, len(names)):
-            assert math.dist(cols[i], cols[j]) > 0.14, (names[i], names[j])
-    # A grammar spelling of a preset is the same codec: the same colour.
-    assert style.variant_color("e4m3:g128:had:dual") == style.variant_color("taco")
-    assert style.variant_color("e4m3:g128:dual") == style.variant_color("taco-noh")
-    assert style.variant_color("int8:g128:had") == style.variant_color("int8-g128-had")
-    assert style.variant_color("e4m3:g32:se8m0:sround=ocp") == style.variant_color("mxfp8")
-    # Inside a family the group size orders the lightness (smaller groups darker).
+    # The presets (described by their own facts) plus the sweep variants taco study adds.
+    preset_facts = {p: _facts(p, p, None, None, p, None) for p in style.PRESET_COLORS}
+    named = list(preset_facts.items()) + [(n, f) for n, f in SWEEP_FACTS.items()
+                                          if f["preset"] not in style.PRESET_COLORS]
+    cols = [style.variant_color(n, f) for n, f in named]
+    assert cols == [style.variant_color(n, f) for n, f in named]
+    for i in range(len(named)):
+        for j in range(i + 1, len(named)):
+            assert math.dist(cols[i], cols[j]) > 0.14, (named[i][0], named[j][0])
+    # The presets keep their hand-picked colours, with facts or by name alone.
+    for p, hexc in style.PRESET_COLORS.items():
+        want = tuple(int(hexc[k:k + 2], 16) / 255.0 for k in (1, 3, 5))
+        assert style.variant_color(p, preset_facts[p]) == want == style.variant_color(p)
+    # A spelling of a preset is the same codec: its facts name the preset, so the same colour.
+    taco = _facts("taco", "taco", 128, "taco", "taco", 128, has_transform=True, twin="taco-noh")
+    assert style.variant_color("e4m3:g128:had:dual", taco) == style.variant_color("taco")
+    assert style.variant_color("TACO", taco) == style.variant_color("taco")
+    assert style.variant_color("e4m3:g128:dual", SWEEP_FACTS["e4m3:g128:dual"]) == \
+        style.variant_color("taco-noh")
+    # Inside a family the group size orders the lightness (smaller groups darker), and a G sweep
+    # keeps its nearest preset's hue exactly.
     import colorsys
-    light = [colorsys.rgb_to_hls(*style.variant_color(f"e4m3:g{g}:dual"))[1]
-             for g in (32, 64, 128, 256, 512)]
+    hls = [colorsys.rgb_to_hls(*style.variant_color(n, SWEEP_FACTS[n]))
+           for n in (f"e4m3:g{g}:dual" for g in (32, 64, 128, 256, 512))]
+    light = [x[1] for x in hls]
     assert light == sorted(light) and len(set(light)) == 5
-    for n in ("taco-g16", "fp8-g64", "int8-g64", "brand-new-codec", "TACO"):
-        c = style.variant_color(n)
-        assert all(0.0 <= x <= 1.0 for x in c) and c == style.variant_color(n)
-    assert style.variant_color("TACO") == style.variant_color("taco")
+    assert all(x[0] == pytest.approx(hls[2][0]) for x in hls)
+    # The colour depends on the facts, never on the name they are filed under.
+    assert style.variant_color("anything", SWEEP_FACTS["e4m3:g64"]) == \
+        style.variant_color("e4m3:g64", SWEEP_FACTS["e4m3:g64"])
+    # Another series near the same preset is nudged off the preset's colour (by a hash of its
+    # series name: hue -0.0145, lightness +0.06 for this one), but keeps its colour family.
+    e5m2 = _facts("e5m2:g128", None, 128, "e5m2:g128", "fp8-g128", 128)
+    near = math.dist(style.variant_color("e5m2:g128", e5m2), style.variant_color("fp8-g128"))
+    assert 0.05 < near < 0.3
+    # Structured families take their family hue; an unknown family and an undescribed name a hash.
+    for fam in ("lowrank", "subspace", "tt", "topk", "randk", "ef", "aqsgd"):
+        c = style.variant_color(fam + ":x", _facts(fam + ":x", None, None, None, None, None, family=fam))
+        h, _l, _s = colorsys.rgb_to_hls(*c)
+        assert h == pytest.approx(style.FAMILY_HUES[fam][0], abs=0.03)
+    for n, f in (("brand-new", _facts("brand-new", None, None, None, None, None, family="test")),
+                 ("taco-g16", None), ("TACO", None)):
+        c = style.variant_color(n, f)
+        assert all(0.0 <= x <= 1.0 for x in c) and c == style.variant_color(n, f)
+    assert style.variant_color("TACO") != style.variant_color("taco")   # no facts: names only
+
+
+def test_no_variant_grammar_left_in_the_analysis():
+    # Every fact about a variant comes from results.json "variant_facts" (issue #31).
+    for name in os.listdir(ANALYSIS):
+        if name.endswith(".py"):
+            text = open(os.path.join(ANALYSIS, name), encoding="utf-8").read()
+            for word in ("normalise_variant", "group_size_free_name", "h_free_name", "_FAMILIES",
+                         "_group_size("):
+                assert word not in text, (name, word)
 
 
 def _all_figures():
@@ -420,6 +520,10 @@ def test_same_variant_same_colour_in_every_figure_and_legends_cover_no_data():
     from matplotlib.colors import to_rgb
     from matplotlib.patches import Rectangle
     outs, figkit = _all_figures()
+    facts = results.VariantTable(fx.variant_facts())
+
+    def color(v):
+        return style.variant_color(v, facts.get(v))
     try:
         for o in outs:
             fig = o.fig
@@ -452,16 +556,16 @@ def test_same_variant_same_colour_in_every_figure_and_legends_cover_no_data():
                         for patch in cont.patches:
                             assert isinstance(patch, Rectangle)
                             assert to_rgb(patch.get_facecolor()) == pytest.approx(
-                                style.variant_color(cont.get_label()))
+                                color(cont.get_label()))
             if o.name == "error_collectives":
                 ax = fig.axes[0]
                 for line, v in zip(ax.get_lines(), ("taco", "fp8-g128")):
-                    assert to_rgb(line.get_color()) == pytest.approx(style.variant_color(v))
+                    assert to_rgb(line.get_color()) == pytest.approx(color(v))
             if o.name == "codec_throughput":
                 for ax in fig.axes:
                     colors = {to_rgb(l.get_color()) for l in ax.get_lines()}
-                    assert any(c == pytest.approx(style.variant_color("taco")) for c in colors)
-                    assert any(c == pytest.approx(style.variant_color("fp8-g128")) for c in colors)
+                    assert any(c == pytest.approx(color("taco")) for c in colors)
+                    assert any(c == pytest.approx(color("fp8-g128")) for c in colors)
     finally:
         figkit.close(outs)
 
@@ -526,6 +630,13 @@ CORRUPTIONS = {
     "model step is text": ("fig_step_model.py", "step_model.json", '"step_ms": 100.0',
                            '"step_ms": "fast"', ["step_model.json", "predictions[0].results.plain",
                                                  "step_ms is not a number"]),
+    "variant facts without twin": ("fig_hadamard.py", "results.json", '"twin": "taco-noh"',
+                                   '"twin_": "taco-noh"',
+                                   ['results.json: variant_facts["taco"] lacks "twin"']),
+    "variant facts group size is text": ("fig_error_variants.py", "results.json",
+                                         '"group_size": 32,\n   "group_series"',
+                                         '"group_size": "32",\n   "group_series"',
+                                         ['variant_facts["taco-g32"].group_size is not an integer']),
     "model without parts": ("fig_step_model.py", "step_model.json", '"parts_ms"', '"parts"',
                             ["step_model.json", "predictions[0].results.plain.parts_ms"]),
 }
@@ -621,7 +732,8 @@ def test_report_full(report_full):
 def test_report_partial_dir_lists_skipped_figures(tmp_path):
     d = tmp_path / "res"
     d.mkdir()
-    shutil.copy(os.path.join(FIXTURE, "results.csv"), d)
+    for f in ("results.csv", "results.json"):
+        shutil.copy(os.path.join(FIXTURE, f), d)
     out = tmp_path / "rep"
     r = run_report(d, out, "--quiet")
     assert r.returncode == 0, r.stderr
@@ -634,6 +746,62 @@ def test_report_partial_dir_lists_skipped_figures(tmp_path):
         "fig_codec_throughput.py", "fig_collectives.py", "fig_step_model.py", "fig_training.py"}
     assert "fig_codec_throughput.py" in html and "taco bench --json" in html
     assert "hist_scaled.png" not in html
+
+
+def test_results_csv_without_results_json(tmp_path):
+    # The pairs and series need results.json's variant facts: without it those figures are
+    # skipped (saying why); the others draw, colouring variants by name.
+    d = tmp_path / "res"
+    d.mkdir()
+    shutil.copy(os.path.join(FIXTURE, "results.csv"), d)
+    out = tmp_path / "rep"
+    r = run_report(d, out, "--quiet")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((out / "report.json").read_text())
+    assert [f["name"] for f in rec["figures"]] == ["error_variants", "error_tradeoff"]
+    why = {s["script"]: s["reason"] for s in rec["skipped"]}
+    assert "results.json" in why["fig_hadamard.py"] and "results.json" in why["fig_error_groupsize.py"]
+
+
+def _old_study(tmp_path):
+    """The fixture as a taco study from before "variant_facts" wrote it."""
+    d = _copy_fixture(tmp_path)
+    obj = json.loads((d / "results.json").read_text())
+    del obj["variant_facts"]
+    (d / "results.json").write_text(json.dumps(obj))
+    return d
+
+
+OLD_STUDY_WORDS = ["results.json", "variant_facts", "re-run `taco study`"]
+
+
+@pytest.mark.parametrize("script", ["fig_error_variants.py", "fig_hadamard.py", "fig_error_groupsize.py",
+                                    "fig_pareto.py", "fig_error_collectives.py", "fig_codec_throughput.py",
+                                    "fig_training.py"])
+def test_old_results_json_fails_every_figure_that_colours_variants(tmp_path, script):
+    d = _old_study(tmp_path)
+    out = tmp_path / "out"
+    r = run_script(script, d, out)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{script}: error: "), r.stderr
+    for w in OLD_STUDY_WORDS:
+        assert w in lines[0], (w, lines[0])
+    assert not out.exists() or not any(out.iterdir())
+    with pytest.raises(results.InputInvalid, match="re-run `taco study`"):
+        results.ResultsDir(str(d)).variants()
+
+
+def test_old_results_json_stops_the_report(tmp_path):
+    d = _old_study(tmp_path)
+    out = tmp_path / "rep"
+    r = run_report(d, out, "--quiet")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("report: error: "), r.stderr
+    for w in OLD_STUDY_WORDS:
+        assert w in lines[0]
+    assert not out.exists()
 
 
 def test_report_failure_leaves_previous_report_untouched(tmp_path, report_full):
@@ -716,6 +884,61 @@ def test_taco_report_out_option_and_env(tmp_path):
     assert r.stdout.strip() == str(out / "index.html")
     check_index(out, ["error_collectives"])
     assert not (d / "report").exists()
+
+
+def test_taco_report_on_an_old_study_is_exit_2_one_line(tmp_path):
+    b = taco_bin()
+    d = _old_study(tmp_path)
+    r = run([b, "report", str(d), "--quiet"])
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("taco: error: "), r.stderr
+    for w in OLD_STUDY_WORDS:
+        assert w in lines[0]
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert not (d / "report" / "index.html").exists()
+
+
+def _study(b, tmp_path, variants):
+    x = (np.random.default_rng(3).standard_normal((64, 256)) * 0.02).astype(np.float32)
+    # Named so that the tensor has a layer, site, direction, rank and step (fig_hadamard pairs
+    # tensors by them).
+    np.savez(tmp_path / "x.npz", **{"layers.0.attn_out.fwd.rank0.step1": x})
+    out = tmp_path / "st"
+    r = run([b, "study", str(tmp_path / "x.npz"), "--variants", ",".join(variants), "--out", str(out)])
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_fixture_variant_facts_are_what_taco_study_writes(tmp_path):
+    b = taco_bin()
+    st = _study(b, tmp_path, list(fx.FACTS))
+    got = json.loads((st / "results.json").read_text())["variant_facts"]
+    assert got == fx.variant_facts()
+
+
+def test_figures_pair_and_group_a_real_study_by_its_facts(tmp_path):
+    # Grammar and preset spellings mixed, as a user may type them: the figures find the twins
+    # and the G series from taco's facts alone.
+    b = taco_bin()
+    st = _study(b, tmp_path, ["taco", "e4m3:g128:dual", "taco-g64", "e4m3:g64:dual", "fp8-g128",
+                              "e4m3:g64", "e4m3:g64:had"])
+    out = tmp_path / "figs"
+    for script in ("fig_hadamard.py", "fig_error_groupsize.py", "fig_error_variants.py"):
+        r = run_script(script, st, out)
+        assert r.returncode == 0, r.stderr
+    had = json.loads((out / "hadamard_effect.json").read_text())
+    assert [(s["with_h"], s["without_h"]) for s in had["series"]] == [
+        ("taco", "e4m3:g128:dual"), ("taco-g64", "e4m3:g64:dual"), ("e4m3:g64:had", "e4m3:g64")]
+    gs = json.loads((out / "error_groupsize.json").read_text())
+    assert gs["extra"]["series"] == [
+        {"label": "taco", "members": {"64": "taco-g64", "128": "taco"}},
+        {"label": "taco-noh", "members": {"64": "e4m3:g64:dual", "128": "e4m3:g128:dual"}},
+        {"label": "fp8-g128", "members": {"64": "e4m3:g64", "128": "fp8-g128"}}]
+    # e4m3:g128:dual is taco-noh spelled out: the preset's colour.
+    facts = results.ResultsDir(str(st)).variants()
+    assert style.variant_color("e4m3:g128:dual", facts.get("e4m3:g128:dual")) == \
+        style.variant_color("taco-noh")
 
 
 def test_taco_report_bad_input(tmp_path):

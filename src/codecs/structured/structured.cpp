@@ -110,13 +110,6 @@ constexpr uint64_t kMaxDim = uint64_t(1) << 31;
 
 std::unique_ptr<Codec> build(const std::string& variant, std::string* canonical);
 
-// The name a codec reports: the preset whose definition is this canonical spelling, if any.
-std::string named(const std::string& canon) {
-  for (const StructuredPreset& p : structured_presets())
-    if (canon == p.definition) return p.name;
-  return canon;
-}
-
 std::unique_ptr<Codec> build_subspace(const std::string& v, Tokens& t, std::string* canon) {
   SubspaceSpec s;
   const std::string* k = t.value("k");
@@ -132,7 +125,7 @@ std::unique_ptr<Codec> build_subspace(const std::string& v, Tokens& t, std::stri
   *canon = k ? fmt::format("subspace:k={}", s.k) : fmt::format("subspace:frac={}", s.frac);
   if (s.seed) *canon += fmt::format(":seed={}", s.seed);
   if (s.coef != NumFormat::BF16) *canon += fmt::format(":coef={}", num_format_name(s.coef));
-  return make_subspace_codec(s, named(*canon), *canon);
+  return make_subspace_codec(s, structured_variant_name(*canon), *canon);
 }
 
 std::unique_ptr<Codec> build_lowrank(const std::string& v, Tokens& t, std::string* canon) {
@@ -172,7 +165,7 @@ std::unique_ptr<Codec> build_lowrank(const std::string& v, Tokens& t, std::strin
   if (s.rsvd && s.seed) *canon += fmt::format(":seed={}", s.seed);
   if (s.factors != NumFormat::BF16)
     *canon += fmt::format(":factors={}", num_format_name(s.factors));
-  return make_lowrank_codec(s, named(*canon), *canon);
+  return make_lowrank_codec(s, structured_variant_name(*canon), *canon);
 }
 
 std::unique_ptr<Codec> build_tt(const std::string& v, Tokens& t, std::string* canon) {
@@ -196,7 +189,7 @@ std::unique_ptr<Codec> build_tt(const std::string& v, Tokens& t, std::string* ca
   else if (s.eps != TtSpec{}.eps)
     *canon += fmt::format(":eps={}", s.eps);
   if (s.cores != NumFormat::BF16) *canon += fmt::format(":cores={}", num_format_name(s.cores));
-  return make_tt_codec(s, named(*canon), *canon);
+  return make_tt_codec(s, structured_variant_name(*canon), *canon);
 }
 
 std::unique_ptr<Codec> build_topk(const std::string& v, Tokens& t, std::string* canon) {
@@ -211,7 +204,7 @@ std::unique_ptr<Codec> build_topk(const std::string& v, Tokens& t, std::string* 
   }
   t.finish("frac, index");
   *canon = fmt::format("topk:frac={}{}", s.frac, s.bitmap ? ":index=bitmap" : "");
-  return make_topk_codec(s, named(*canon), *canon);
+  return make_topk_codec(s, structured_variant_name(*canon), *canon);
 }
 
 std::unique_ptr<Codec> build_randk(const std::string& v, Tokens& t, std::string* canon) {
@@ -225,7 +218,7 @@ std::unique_ptr<Codec> build_randk(const std::string& v, Tokens& t, std::string*
   *canon = fmt::format("randk:frac={}", s.frac);
   if (s.seed) *canon += fmt::format(":seed={}", s.seed);
   if (s.unbiased) *canon += ":unbiased";
-  return make_randk_codec(s, named(*canon), *canon);
+  return make_randk_codec(s, structured_variant_name(*canon), *canon);
 }
 
 std::unique_ptr<Codec> build_feedback(const std::string& v, FeedbackKind kind,
@@ -240,7 +233,8 @@ std::unique_ptr<Codec> build_feedback(const std::string& v, FeedbackKind kind,
   if (auto* fb = dynamic_cast<const FeedbackCodec*>(inner.get()))
     throw_input_error("variant '{}': ef and aqsgd do not nest ({})", v, fb->name());
   *canon = fmt::format("{}:{}", feedback_kind_name(kind), inner->name());
-  return std::make_unique<FeedbackCodec>(kind, std::move(inner), named(*canon), *canon);
+  return std::make_unique<FeedbackCodec>(kind, std::move(inner), structured_variant_name(*canon),
+                                         *canon);
 }
 
 std::unique_ptr<Codec> build(const std::string& variant, std::string* canonical) {
@@ -299,6 +293,12 @@ nlohmann::json FeedbackCodec::params() const {
                    ? "residual per (layer, site, direction, tp_rank), in step order"
                    : "cache per (layer, site, direction, tp_rank, sample)";
   return p;
+}
+
+std::string structured_variant_name(const std::string& definition) {
+  for (const StructuredPreset& p : structured_presets())
+    if (definition == p.definition) return p.name;
+  return definition;
 }
 
 const std::vector<StructuredPreset>& structured_presets() {

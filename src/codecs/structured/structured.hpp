@@ -60,6 +60,9 @@ struct StructuredPreset {
   const char* description;
 };
 const std::vector<StructuredPreset>& structured_presets();
+// The name a structured codec with this canonical definition reports: the name of the preset
+// defined so ("ef:int4-g32" -> "ef-int4-g32"), else the definition itself.
+std::string structured_variant_name(const std::string& definition);
 
 // ---- wire sizes (bytes), the formulas the codecs write ----
 int64_t subspace_wire_bytes(int64_t rows, int64_t k, NumFormat coef);
