@@ -216,7 +216,7 @@ __device__ __forceinline__ ScaleOut encode_scale(float ideal, const QuantRules& 
   return {0, 1.0f};
 }
 
-__device__ __forceinline__ float decode_scale(uint32_t code, ScaleFormat f) {
+__device__ __forceinline__ float device_scale_value(uint32_t code, ScaleFormat f) {
   switch (f) {
     case ScaleFormat::F32:
       return bitsf(code);
@@ -302,7 +302,7 @@ __device__ __forceinline__ ScaleOut nibble_block_scale(float amax, const QuantRu
 __device__ __forceinline__ float nibble_decode_scale(uint32_t code, const QuantRules& q,
                                                      float tensor_scale) {
   if (q.scale == ScaleFormat::UE4M3) return __fmul_rn(ue4m3_value(code), tensor_scale);
-  return decode_scale(code, q.scale);
+  return device_scale_value(code, q.scale);
 }
 
 // ---- unaligned little-endian scalars in the wire ----------------------------------------------

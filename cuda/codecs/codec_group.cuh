@@ -869,7 +869,7 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
       s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits)
                               : nibble_decode_scale(raw.s_bits, q, bitsf(raw.s_a_bits));
     else
-      s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits) : decode_scale(raw.s_bits, q.scale);
+      s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits) : device_scale_value(raw.s_bits, q.scale);
     if (Cfg::kTaco && q.dual) s_a = bitsf(raw.s_a_bits);
   }
   if constexpr (Cfg::kTaco) {

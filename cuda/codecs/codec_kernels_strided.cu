@@ -276,7 +276,7 @@ __device__ __forceinline__ void put_scale(uint8_t* sp, uint32_t code, const Quan
 __device__ __forceinline__ float wire_scale(const uint8_t* wire, int64_t b, const KernelParams& p) {
   const uint8_t* sp = wire + p.geo.scale_off + b * p.rules.scale_bytes;
   if (p.rules.scale_bytes == 4 && p.scale_vec4) return __ldg(reinterpret_cast<const float*>(sp));
-  return decode_scale(get_le(sp, p.rules.scale_bytes), p.rules.scale);
+  return device_scale_value(get_le(sp, p.rules.scale_bytes), p.rules.scale);
 }
 
 // ---- rows ---------------------------------------------------------------------------------------

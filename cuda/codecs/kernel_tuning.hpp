@@ -5,19 +5,19 @@
 // bench/records. The values are tuned for the H200 (sm_90, 132 SMs); every choice gives the
 // same bytes, so changing one changes speed only (the GPU tests compare every kernel with the CPU).
 //
-//  kernel (group codecs, G = 2^LG)   elements/lane        min blocks/SM   layout           size
-//  thresholds encode                            32 (16 for G = 16)   5, 6 or 7       sector if had
-//  - encode, TACO reference rules      as encode            5               as encode        TACO
-//  had G = 128 only decode / decode-reduce            16, 32 if had/G1024  ptxas lane-to-sector   >
-//  kSmallDecodeElems
-//                                                                         (had, G = 128)
-//  decode-reduce, small launches     16 (32 for G 1024)   ptxas           as encode        <=
-//  kSmallDecodeElems streaming decode (bulk copies)    as decode            2 (smem)        as
-//  decode        G 128: >= 2^26 outputs re-encodes (dre, ring hop)        as decode ptxas as decode
-//  - kernel (strided codecs)           elements/thread      min blocks/SM   shape            size
-//  thresholds row encode                        32 (4 runs of 8)     3 (2 with ef)   32..256
-//  thr/row  row_shape(cols) tensor / column quantize          4 runs of 8          3 / 2 256
-//  threads      -
+// clang-format off
+// group codecs (G = 2^LG)  elems/lane     min blocks/SM  layout          runs for
+// encode                   32 (G16: 16)   5, 6 or 7      sector if had   every encode
+// encode, TACO ref. rules  as encode      5              as encode       TACO, had, G = 128
+// decode, decode-reduce    16; 32 if had  ptxas          lane-to-sector  > kSmallDecodeElems
+//                          or G = 1024                   (had, G = 128)
+// decode, small launches   16 (G1024: 32) ptxas          as encode       <= kSmallDecodeElems
+// streaming decode         as decode      2 (smem)       as decode       G 128: >= 2^26 outputs
+// re-encodes (dre, hop)    as decode      ptxas          as decode       every re-encode
+// strided codecs           elems/thread   min blocks/SM  threads         runs for
+// row encode               32 (4 x 8)     3 (2 with ef)  32..256 / row   row_shape(cols)
+// tensor, column quantize  32 (4 x 8)     3 / 2          256             every encode
+// clang-format on
 #include <cstdint>
 
 namespace taco::gpu {

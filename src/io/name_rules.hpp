@@ -7,8 +7,7 @@
 // Built-in rules (docs/inputs.md lists them with examples). The name is cut into parts at
 // '.', '/' and ':', and a part's trailing '_word's are peeled off too ("linear_fc2_output"):
 //   layer      the number after layers/layer/h/blocks/block ("decoder.layers.3",
-//   "transformer.h.3"),
-//              or a part l<N> / layer<N> / layer_<N> ("l0", "layer1");
+//              "transformer.h.3"), or a part l<N> / layer<N> / layer_<N> ("l0", "layer1");
 //   site       the last module name, in the project's names: attn_out (linear_proj, o_proj,
 //              out_proj, dense/proj under attention, c_proj under attn, wo), attn_qkv (linear_qkv,
 //              layernorm_qkv, qkv, qkv_proj, query_key_value, c_attn, q_proj/k_proj/v_proj,

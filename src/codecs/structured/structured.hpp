@@ -9,7 +9,8 @@
 //       Householder QR of a d x k standard-normal matrix drawn from (seed,
 //       RngStream::SubspaceBasis) row by row; shared by all ranks, never sent. c = x U (rows x k),
 //       x^ = c U^T. frac=F gives k = max(1, floor(F d + 1/2)). e4m3 coefficients carry one fp32
-//       scale per row. Wire: header(8) | rows*k coefficients (row-major) | e4m3: rows fp32 scales.
+//       scale per row.
+//       Wire: header(8) | rows*k coefficients (row-major) | e4m3: rows fp32 scales.
 //   lowrank:rank=R|energy=E|bpe=B[:rsvd[:power=Q][:seed=S]][:factors=bf16|f32|e4m3]
 //       Truncated SVD x ~ A B^T, A = U_r diag(s_r) (rows x r), B = V_r (cols x r). Rank: R
 //       (capped at min(rows, cols)); the smallest r keeping a fraction E of ||x||_F^2; or the
@@ -20,8 +21,8 @@
 //   tt:order=D[:rank=R|eps=E][:cores=bf16|f32]
 //       TT-SVD (tt.hpp) of x reshaped to order D (tt_codec_modes), ranks capped at R or chosen by
 //       eps (default eps=0.1: ||x - x^||_F <= eps ||x||_F before rounding the cores).
-//       Wire: header(8, u16 = D) | D u32 mode sizes | D-1 u32 ranks | cores (r_{k-1} x n_k x r_k
-//       each).
+//       Wire: header(8, u16 = D) | D u32 mode sizes | D-1 u32 ranks | cores (each r_{k-1} x n_k
+//       x r_k).
 //   topk:frac=F[:index=i32|bitmap]
 //       The K = clamp(floor(F N + 1/2), 1, N) largest magnitudes; ties go to the lower flat index.
 //       Wire (no header: K follows from F and the shape): i32: K bf16 values | K u32 indices,
