@@ -53,6 +53,7 @@ struct BenchArgs {
   bool quiet = false;
 };
 
+#if defined(TACO_HAVE_CUDA)
 std::string human_bytes(int64_t b) {
   if (b >= (int64_t(1) << 30) && b % (int64_t(1) << 30) == 0) return fmt::format("{} GiB", b >> 30);
   if (b >= (int64_t(1) << 20) && b % (int64_t(1) << 20) == 0) return fmt::format("{} MiB", b >> 20);
@@ -63,8 +64,6 @@ std::string human_bytes(int64_t b) {
 std::string fmt_num(double v) {
   return fmt::format("{:.9g}", v);
 }
-
-#if defined(TACO_HAVE_CUDA)
 
 nlohmann::json meta_json(const taco::gpu::BenchReport& rep, const taco::gpu::BenchOptions& o,
                          const std::string& argv) {
