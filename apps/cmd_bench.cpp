@@ -218,7 +218,7 @@ void run_bench_command(const BenchArgs& a) {
     for (int64_t s = lo; s <= hi; s *= a.factor) o.sizes.push_back(s);
   }
   TACO_REQUIRE_INPUT(a.dtype == "bf16" || a.dtype == "f32", "--dtype '{}': bf16 or f32", a.dtype);
-  o.dtype = a.dtype == "bf16" ? DType::BF16 : DType::F32;
+  o.dtype = a.dtype == "bf16" ? taco::DType::BF16 : taco::DType::F32;
   o.cols = a.cols;
   o.chunks = a.chunks;
   o.sources = a.sources;

@@ -16,7 +16,10 @@ namespace {
 
 class GpuCodec final : public taco::Codec {
  public:
-  explicit GpuCodec(const VariantSpec& spec) : q_(spec), cpu_(taco::make_codec(spec)) {}
+  explicit GpuCodec(const VariantSpec& spec)
+      : spec_(spec), q_(spec), cpu_(taco::make_codec(spec)) {}
+
+  const VariantSpec* variant_spec() const override { return &spec_; }
 
   const std::string& name() const override { return q_.name(); }
 
@@ -161,6 +164,7 @@ class GpuCodec final : public taco::Codec {
     }
   }
 
+  VariantSpec spec_;
   GpuQuant q_;
   std::unique_ptr<taco::Codec> cpu_;  // for params() only
   CudaStream stream_;

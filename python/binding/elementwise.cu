@@ -21,23 +21,23 @@ unsigned blocks_for(int64_t n) {
   return unsigned(std::min<int64_t>(std::max<int64_t>(b, 1), 65535 * 8));
 }
 
-__device__ __forceinline__ float load_as_float(const void* p, int type, int64_t i) {
+__device__ __forceinline__ float load_as_float(const void* p, DType type, int64_t i) {
   switch (type) {
-    case 1:
+    case DType::BF16:
       return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case 2:
+    case DType::F16:
       return __half2float(static_cast<const __half*>(p)[i]);
     default:
       return static_cast<const float*>(p)[i];
   }
 }
 
-__device__ __forceinline__ void store_from_float(void* p, int type, int64_t i, float v) {
+__device__ __forceinline__ void store_from_float(void* p, DType type, int64_t i, float v) {
   switch (type) {
-    case 1:
+    case DType::BF16:
       static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
       break;
-    case 2:
+    case DType::F16:
       static_cast<__half*>(p)[i] = __float2half_rn(v);
       break;
     default:
@@ -45,7 +45,8 @@ __device__ __forceinline__ void store_from_float(void* p, int type, int64_t i, f
   }
 }
 
-__global__ void convert_kernel(const void* in, int in_type, void* out, int out_type, int64_t n) {
+__global__ void convert_kernel(const void* in, DType in_type, void* out, DType out_type,
+                               int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     store_from_float(out, out_type, i, load_as_float(in, in_type, i));
@@ -55,7 +56,7 @@ struct Sources {
   const uint16_t* p[16];
 };
 
-__global__ void sum_bf16_kernel(Sources s, int nsrc, int64_t n, void* out, int out_type) {
+__global__ void sum_bf16_kernel(Sources s, int nsrc, int64_t n, void* out, DType out_type) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float acc = __uint_as_float(uint32_t(s.p[0][i]) << 16);
@@ -68,7 +69,7 @@ __device__ __forceinline__ float finite_or_zero(float v, int zero) {
   return zero && !isfinite(v) ? 0.0f : v;
 }
 
-__global__ void add_kernel(const void* a, int a_type, const float* b, float* out, int64_t n,
+__global__ void add_kernel(const void* a, DType a_type, const float* b, float* out, int64_t n,
                            int zero) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
@@ -83,13 +84,14 @@ __global__ void sub_kernel(const float* a, const float* b, float* out, int64_t n
 
 }  // namespace
 
-void convert(const void* in, int in_type, void* out, int out_type, int64_t n, cudaStream_t stream) {
+void convert(const void* in, DType in_type, void* out, DType out_type, int64_t n,
+             cudaStream_t stream) {
   if (n <= 0) return;
   convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(in, in_type, out, out_type, n);
   check(cudaGetLastError(), "convert kernel");
 }
 
-void sum_bf16(const uint16_t* const* srcs, int nsrc, int64_t n, void* out, int out_type,
+void sum_bf16(const uint16_t* const* srcs, int nsrc, int64_t n, void* out, DType out_type,
               cudaStream_t stream) {
   if (nsrc < 1 || nsrc > 16) throw std::invalid_argument("sum_bf16: 1 to 16 sources");
   if (n <= 0) return;
@@ -99,8 +101,8 @@ void sum_bf16(const uint16_t* const* srcs, int nsrc, int64_t n, void* out, int o
   check(cudaGetLastError(), "bf16 sum kernel");
 }
 
-void add_f32(const void* a, int a_type, const float* b, float* out, int64_t n, bool zero_nonfinite,
-             cudaStream_t stream) {
+void add_f32(const void* a, DType a_type, const float* b, float* out, int64_t n,
+             bool zero_nonfinite, cudaStream_t stream) {
   if (n <= 0) return;
   add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, a_type, b, out, n, zero_nonfinite ? 1 : 0);
   check(cudaGetLastError(), "add kernel");

@@ -2,22 +2,25 @@
 // Elementwise device kernels the tensor codec composes around the codec kernels: dtype
 // conversions (fp16 has no codec kernels of its own), the bf16 passthrough codec, and the fp32
 // arithmetic of error feedback and of unfused ring hops. Every function enqueues on `stream`
-// and checks the launch. Types: 0 = f32, 1 = bf16, 2 = f16 (taco::py::DType order).
+// and checks the launch. Types: DType::F32, BF16 or F16 (the caller checks).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
+#include "core/dtype.hpp"
+
 namespace taco::py::dev {
 
 // out[i] = in[i] converted (exact widening, round-to-nearest-even narrowing).
-void convert(const void* in, int in_type, void* out, int out_type, int64_t n, cudaStream_t stream);
+void convert(const void* in, DType in_type, void* out, DType out_type, int64_t n,
+             cudaStream_t stream);
 // out[i] = sum over s of bf16 srcs[s][i], in fp32 in source order, then out_type.
-void sum_bf16(const uint16_t* const* srcs, int nsrc, int64_t n, void* out, int out_type,
+void sum_bf16(const uint16_t* const* srcs, int nsrc, int64_t n, void* out, DType out_type,
               cudaStream_t stream);
 // out[i] = float(a[i]) + b[i] in fp32 (a of a_type); zero_nonfinite: a non-finite a[i] counts as 0
 // (error feedback's rule).
-void add_f32(const void* a, int a_type, const float* b, float* out, int64_t n, bool zero_nonfinite,
-             cudaStream_t stream);
+void add_f32(const void* a, DType a_type, const float* b, float* out, int64_t n,
+             bool zero_nonfinite, cudaStream_t stream);
 // out[i] = a[i] - b[i] in fp32; zero_nonfinite: a non-finite b[i] counts as 0.
 void sub_f32(const float* a, const float* b, float* out, int64_t n, bool zero_nonfinite,
              cudaStream_t stream);

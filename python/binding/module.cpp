@@ -13,8 +13,8 @@
 #include "tensor_codec.hpp"
 
 namespace nb = nanobind;
+using taco::DType;
 using taco::py::Buf;
-using taco::py::DType;
 using taco::py::Shape;
 using taco::py::TensorCodec;
 
@@ -60,7 +60,7 @@ Buf to_buf(const nb::ndarray<>& a, const char* what) {
 }
 
 // An argument: a DLPack array, or (for torch tensors, checked by taco.codec) the tuple
-// (data pointer, dtype code 0 f32 / 1 bf16 / 2 f16 / 3 u8, numel, device: -1 CPU or the CUDA
+// (data pointer, dtype code (dtype_codes: taco::DType's values), numel, device: -1 CPU or the CUDA
 // ordinal), which skips the DLPack export (a few microseconds a tensor).
 Buf arg(nb::handle h, const char* what) {
   if (nb::isinstance<nb::tuple>(h)) {
@@ -71,7 +71,8 @@ Buf arg(nb::handle h, const char* what) {
     Buf b;
     b.data = reinterpret_cast<void*>(nb::cast<uintptr_t>(t[0]));
     const int code = nb::cast<int>(t[1]);
-    if (code < 0 || code > 3)
+    if (code != int(DType::F32) && code != int(DType::BF16) && code != int(DType::F16) &&
+        code != int(DType::U8))
       throw nb::type_error((std::string(what) + ": bad dtype code").c_str());
     b.dtype = DType(code);
     b.numel = nb::cast<int64_t>(t[2]);
@@ -110,6 +111,13 @@ NB_MODULE(_C, m) {
     }
   });
   m.attr("version") = taco::kVersion;
+  // The dtype codes of the (ptr, dtype, numel, device) argument form: taco::DType's values.
+  nb::dict codes;
+  codes["float32"] = int(taco::DType::F32);
+  codes["bfloat16"] = int(taco::DType::BF16);
+  codes["float16"] = int(taco::DType::F16);
+  codes["uint8"] = int(taco::DType::U8);
+  m.attr("dtype_codes") = codes;
   m.attr("git_commit") = taco::kGitCommit;
   m.attr("gpu_backend") = taco::py::gpu_backend_built();
 

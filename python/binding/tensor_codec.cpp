@@ -19,24 +19,6 @@
 
 namespace taco::py {
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32:
-      return "float32";
-    case DType::BF16:
-      return "bfloat16";
-    case DType::F16:
-      return "float16";
-    case DType::U8:
-      return "uint8";
-  }
-  return "?";
-}
-
-size_t dtype_size(DType t) {
-  return t == DType::F32 ? 4 : t == DType::U8 ? 1 : 2;
-}
-
 bool gpu_backend_built() {
 #ifdef TACO_HAVE_CUDA
   return true;
@@ -46,6 +28,22 @@ bool gpu_backend_built() {
 }
 
 namespace {
+
+// The names the Python side uses, for messages.
+const char* torch_name(DType t) {
+  switch (t) {
+    case DType::F32:
+      return "float32";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F16:
+      return "float16";
+    case DType::U8:
+      return "uint8";
+    default:
+      return "?";
+  }
+}
 
 // ---- host values ------------------------------------------------------------------------------
 
@@ -57,7 +55,7 @@ float host_value(const Buf& b, int64_t i) {
       return bf16_to_float(static_cast<const uint16_t*>(b.data)[i]);
     case DType::F16:
       return fp16_to_float(static_cast<const uint16_t*>(b.data)[i]);
-    case DType::U8:
+    default:
       break;
   }
   throw_error("host_value: not a value buffer");
@@ -97,7 +95,7 @@ void store_host(const float* v, const Buf& out, int64_t off, int64_t n) {
       for (int64_t i = 0; i < n; ++i) o[i] = float_to_fp16(v[i]);
       return;
     }
-    case DType::U8:
+    default:
       break;
   }
   throw_error("store_host: not a value buffer");
@@ -276,7 +274,7 @@ void TensorCodec::check_values(const Buf& b, const Shape& s, const char* what) c
 
 void TensorCodec::check_wire(const Buf& b, const Shape& s, const char* what) const {
   TACO_REQUIRE_INPUT(b.dtype == DType::U8, "codec {}: {} must be a uint8 buffer, got {}", name(),
-                     what, dtype_name(b.dtype));
+                     what, torch_name(b.dtype));
   const int64_t need = s.chunks * chunk_bytes(s.rows, s.cols);
   TACO_REQUIRE_INPUT(b.numel == need, "codec {}: {} has {} bytes, {} x [{}, {}] encodes to {}",
                      name(), what, b.numel, s.chunks, s.rows, s.cols, need);
@@ -356,13 +354,13 @@ void TensorCodec::encode(const Buf& x, const Shape& s, const Buf& wire, uintptr_
   DeviceGuard g(dev);
   const auto st = reinterpret_cast<cudaStream_t>(stream);
   if (family_ == Family::Bf16) {
-    dev::convert(x.data, int(x.dtype), wire.data, int(DType::BF16), s.numel(), st);
+    dev::convert(x.data, x.dtype, wire.data, DType::BF16, s.numel(), st);
     return;
   }
   const gpu::GpuQuant& q = *gpu(dev).quant;
   if (x.dtype == DType::F16) {
     Scratch f(size_t(s.numel()) * 4, st);
-    dev::convert(x.data, int(DType::F16), f.p, int(DType::F32), s.numel(), st);
+    dev::convert(x.data, DType::F16, f.p, DType::F32, s.numel(), st);
     q.encode(f.p, DType::F32, s.chunks, s.rows, s.cols, bytes(wire), st);
   } else {
     q.encode(x.data, x.dtype, s.chunks, s.rows, s.cols, bytes(wire), st);
@@ -393,7 +391,7 @@ void TensorCodec::decode_reduce(const std::vector<Buf>& wires, const Shape& s, c
   const auto st = reinterpret_cast<cudaStream_t>(stream);
   if (family_ == Family::Bf16) {
     const auto src = bf16_sources(wires);
-    dev::sum_bf16(src.data(), int(src.size()), s.numel(), out.data, int(out.dtype), st);
+    dev::sum_bf16(src.data(), int(src.size()), s.numel(), out.data, out.dtype, st);
     return;
   }
   const gpu::GpuQuant& q = *gpu(dev).quant;
@@ -401,7 +399,7 @@ void TensorCodec::decode_reduce(const std::vector<Buf>& wires, const Shape& s, c
   if (out.dtype == DType::F16) {
     Scratch f(size_t(s.numel()) * 4, st);
     q.decode_reduce(src, s.chunks, s.rows, s.cols, f.p, DType::F32, st);
-    dev::convert(f.p, int(DType::F32), out.data, int(DType::F16), s.numel(), st);
+    dev::convert(f.p, DType::F32, out.data, DType::F16, s.numel(), st);
   } else {
     q.decode_reduce(src, s.chunks, s.rows, s.cols, out.data, out.dtype, st);
   }
@@ -426,7 +424,7 @@ void TensorCodec::decode_reduce_encode(const std::vector<Buf>& wires, const Shap
   const auto st = reinterpret_cast<cudaStream_t>(stream);
   if (family_ == Family::Bf16) {
     const auto src = bf16_sources(wires);
-    dev::sum_bf16(src.data(), int(src.size()), s.numel(), wire_out.data, int(DType::BF16), st);
+    dev::sum_bf16(src.data(), int(src.size()), s.numel(), wire_out.data, DType::BF16, st);
     return;
   }
   const auto src = wire_sources(wires);
@@ -464,7 +462,7 @@ void TensorCodec::decode_add_encode(const Buf& wire_in, const Buf& own, int64_t 
   // Unfused: the same fp32 sum, decoded + own, then encoded.
   Scratch acc(size_t(n) * 4, st);
   decode_reduce({wire_in}, s, Buf{acc.p, DType::F32, n, dev}, stream);
-  dev::add_f32(own.data, int(own.dtype), acc.f32(), acc.f32(), n, false, st);
+  dev::add_f32(own.data, own.dtype, acc.f32(), acc.f32(), n, false, st);
   encode(Buf{acc.p, DType::F32, n, dev}, s, wire_out, stream);
 #else
   (void)stream;
@@ -477,7 +475,7 @@ void TensorCodec::encode_ef(const Buf& x, const Buf& residual, const Shape& s, c
   check_values(x, s, "the input");
   TACO_REQUIRE_INPUT(residual.dtype == DType::F32,
                      "codec {}: the error-feedback residual must be float32, got {}", name(),
-                     dtype_name(residual.dtype));
+                     torch_name(residual.dtype));
   check_values(residual, s, "the residual");
   check_wire(wire, s, "the wire buffer");
   const int dev = common_device({&x, &residual, &wire});
@@ -504,7 +502,7 @@ void TensorCodec::encode_ef(const Buf& x, const Buf& residual, const Shape& s, c
   }
   // bf16 passthrough and fp16 input: the same step from elementwise kernels
   Scratch v(size_t(n) * 4, st), d(size_t(n) * 4, st);
-  dev::add_f32(x.data, int(x.dtype), e, v.f32(), n, true, st);
+  dev::add_f32(x.data, x.dtype, e, v.f32(), n, true, st);
   const Buf vb{v.p, DType::F32, n, dev};
   encode(vb, s, wire, stream);
   decode_reduce({wire}, s, Buf{d.p, DType::F32, n, dev}, stream);

@@ -22,12 +22,11 @@
 
 #include "codecs/codec.hpp"
 #include "codecs/variant.hpp"
+#include "core/dtype.hpp"
 
 namespace taco::py {
 
-enum class DType : uint8_t { F32, BF16, F16, U8 };
-const char* dtype_name(DType t);
-size_t dtype_size(DType t);
+// Buffers are DType::F32, BF16 or F16 values, or DType::U8 wires (core/dtype.hpp).
 
 // A contiguous buffer: `device` is -1 for host memory, else the CUDA device ordinal.
 struct Buf {

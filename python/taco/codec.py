@@ -95,8 +95,8 @@ def _tensor_type():
         if t is None:
             return None
         _TENSOR.append(t.Tensor)
-        _TORCH_CODES.update({t.float32: (0, "float32"), t.bfloat16: (1, "bfloat16"), t.float16: (2, "float16"),
-                             t.uint8: (3, "uint8")})
+        codes = _C.dtype_codes  # the extension's numbering (taco::DType)
+        _TORCH_CODES.update({getattr(t, name): (code, name) for name, code in codes.items()})
         _RAW_STREAM.append(getattr(t._C, "_cuda_getCurrentRawStream", None))
     return _TENSOR[0]
 
@@ -141,7 +141,6 @@ def _empty(like, shape, dtype):
 
 _TORCH_CODES = {}  # torch dtype -> (code the extension takes, name)
 _RAW_STREAM = []  # torch's raw current-stream getter (None on builds without it)
-_TORCH_NAMES = ("float32", "bfloat16", "float16", "uint8")
 
 
 def _stream(x):
@@ -258,7 +257,7 @@ def encode(x, variant, *, chunks=1, out=None, residual=None):
             px, stream = (x.data_ptr(), code[0], numel, -1), 0
         else:
             raise TypeError(f"input: arrays must live on the CPU or a CUDA device, got {x.device}")
-        dtype = _TORCH_NAMES[code[0]]
+        dtype = code[1]
     else:
         x = _array(x)
         dtype = _check_values(x, "input")

@@ -38,6 +38,8 @@ struct WireView {
   size_t size = 0;
 };
 
+struct VariantSpec;  // codecs/variant.hpp
+
 class Codec {
  public:
   virtual ~Codec() = default;
@@ -46,6 +48,10 @@ class Codec {
   virtual const std::string& name() const = 0;
   // Every parameter, for results.json and provenance.
   virtual nlohmann::json params() const = 0;
+  // The parsed variant the codec was built from (quantization, TAH-Quant and bf16 families), so
+  // that what callers need to know about it comes from the one parse; nullptr otherwise
+  // (structured codecs).
+  virtual const VariantSpec* variant_spec() const { return nullptr; }
 
   // Encodes x (rows x cols, row-major) into the wire buffer. Throws InputError when the shape
   // does not suit the codec (e.g. a tile codec on rows not divisible by the tile).
@@ -86,7 +92,6 @@ class Codec {
 // documented in codecs/variant.hpp. Throws InputError naming the bad token.
 std::unique_ptr<Codec> make_codec(const std::string& variant);
 // The same from a spec parsed once by the caller (quantization, TAH-Quant and bf16 families).
-struct VariantSpec;
 std::unique_ptr<Codec> make_codec(const VariantSpec& spec);
 
 // Preset names with one-line descriptions, in a stable order (for --help and --list).

@@ -16,6 +16,7 @@ namespace {
 class Bf16Codec final : public Codec {
  public:
   const std::string& name() const override { return name_; }
+  const VariantSpec* variant_spec() const override { return &variant_; }
   nlohmann::json params() const override {
     return {{"variant", name_},      {"definition", name_},   {"family", "quant"},
             {"elem_format", "bf16"}, {"elem_bits", 16},       {"scale_format", "none"},
@@ -59,6 +60,12 @@ class Bf16Codec final : public Codec {
     return rows * cols;
   }
   std::string name_ = "bf16";
+  VariantSpec variant_ = bf16_variant();
+  static VariantSpec bf16_variant() {
+    VariantSpec v;
+    v.family = VariantSpec::Family::Bf16;
+    return v;
+  }
 };
 
 }  // namespace

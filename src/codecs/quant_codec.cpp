@@ -160,6 +160,8 @@ struct QuantCodec::Flat {
 
 QuantCodec::QuantCodec(const QuantSpec& spec, std::string name, bool allow_simd)
     : s_(spec), name_(std::move(name)), simd_(allow_simd && cpu_has_avx2()) {
+  variant_.family = VariantSpec::Family::Quant;
+  variant_.quant = s_;
   validate(s_, "codec " + name_);
   TACO_ASSERT(s_.target > 0, "QuantSpec target must be resolved before building a codec");
   bits_ = elem_bits(s_.elem);

@@ -102,6 +102,7 @@ class QuantCodec final : public Codec {
 
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override;
+  const VariantSpec* variant_spec() const override { return &variant_; }
   std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
                               EncodeStats* stats = nullptr) const override;
   void encode_into(const float* x, int64_t rows, int64_t cols, std::vector<uint8_t>& wire,
@@ -138,6 +139,7 @@ class QuantCodec final : public Codec {
   friend struct QuantKernels;  // the element loops (quant_codec.cpp)
 
   QuantSpec s_;
+  VariantSpec variant_;  // s_ as a variant
   std::string name_;
   int bits_;
   bool two_level_;

@@ -63,6 +63,8 @@ int64_t bytes_for_bits(int64_t bits) {
 
 TahQuantCodec::TahQuantCodec(const TahSpec& spec, std::string name)
     : t_(spec), name_(std::move(name)) {
+  variant_.family = VariantSpec::Family::TahQuant;
+  variant_.tah = t_;
   TACO_REQUIRE_INPUT(t_.tile >= 8 && t_.tile <= 1024 && (t_.tile & (t_.tile - 1)) == 0,
                      "tahquant: tile {} is not a power of two in [8, 1024]", t_.tile);
   TACO_REQUIRE_INPUT(t_.hi_bits >= 1 && t_.hi_bits <= 8 && t_.lo_bits >= 1 && t_.lo_bits <= 8,

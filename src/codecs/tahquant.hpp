@@ -41,6 +41,7 @@ class TahQuantCodec final : public Codec {
 
   const std::string& name() const override { return name_; }
   nlohmann::json params() const override;
+  const VariantSpec* variant_spec() const override { return &variant_; }
   std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
                               EncodeStats* stats = nullptr) const override;
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
@@ -55,6 +56,7 @@ class TahQuantCodec final : public Codec {
   void check_shape(int64_t rows, int64_t cols) const;
 
   TahSpec t_;
+  VariantSpec variant_;  // t_ as a variant
   std::string name_;
   int pivot_bits_;
 };

@@ -59,9 +59,8 @@ VariantFacts variant_facts(const Codec& codec) {
       f.group_series = structured::structured_variant_name(wrapper + *inner.group_series);
     return f;
   }
-  const std::string definition = string_param(params, "definition");
-  if (!definition.empty() && (f.family == "quant" || f.family == "tahquant")) {
-    add_spec_facts(parse_variant(definition), f);
+  if (const VariantSpec* spec = codec.variant_spec()) {
+    add_spec_facts(*spec, f);
     return f;
   }
   f.preset = structured_preset(f.canonical);

@@ -30,10 +30,9 @@ struct VariantFacts {
   std::optional<int64_t> nearest_preset_group_size;
 };
 
-// Facts of a codec built by make_codec (or by a backend for the same variant: the GPU codecs
-// report the CPU codec's params). A codec whose params hold no "definition" of the quant or
-// tahquant family and that is no structured codec (a test double) gets its name, family, group
-// size and transform flag only.
+// Facts of a codec, from the spec it was built from (Codec::variant_spec(): the CPU codecs and
+// the GPU codec alike) or, for structured codecs, from the codec itself. A codec with neither (a
+// test double) gets its name, family, group size and transform flag only.
 VariantFacts variant_facts(const Codec& codec);
 // As results.json writes them: every field, null where it does not apply.
 nlohmann::json variant_facts_json(const VariantFacts& facts);

@@ -34,7 +34,6 @@
 #include "study/error_feedback.hpp"
 
 using namespace taco;
-using DType;
 using taco::gpu::DeviceBuffer;
 
 namespace {
@@ -387,6 +386,8 @@ TEST_CASE(
   for (const std::string& variant : test_variants()) {
     const auto cpu = make_codec(variant);
     const auto gpu_codec = gpu::make_gpu_codec(variant);
+    REQUIRE(gpu_codec->variant_spec() != nullptr);
+    REQUIRE(*gpu_codec->variant_spec() == *cpu->variant_spec());  // the same one parse
     for (const Shape& s : {Shape{4, 1024}, Shape{3, 1000}, Shape{5, 2048}}) {
       for (int nsrc : {1, 3, 17}) {  // 17: more sources than one fused launch takes
         CAPTURE(variant, s.rows, s.cols, nsrc);
