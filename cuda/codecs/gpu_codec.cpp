@@ -3,6 +3,8 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <mutex>
+
 #include "codecs/quant_codec.hpp"
 #include "codecs/structured/structured.hpp"
 #include "core/error.hpp"
@@ -31,6 +33,7 @@ class GpuCodec final : public taco::Codec {
 
   std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
                               EncodeStats* stats) const override {
+    const std::lock_guard<std::mutex> lock(mu_);
     const int64_t bytes = q_.chunk_bytes(rows, cols);  // InputError for bad shapes
     const size_t in_bytes = size_t(rows * cols) * sizeof(float);
     ensure(in_, in_bytes, "cudaMalloc(GPU codec input)");
@@ -58,6 +61,7 @@ class GpuCodec final : public taco::Codec {
 
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {
+    const std::lock_guard<std::mutex> lock(mu_);
     const int64_t bytes = q_.chunk_bytes(rows, cols);
     TACO_REQUIRE_INPUT(int64_t(nbytes) == bytes,
                        "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name(),
@@ -76,6 +80,7 @@ class GpuCodec final : public taco::Codec {
                      float* out) const override {
     if (wires.empty() || wires.size() > size_t(kMaxSources))
       return Codec::decode_reduce(wires, rows, cols, out);
+    const std::lock_guard<std::mutex> lock(mu_);
     const cudaStream_t s = stream_.get();
     const std::vector<const uint8_t*> src = upload_wires(wires, rows, cols);
     const size_t out_bytes = size_t(rows * cols) * sizeof(float);
@@ -90,6 +95,7 @@ class GpuCodec final : public taco::Codec {
                             EncodeStats* stats) const override {
     if (wires.empty() || wires.size() > size_t(kMaxSources))
       return Codec::decode_reduce_encode(wires, rows, cols, round_bf16, wire_out, stats);
+    const std::lock_guard<std::mutex> lock(mu_);
     const cudaStream_t s = stream_.get();
     const std::vector<const uint8_t*> src = upload_wires(wires, rows, cols);
     const int64_t bytes = q_.chunk_bytes(rows, cols);
@@ -104,6 +110,7 @@ class GpuCodec final : public taco::Codec {
     // The fused kernel has no counters; and only flat-group codecs have it.
     if (!q_.fused() || stats)
       return Codec::decode_add_encode(wire_in, own, rows, cols, wire_out, stats);
+    const std::lock_guard<std::mutex> lock(mu_);
     const cudaStream_t s = stream_.get();
     const std::vector<const uint8_t*> src = upload_wires({wire_in}, rows, cols);
     const int64_t bytes = q_.chunk_bytes(rows, cols);
@@ -165,6 +172,9 @@ class GpuCodec final : public taco::Codec {
   }
 
   VariantSpec spec_;
+  // One stream and one set of device buffers: calls from several threads (the study's simulated
+  // collectives run their ranks in parallel) take turns; every call waits for its stream.
+  mutable std::mutex mu_;
   GpuQuant q_;
   std::unique_ptr<taco::Codec> cpu_;  // for params() only
   CudaStream stream_;

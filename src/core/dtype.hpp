@@ -8,7 +8,8 @@
 
 namespace taco {
 
-enum class DType : uint8_t { F32, F16, BF16, F8E4M3, F8E5M2, F64, I8, U8, I16, I32, I64 };
+// 32-bit: the GPU kernels take it in their parameters (formats/kinds.hpp says why).
+enum class DType : int32_t { F32, F16, BF16, F8E4M3, F8E5M2, F64, I8, U8, I16, I32, I64 };
 
 std::string_view dtype_name(DType t);  // "f32", "bf16", ...
 DType parse_dtype(
