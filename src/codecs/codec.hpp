@@ -41,8 +41,8 @@ struct WireView {
 struct VariantSpec;  // codecs/variant.hpp
 
 // Every operation is const and may be called from several threads at once (the study runs
-// tensors and simulated ranks in parallel): the CPU codecs keep no state, the GPU codec
-// serializes its calls.
+// tensors and simulated ranks in parallel): the CPU codecs keep no state or guard it (the
+// subspace basis cache), the GPU codec serializes its calls.
 class Codec {
  public:
   virtual ~Codec() = default;
