@@ -24,6 +24,20 @@
 
 namespace taco::gpu::detail {
 
+// Per-warp counter sums, one atomic per warp.
+__device__ __forceinline__ void flush_stats(unsigned long long* stats, unsigned long long sat,
+                                            unsigned long long nonfin) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    sat += __shfl_xor_sync(kFullMask, sat, o);
+    nonfin += __shfl_xor_sync(kFullMask, nonfin, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    if (sat) atomicAdd(stats, sat);
+    if (nonfin) atomicAdd(stats + 1, nonfin);
+  }
+}
+
 // How a kernel holds its groups (group_kernels() picks per kernel):
 //  Lane, Sector: one layout throughout, LaneLayout (each lane's elements consecutive) or
 //    SectorLayout (runs of 8 elements, lanes next);

@@ -32,19 +32,6 @@ constexpr int kRun = 8;
 template <bool kFeedback>
 constexpr int kQuantMinBlocks = tuning::quant_min_blocks(kFeedback);
 
-__device__ __forceinline__ void flush_counts(unsigned long long* stats, unsigned long long sat,
-                                             unsigned long long nonfin) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    sat += __shfl_xor_sync(kFullMask, sat, o);
-    nonfin += __shfl_xor_sync(kFullMask, nonfin, o);
-  }
-  if ((threadIdx.x & 31) == 0) {
-    if (sat) atomicAdd(stats, sat);
-    if (nonfin) atomicAdd(stats + 1, nonfin);
-  }
-}
-
 // ---- runs of kRun elements ---------------------------------------------------------------------
 // n: the valid elements of the run (the rest read as 0 and are not written); vec: the whole run
 // may move as vectors (n == kRun and the alignment the host checked). Vector loads: load_runs.
@@ -364,7 +351,7 @@ __global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>)
       }
     }
   }
-  if (count) flush_counts(p.stats, sat, nonfin);
+  if (count) flush_stats(p.stats, sat, nonfin);
 }
 
 // ---- tensor -------------------------------------------------------------------------------------
@@ -406,7 +393,7 @@ __global__ void __launch_bounds__(kStridedThreads)
     m = __reduce_max_sync(kFullMask, m);
     if ((threadIdx.x & 31) == 0 && m) atomicMax(p.chunk_amax + c, m);
   }
-  if (count) flush_counts(p.stats, 0, nonfin);
+  if (count) flush_stats(p.stats, 0, nonfin);
 }
 
 template <typename InT, bool kFeedback>
@@ -441,7 +428,7 @@ __global__ void __launch_bounds__(kStridedThreads, kQuantMinBlocks<kFeedback>)
       }
     }
   }
-  if (count) flush_counts(p.stats, sat, 0);
+  if (count) flush_stats(p.stats, sat, 0);
 }
 
 // ---- columns ------------------------------------------------------------------------------------
@@ -507,7 +494,7 @@ __global__ void __launch_bounds__(kStridedThreads)
     for (int e = 0; e < kRun; ++e)
       if (e < tl.n && m[e]) atomicMax(p.block_amax + tl.c * p.geo.cols + tl.j + e, m[e]);
   }
-  if (count) flush_counts(p.stats, 0, nonfin);
+  if (count) flush_stats(p.stats, 0, nonfin);
 }
 
 // One thread per (chunk, column): the scale from the amax, into the wire and block_scale.
@@ -587,7 +574,7 @@ __global__ void __launch_bounds__(kStridedThreads, tuning::kColQuantMinBlocks)
       }
     }
   }
-  if (count) flush_counts(p.stats, sat, 0);
+  if (count) flush_stats(p.stats, sat, 0);
 }
 
 // ---- decode -------------------------------------------------------------------------------------

@@ -37,43 +37,19 @@ class GpuCodec final : public taco::Codec {
     const int64_t bytes = q_.chunk_bytes(rows, cols);  // InputError for bad shapes
     const size_t in_bytes = size_t(rows * cols) * sizeof(float);
     ensure(in_, in_bytes, "cudaMalloc(GPU codec input)");
-    ensure(wire_, size_t(bytes), "cudaMalloc(GPU codec wire buffer)");
-    ensure(stats_, 2 * sizeof(unsigned long long), "cudaMalloc(GPU codec counters)");
+    ensure(out_, size_t(bytes), "cudaMalloc(GPU codec wire output)");
     const cudaStream_t s = stream_.get();
     TACO_CUDA_CHECK(cudaMemcpyAsync(in_.get(), x, in_bytes, cudaMemcpyHostToDevice, s));
-    TACO_CUDA_CHECK(cudaMemsetAsync(stats_.get(), 0, 2 * sizeof(unsigned long long), s));
-    q_.encode(in_.get(), DType::F32, 1, rows, cols, wire_.as<uint8_t>(), s,
-              stats ? stats_.as<unsigned long long>() : nullptr);
-    std::vector<uint8_t> wire(static_cast<size_t>(bytes));
-    unsigned long long counters[2] = {0, 0};
-    TACO_CUDA_CHECK(
-        cudaMemcpyAsync(wire.data(), wire_.get(), size_t(bytes), cudaMemcpyDeviceToHost, s));
-    if (stats)
-      TACO_CUDA_CHECK(
-          cudaMemcpyAsync(counters, stats_.get(), sizeof counters, cudaMemcpyDeviceToHost, s));
-    stream_.synchronize();
-    if (stats) {
-      stats->saturated += int64_t(counters[0]);
-      stats->nonfinite += int64_t(counters[1]);
-    }
+    zero_counters(stats, s);
+    q_.encode(in_.get(), DType::F32, 1, rows, cols, out_.as<uint8_t>(), s, counters(stats));
+    std::vector<uint8_t> wire;
+    download_wire(bytes, wire, stats, s);
     return wire;
   }
 
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {
-    const std::lock_guard<std::mutex> lock(mu_);
-    const int64_t bytes = q_.chunk_bytes(rows, cols);
-    TACO_REQUIRE_INPUT(int64_t(nbytes) == bytes,
-                       "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name(),
-                       nbytes, rows, cols, bytes);
-    const size_t out_bytes = size_t(rows * cols) * sizeof(float);
-    ensure(wire_, nbytes, "cudaMalloc(GPU codec wire buffer)");
-    ensure(out_, out_bytes, "cudaMalloc(GPU codec output)");
-    const cudaStream_t s = stream_.get();
-    TACO_CUDA_CHECK(cudaMemcpyAsync(wire_.get(), wire, nbytes, cudaMemcpyHostToDevice, s));
-    q_.decode(wire_.as<uint8_t>(), 1, rows, cols, out_.get(), DType::F32, s);
-    TACO_CUDA_CHECK(cudaMemcpyAsync(out, out_.get(), out_bytes, cudaMemcpyDeviceToHost, s));
-    stream_.synchronize();
+    decode_reduce({WireView{wire, nbytes}}, rows, cols, out);  // GpuQuant::decode is the same
   }
 
   void decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols,

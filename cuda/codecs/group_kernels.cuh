@@ -13,20 +13,6 @@
 
 namespace taco::gpu::detail {
 
-// Per-warp counter sums, one atomic per warp.
-__device__ __forceinline__ void flush_stats(unsigned long long* stats, unsigned long long sat,
-                                            unsigned long long nonfin) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    sat += __shfl_xor_sync(kFullMask, sat, o);
-    nonfin += __shfl_xor_sync(kFullMask, nonfin, o);
-  }
-  if ((threadIdx.x & 31) == 0) {
-    if (sat) atomicAdd(stats, sat);
-    if (nonfin) atomicAdd(stats + 1, nonfin);
-  }
-}
-
 // Shared floats per block for the configuration's group scratch areas (group_scratch); a token
 // 4 when it needs none.
 template <class Cfg>

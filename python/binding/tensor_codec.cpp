@@ -444,10 +444,9 @@ void TensorCodec::decode_add_encode(const Buf& wire_in, const Buf& own, int64_t 
   const int dev = common_device({&wire_in, &own, &wire_out});
   const int64_t n = rows * cols;
   if (dev < 0) {
-    std::vector<float> own_f32(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) own_f32[size_t(i)] = host_value(own, i);
+    const HostF32 own_f32 = host_f32(own, 0, n);
     std::vector<uint8_t> w;
-    cpu_->decode_add_encode({bytes(wire_in), size_t(wire_in.numel)}, own_f32.data(), rows, cols, w);
+    cpu_->decode_add_encode({bytes(wire_in), size_t(wire_in.numel)}, own_f32.p, rows, cols, w);
     std::memcpy(bytes(wire_out), w.data(), w.size());
     return;
   }
