@@ -9,8 +9,9 @@ training_<file stem> when there are several):
   NAME.{png,pdf,json}  left: validation loss against training tokens, the median over seeds per
       variant with the band between the seeds' lowest and highest (the baseline "none" in black);
       middle: each variant's final validation loss against the baseline of the same seed, in %
-      (one dot per seed, the bar at the mean), with the grey band = the spread of the baseline's
-      seeds; right: the relative L2 error of each compressed collective against the exact sum
+      (one dot per seed, the bar at the mean, the whisker one standard deviation over seeds),
+      with the grey band = the spread of the baseline's seeds and the dashed lines = the null
+      pair (the same configuration run twice: the run-to-run floor); right: the relative L2 error of each compressed collective against the exact sum
       (median over layers, sampled during training) per site and direction, for the variant with
       the most samples of each family.
 Skips (exit 0) when there is no summary; exits 2 with one line when one is malformed.
@@ -70,13 +71,19 @@ def make_one(path: str, doc: dict, name: str,
     rows.sort(key=lambda t: (t["bytes_per_element"] or 0, t["variant"]))
     if band is not None:
         ax_diff.axhspan(-band, band, color="#bbbbbb", alpha=0.45, lw=0, zorder=0)
+    null = doc.get("null_pair")
+    if null:
+        for y in (-abs(null["diff_pct"]), abs(null["diff_pct"])):
+            ax_diff.axhline(y, color="black", lw=0.6, ls="--")
     ax_diff.axhline(0, color="black", lw=0.7)
     for i, t in enumerate(rows):
         d = np.array(t["paired_diff_pct"], dtype=float)
-        ax_diff.bar(i, d.mean(), color=colors.get(t["variant"], "C0"), alpha=0.6, width=0.7)
+        std = t.get("std_diff_pct")
+        ax_diff.bar(i, d.mean(), color=colors.get(t["variant"], "C0"), alpha=0.6, width=0.7,
+                    yerr=std if std is not None else None, error_kw={"lw": 0.7, "capsize": 1.5})
         ax_diff.plot(np.full(len(d), i), d, "o", ms=3, color="black")
         out.add_series(ax_diff, t["variant"], len(d), mean_diff_pct=float(d.mean()), worst_diff_pct=float(d.max()),
-                       bytes_per_element=t["bytes_per_element"])
+                       std_diff_pct=std, bytes_per_element=t["bytes_per_element"])
     ax_diff.set_xticks(range(len(rows)))
     ax_diff.set_xticklabels([f"{t['variant']}\n{t['bytes_per_element']:.2f} B" for t in rows], rotation=60,
                             fontsize=5.5, ha="right")
@@ -116,9 +123,12 @@ def make_one(path: str, doc: dict, name: str,
     tok = r0["tokens"]
     out.caption = (f"{len(runs)} runs of {r0.get('params') or '?'}-parameter {cfg.get('arch', '?')} models, "
                    f"TP {r0.get('tp')} ({r0.get('mode')}), {tok:,} tokens each; baseline seed band "
-                   f"{'%.3f%%' % band if band is not None else 'n/a'}; bytes per element on the TP wire under "
-                   f"the variant names. From {path}.")
-    out.extra = {"baseline_band_pct": band, "fewest_bytes_within_1pct": doc.get("fewest_bytes_within_1pct")}
+                   f"{'%.3f%%' % band if band is not None else 'n/a'}; null pair "
+                   f"{'%+.3f%%' % null['diff_pct'] if null else 'not run'}; bytes per element on the TP wire "
+                   f"(of the full-width tensors) under the variant names. From {path}.")
+    out.extra = {"baseline_band_pct": band, "null_pair": null,
+                 "fewest_bytes_within_1pct": doc.get("fewest_bytes_within_1pct"),
+                 "fewest_bytes_meeting_goal": doc.get("fewest_bytes_meeting_goal")}
     return out
 
 

@@ -64,7 +64,10 @@ class Compression:
         self.step = 0
         self.recorder = None  # taco.capture.recorder.Recorder, or None
         self.fired = collections.Counter()   # (site, direction, collective) -> calls
-        self.elements = collections.Counter()  # (site, direction) -> elements sent per rank
+        # (site, direction) -> per rank: elements of the full-width tensor each message stands for,
+        # elements the message carried (fewer under --subspace), and the wire bytes encoded
+        self.elements = collections.Counter()
+        self.wire_elements = collections.Counter()
         self.wire_bytes = collections.Counter()
         self.samples = []  # {"step", "layer", "site", "direction", "collective", "rel_l2"}
 
@@ -127,7 +130,10 @@ class TP:
         return len(self.ranks) > 1
 
     # ---- the compressed collectives of the TP sites (lists: one tensor per local rank) ----
-    def collective(self, kind, xs, layer, site, direction):
+    def collective(self, kind, xs, layer, site, direction, stands_for=None):
+        """One compressed collective over the local ranks' tensors xs. `stands_for`: the elements
+        of the full-width tensor the message replaces (a subspace's k coordinates stand for a
+        hidden-wide row), so that bytes per element sit on one axis; default xs[0].numel()."""
         c = self.compression
         variant = c.variant_for(site, direction)
         key = (layer, site, direction)
@@ -145,8 +151,8 @@ class TP:
             x = xs[0]
             outs = [fn(x, variant, c.algo, self.group, **kw) if kind == "all_reduce" else fn(x, variant, self.group, **kw)]
         c.fired[(site, direction, kind)] += 1
-        n_el = xs[0].numel()
-        c.elements[(site, direction)] += n_el
+        c.elements[(site, direction)] += xs[0].numel() if stands_for is None else int(stands_for)
+        c.wire_elements[(site, direction)] += xs[0].numel()
         c.wire_bytes[(site, direction)] += td.wire_bytes_sent(xs[0], variant, kind, self.size)
         if c.sample_every and c.step % c.sample_every == 0 and kind != "all_gather":
             self._sample(kind, xs, outs, layer, site, direction)
@@ -223,14 +229,14 @@ class _CopyToTP(torch.autograd.Function):
 
 class _ReduceFromTP(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tp, where, *ys):
+    def forward(ctx, tp, where, stands_for, *ys):
         ctx.n = len(ys)
         layer, site = where
-        return tp.collective("all_reduce", list(ys), layer, site, "fwd")[0]
+        return tp.collective("all_reduce", list(ys), layer, site, "fwd", stands_for)[0]
 
     @staticmethod
     def backward(ctx, g):
-        return (None, None) + (g,) * ctx.n
+        return (None, None, None) + (g,) * ctx.n
 
 
 class _GatherFromSP(torch.autograd.Function):
@@ -272,9 +278,9 @@ def copy_to_tensor_model_parallel_region(x, tp, where):
     return [out] if isinstance(out, torch.Tensor) else list(out)
 
 
-def reduce_from_tensor_model_parallel_region(ys, tp, where):
+def reduce_from_tensor_model_parallel_region(ys, tp, where, stands_for=None):
     """Compressed all-reduce of the ranks' partial sums forward, identity backward."""
-    return _ReduceFromTP.apply(tp, where, *ys)
+    return _ReduceFromTP.apply(tp, where, stands_for, *ys)
 
 
 def gather_from_sequence_parallel_region(x, tp, where):
@@ -333,6 +339,78 @@ def gather_from_sequence_parallel_region_replicated(x, tp):
     return _GatherReplicated.apply(x, tp)
 
 
+# ---- subspace-confined TP (Protocol Models, arXiv 2506.01260; docs/training.md) -------------------
+
+SUBSPACE_SEED = 1337
+
+
+def check_subspace(hidden, k):
+    """The subspace sizes the trainer accepts: 0 < k < hidden, k a multiple of 8 (a token's
+    coordinates are whole 16-byte bf16 vectors, as in the method's reference code)."""
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TacoInputError(f"subspace dimension must be an integer, got {k!r}")
+    if k <= 0 or k >= hidden:
+        raise TacoInputError(f"subspace dimension {k} must be between 1 and {hidden - 1} (hidden - 1)")
+    if k % 8:
+        raise TacoInputError(f"subspace dimension {k} must be a multiple of 8")
+
+
+class Subspace(nn.Module):
+    """A fixed orthonormal basis U (hidden x k) of the residual stream: QR of a seeded Gaussian,
+    drawn alike on every rank (it is never sent). Modules that write into the residual stream
+    produce k coordinates c and add U c; TP collectives then carry c."""
+
+    def __init__(self, hidden, k, seed=SUBSPACE_SEED):
+        super().__init__()
+        check_subspace(hidden, k)
+        self.hidden, self.k, self.seed = hidden, k, seed
+        gen = torch.Generator().manual_seed(seed)
+        basis = torch.linalg.qr(torch.randn(hidden, k, generator=gen, dtype=torch.float64))[0]
+        self.register_buffer("basis", basis.float(), persistent=False)
+
+    def expand(self, c):
+        """U c for coordinates c [..., k] -> [..., hidden], in c's dtype."""
+        return torch.matmul(c, self.basis.t().to(c.dtype))
+
+    def coords(self, x):
+        """U^T x for x [..., hidden] -> [..., k], in x's dtype."""
+        return torch.matmul(x, self.basis.to(x.dtype))
+
+    def stands_for(self, c):
+        """Elements of the full-width tensor that coordinates c stand for."""
+        return c.numel() // self.k * self.hidden
+
+
+class _CopyToSubspace(torch.autograd.Function):
+    """Enters a TP block from the residual stream x (before the norm): identity forward, one copy
+    per local rank. Backward: each rank's partial gradient of x (through its norm and its
+    column-parallel shard) is projected onto U, the k coordinates are all-reduced (compressed),
+    and the sum maps back through U. Every parameter reaches the residual stream only through U,
+    so only U^T of its gradient is ever used, and that part is summed exactly (docs/training.md)."""
+
+    @staticmethod
+    def forward(ctx, x, sub, tp, where):
+        ctx.sub, ctx.tp, ctx.where = sub, tp, where
+        if len(tp.ranks) == 1:
+            return x.view_as(x)
+        return tuple(x.clone() for _ in tp.ranks)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        layer, site = ctx.where
+        sub = ctx.sub
+        coords = [sub.coords(g.contiguous()) for g in gs]
+        c = ctx.tp.collective("all_reduce", coords, layer, site, "bwd", sub.stands_for(coords[0]))[0]
+        return sub.expand(c), None, None, None
+
+
+def copy_to_subspace_region(x, sub, tp, where):
+    """Identity forward; backward the all-reduce of the ranks' input gradients' k coordinates
+    (compressed). One tensor per local rank."""
+    out = _CopyToSubspace.apply(x, sub, tp, where)
+    return [out] if isinstance(out, torch.Tensor) else list(out)
+
+
 # ---- parallel linear layers -------------------------------------------------------------------------
 
 def shard_rows(blocks, n, r):
@@ -382,16 +460,32 @@ class ColumnParallelLinear(nn.Module):
             xs = gather_from_sequence_parallel_region(x, self.tp, self.where)
         else:
             xs = copy_to_tensor_model_parallel_region(x, self.tp, self.where)
+        return self.local(xs)
+
+    def local(self, xs):
+        """The local ranks' shards on inputs already split per rank (no communication)."""
+        if len(xs) != len(self.rows):
+            raise ValueError(f"{len(xs)} inputs for {len(self.rows)} local TP ranks (TP size {self.tp.size})")
         return [F.linear(xi, self.weight[i].to(xi.dtype), None if self.bias is None else self.bias[i].to(xi.dtype))
                 for i, xi in enumerate(xs)]
 
 
 class RowParallelLinear(nn.Module):
     """Input features split over the ranks. forward(xs: one input shard per local rank) -> the
-    reduced output (bias added after the reduction)."""
+    reduced output (bias added after the reduction). With `subspace` (a Subspace of
+    out_features), the layer computes k coordinates (weight [k, in], bias [k]), the ranks
+    all-reduce those, and the output is U c."""
 
-    def __init__(self, in_features, out_features, tp, *, layer, site, bias=True, sequence_parallel=False):
+    def __init__(self, in_features, out_features, tp, *, layer, site, bias=True, sequence_parallel=False,
+                 subspace=None):
         super().__init__()
+        if subspace is not None:
+            if subspace.hidden != out_features:
+                raise ValueError(f"a subspace of {subspace.hidden} features for a layer of {out_features} outputs")
+            if sequence_parallel:
+                raise ValueError("a subspace row-parallel layer runs without sequence parallelism")
+            out_features = subspace.k
+        self.subspace = subspace
         self.in_features, self.out_features, self.tp = in_features, out_features, tp
         self.where, self.sequence_parallel = (int(layer), site), sequence_parallel
         self.cols = [shard_cols(in_features, tp.size, r) for r in tp.ranks]
@@ -412,12 +506,17 @@ class RowParallelLinear(nn.Module):
             self.bias.copy_(bias)
 
     def forward(self, xs):
+        if len(xs) != len(self.cols):
+            raise ValueError(f"{len(xs)} inputs for {len(self.cols)} local TP ranks (TP size {self.tp.size})")
         ys = [F.linear(xi, self.weight[i].to(xi.dtype)) for i, xi in enumerate(xs)]
         if self.sequence_parallel:
             y = reduce_scatter_to_sequence_parallel_region(ys, self.tp, self.where)
         else:
-            y = reduce_from_tensor_model_parallel_region(ys, self.tp, self.where)
-        return y if self.bias is None else y + self.bias.to(y.dtype)
+            stands_for = None if self.subspace is None else self.subspace.stands_for(ys[0])
+            y = reduce_from_tensor_model_parallel_region(ys, self.tp, self.where, stands_for)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)
+        return y if self.subspace is None else self.subspace.expand(y)
 
 
 # ---- gradients across ranks ---------------------------------------------------------------------------
@@ -425,9 +524,17 @@ class RowParallelLinear(nn.Module):
 def allreduce_sp_partial_grads(model, tp):
     """With SP in a process group, replicated parameters used on sequence shards (norms,
     row-parallel biases) get a partial gradient per rank; sum them (plain) as Megatron does."""
+    allreduce_partial_grads(model, tp, "sp_partial_grad")
+
+
+def allreduce_partial_grads(model, tp, flag):
+    """Sums (plain) the gradients of the replicated parameters marked `flag` over a process group,
+    where each rank holds a partial gradient: "sp_partial_grad" (norms and row biases on sequence
+    shards) or "subspace_partial_grad" (block norms that each rank applies to its own copy of the
+    residual stream under --subspace). Simulated ranks share one parameter: nothing to do."""
     if tp.simulated_ranks or tp.size == 1:
         return
-    grads = [p.grad for p in model.parameters() if getattr(p, "sp_partial_grad", False) and p.grad is not None]
+    grads = [p.grad for p in model.parameters() if getattr(p, flag, False) and p.grad is not None]
     if not grads:
         return
     flat = torch.cat([g.reshape(-1).float() for g in grads])
@@ -470,4 +577,5 @@ __all__ = ["Compression", "TP", "ColumnParallelLinear", "RowParallelLinear", "SI
            "copy_to_tensor_model_parallel_region", "reduce_from_tensor_model_parallel_region",
            "gather_from_sequence_parallel_region", "reduce_scatter_to_sequence_parallel_region",
            "scatter_to_sequence_parallel_region", "gather_from_sequence_parallel_region_replicated",
-           "grad_norm", "allreduce_sp_partial_grads", "param_count"]
+           "Subspace", "copy_to_subspace_region", "check_subspace",
+           "grad_norm", "allreduce_sp_partial_grads", "allreduce_partial_grads", "param_count"]

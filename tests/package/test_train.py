@@ -77,6 +77,36 @@ def test_simulated_tp_equals_real_gloo_tp(tmp_path):
     assert log["mode"] == "dist" and log["tp"] == 2
 
 
+def test_subspace_training_sends_k_coordinates_and_bf16_on_them_is_lossless(tmp_path):
+    args = ["--tp-sim", "2", "--dtype", "bfloat16", "--subspace", "16"]
+    _, plain = train(tmp_path, "none", *args, "--compress", "none")
+    _, lossless = train(tmp_path, "bf16", *args, "--compress", "bf16")
+    _, lossy = train(tmp_path, "int8", *args, "--compress", "int8-g128-had")
+    assert losses(plain) == losses(lossless)
+    assert losses(plain) != losses(lossy)
+    log = json.loads((plain / "train_log.json").read_text())
+    assert log["variant"] == "none@subspace=16" and log["config"]["subspace"] == 16
+    fired = {(f["site"], f["direction"], f["collective"]): f["calls"] for f in log["fired"]}
+    assert fired == {("attn_qkv", "bwd", "all_reduce"): 12, ("mlp_fc1", "bwd", "all_reduce"): 12,
+                     ("attn_out", "fwd", "all_reduce"): 12, ("mlp_out", "fwd", "all_reduce"): 12}
+    tokens = 4 * 32  # batch x seq
+    for t in log["traffic"]:  # 6 steps x 2 layers of K = 16 coordinates per token, standing for 64
+        assert t["wire_elements"] == 6 * 2 * tokens * 16 and t["elements"] == 6 * 2 * tokens * 64, t
+        assert t["bytes_per_element"] == 2 * 16 / 64, t
+    for t in json.loads((lossy / "train_log.json").read_text())["traffic"]:
+        assert t["bytes_per_element"] == pytest.approx((1 + 4 / 128) * 16 / 64), t  # int8 + fp32 scale per 128
+
+
+def test_subspace_simulated_tp_equals_real_gloo_tp(tmp_path):
+    """Processes all-reduce the norms' partial gradients; simulated ranks share the parameter."""
+    args = ["--subspace", "16", "--compress", "taco", "--algo", "two_shot"]
+    _, sim = train(tmp_path, "sim", "--tp-sim", "2", *args)
+    _, real = train(tmp_path, "real", "--tp", "2", *args)
+    assert losses(sim) == losses(real)
+    _, full = train(tmp_path, "full", "--tp-sim", "2", "--compress", "taco", "--algo", "two_shot")
+    assert losses(full) != losses(sim)
+
+
 def test_capture_writes_every_rank_of_every_collective(tmp_path):
     h5py = pytest.importorskip("h5py")
     _, out = train(tmp_path, "cap", "--tp-sim", "2", "--compress", "fp8-g128", "--capture-steps", "1")
@@ -93,6 +123,10 @@ def test_capture_writes_every_rank_of_every_collective(tmp_path):
     (["--tp-sim", "3"], "does not split over TP=3"),
     (["--tp", "2", "--tp-sim", "2"], "exclusive"),
     (["--sp"], "--sp needs"),
+    (["--subspace", "0"], "--subspace: subspace dimension 0 must be between 1 and 63"),
+    (["--subspace", "64"], "must be between 1 and 63"),
+    (["--subspace", "12"], "must be a multiple of 8"),
+    (["--subspace", "16", "--sp", "--tp-sim", "2"], "--subspace runs without --sp"),
 ])
 def test_bad_configuration_exits_2_with_one_line(tmp_path, args, needle):
     sel = tmp_path / "sel.json"
@@ -126,6 +160,31 @@ def test_sweep_pairs_runs_by_seed_and_summarizes(tmp_path):
     assert "band" in r.stdout and "int4-g32" in r.stdout
 
 
+def test_sweep_runs_subspace_candidates_and_the_null_pair(tmp_path):
+    out = tmp_path / "sweep"
+    trainer = [a for a in TINY if a not in ("--steps", "6")] + ["--steps", "4", "--tp-sim", "2"]
+    r = subprocess.run([sys.executable, "-m", "taco.train.sweep", "--out", str(out), "--variants",
+                        "none,none@subspace=16", "--seeds", "1,2", "--baseline-seeds", "1,2", "--null-pair",
+                        "--parallel", "2", "--", *trainer], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (out / "none@subspace-16" / "seed2" / "train_log.json").exists()
+    assert (out / "none" / "seed1-repeat" / "train_log.json").exists()
+    s = json.loads((out / "training_summary.json").read_text())
+    assert s["baseline_seeds"] == [1, 2]
+    assert s["null_pair"] == {"seed": 1, "diff_pct": 0.0}  # the CPU runs the same configuration twice alike
+    rows = {t["variant"]: t for t in s["table"]}
+    t = rows["none@subspace=16"]
+    assert t["bytes_per_element"] == 4 * 16 / 64  # float32 on the CPU, 16 of 64 columns
+    d = t["paired_diff_pct"]
+    assert t["std_diff_pct"] == pytest.approx(abs(d[0] - d[1]) / 2 ** 0.5)
+    assert len(t["reach_step"]) == 2 and not t["meets_goal"]  # two seeds cannot meet a 3-seed goal
+    assert "null pair (baseline seed 1 twice): +0.000%" in r.stdout
+    bad = subprocess.run([sys.executable, "-m", "taco.train.sweep", "--out", str(tmp_path / "b"), "--variants",
+                          "none@rank=4", "--", *trainer], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown option 'rank=4'" in bad.stderr and bad.stderr.count("\n") == 1
+    assert not (tmp_path / "b").exists()
+
+
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device (GPU machine only)")
 @pytest.mark.parametrize("variant", ["taco", "int4-g32-had", "nvfp4", "ef:int4-g32"])
 def test_cuda_training_compresses_every_site(tmp_path, variant):
@@ -136,4 +195,18 @@ def test_cuda_training_compresses_every_site(tmp_path, variant):
     assert r.returncode == 0, r.stderr[-3000:]
     log = json.loads((out / "train_log.json").read_text())
     assert len(log["fired"]) == 4 and all(f["calls"] == 6 * 2 for f in log["fired"])
+    assert all(0 < r["loss"] < 6 for r in metrics(out, "step"))
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device (GPU machine only)")
+@pytest.mark.parametrize("variant", ["none", "bf16", "int8-g128-had"])
+def test_cuda_subspace_training_sends_k_coordinates(tmp_path, variant):
+    args = [a if a != "cpu" else "cuda" for a in TINY]
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "taco.train", *args, "--tp-sim", "2", "--subspace", "16",
+                        "--compress", variant, "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    log = json.loads((out / "train_log.json").read_text())
+    assert len(log["fired"]) == 4 and all(f["calls"] == 6 * 2 for f in log["fired"])
+    assert all(t["wire_elements"] * 64 == t["elements"] * 16 for t in log["traffic"])
     assert all(0 < r["loss"] < 6 for r in metrics(out, "step"))

@@ -972,5 +972,9 @@ def test_training_figure_draws_the_paired_differences_and_the_band(tmp_path):
     assert taco[0]["mean_diff_pct"] == pytest.approx(((1.99 - 2.0) / 2.0 + (1.9998 - 1.98) / 1.98) / 2 * 100)
     assert taco[0]["worst_diff_pct"] == pytest.approx((1.9998 - 1.98) / 1.98 * 100)
     assert side["extra"]["baseline_band_pct"] == 2.0
+    assert side["extra"]["null_pair"] == fx.TRAIN_NULL_PAIR
+    d1, d2 = (1.99 - 2.0) / 2.0 * 100, (1.9998 - 1.98) / 1.98 * 100
+    assert taco[0]["std_diff_pct"] == pytest.approx(abs(d1 - d2) / 2 ** 0.5)  # sample std of two seeds
+    assert "null pair -0.250%" in side["caption"]
     loss = [s for s in side["series"] if s["label"] in ("none", "taco") and "seeds" in s]
     assert {s["label"]: s["seeds"] for s in loss} == {"none": 3, "taco": 2}

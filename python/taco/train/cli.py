@@ -74,6 +74,9 @@ def parse_args(argv, world=0):
     g.add_argument("--tp", type=int, default=0, help="TP processes (default: torchrun's world size, else 1)")
     g.add_argument("--tp-sim", type=int, default=0, help="simulate N TP ranks in this process")
     g.add_argument("--sp", action="store_true", help="sequence parallelism (all-gather / reduce-scatter pairs)")
+    g.add_argument("--subspace", type=int, default=None, metavar="K",
+                   help="confine the residual stream's updates to a fixed K-dim basis: TP collectives carry K "
+                        "coordinates per token (Protocol Models; docs/training.md)")
     g.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default nccl on cuda, gloo on cpu")
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     g = p.add_argument_group("compression")
@@ -142,10 +145,19 @@ def parse_args(argv, world=0):
         raise TacoInputError("--sp needs --tp or --tp-sim of 2 or more")
     if a.sp and a.seq % n:
         raise TacoInputError(f"--sp needs --seq {a.seq} divisible by the TP degree {n}")
+    if a.subspace is not None:
+        if a.sp:
+            raise TacoInputError("--subspace runs without --sp (the sequence-parallel all-gather is not confined)")
+        from ..tp import check_subspace
+        try:
+            check_subspace(a.hidden, a.subspace)
+        except TacoInputError as ex:
+            raise TacoInputError(f"--subspace: {ex}") from None
+    a.subspace = a.subspace or 0
     from .config import ModelConfig
     try:
         ModelConfig(arch=a.arch, seq=a.seq, layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads,
-                    ffn=a.ffn).check_tp(n)
+                    ffn=a.ffn, subspace=a.subspace).check_tp(n)
     except ValueError as ex:
         raise TacoInputError(str(ex)) from None
     return a
@@ -170,6 +182,13 @@ def environment(device):
         except Exception:  # noqa: BLE001 - informational
             env["nccl"] = None
     return env
+
+
+def run_name(a):
+    """What a run compares against the baseline: the codec (or config), and its subspace if any
+    (the sweep's candidate names: VARIANT[@subspace=K])."""
+    name = a.compress if not a.config else f"config:{os.path.basename(a.config)}"
+    return f"{name}@subspace={a.subspace}" if a.subspace else name
 
 
 def lr_at(step, a):
@@ -234,7 +253,7 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
     else:
         device = torch.device("cpu")
     cfg = ModelConfig(arch=a.arch, seq=a.seq, layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads,
-                      ffn=a.ffn, compute_dtype=a.dtype)
+                      ffn=a.ffn, compute_dtype=a.dtype, subspace=a.subspace)
     comp = make_compression(a)
     if world > 1:
         import datetime
@@ -333,6 +352,8 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
         if tp is not None:
             if a.sp:
                 T.allreduce_sp_partial_grads(model, tp)
+            if a.subspace:
+                T.allreduce_partial_grads(model, tp, "subspace_partial_grad")
             gnorm = float(T.grad_norm(model, tp))
         else:
             gnorm = float(torch.stack([p.grad.float().pow(2).sum() for p in model.parameters()
@@ -374,7 +395,7 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
     log["median_step_s"] = float(np.median(step_times))
     log["fired"] = [{"site": s, "direction": d, "collective": c, "calls": k} for (s, d, c), k in sorted(comp.fired.items())]
     log["traffic"] = [{"site": s, "direction": d, "elements": comp.elements[(s, d)],
-                       "wire_bytes": comp.wire_bytes[(s, d)],
+                       "wire_elements": comp.wire_elements[(s, d)], "wire_bytes": comp.wire_bytes[(s, d)],
                        "bytes_per_element": comp.wire_bytes[(s, d)] / max(1, comp.elements[(s, d)])}
                       for (s, d) in sorted(comp.elements)]
     log["compression"] = comp.describe()
@@ -388,14 +409,14 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
 @contextlib.contextmanager
 def comp_suspended(comp):
     """Validation runs the TP collectives uncompressed and leaves the error-feedback state alone."""
-    saved = (comp.default, comp.per_site, comp.recorder, comp.sample_every, dict(comp.fired), dict(comp.elements),
-             dict(comp.wire_bytes))
+    counters = (comp.fired, comp.elements, comp.wire_elements, comp.wire_bytes)
+    saved = (comp.default, comp.per_site, comp.recorder, comp.sample_every) + tuple(dict(c) for c in counters)
     comp.default, comp.per_site, comp.recorder, comp.sample_every = None, {}, None, 0
     try:
         yield
     finally:
         comp.default, comp.per_site, comp.recorder, comp.sample_every = saved[:4]
-        for counter, old in zip((comp.fired, comp.elements, comp.wire_bytes), saved[4:]):
+        for counter, old in zip(counters, saved[4:]):
             counter.clear()
             counter.update(old)
 
@@ -453,8 +474,9 @@ def main(argv=None):
     out = {"schema": "taco.train/1", "command": " ".join([sys.executable, "-m", "taco.train"] + argv),
            "mode": "sim" if a.tp_sim > 1 else ("dist" if a.tp > 1 else "single"), "tp": n, "sp": a.sp,
            "device": a.device, "dtype": a.dtype, "backend": a.backend if a.tp > 1 else None,
-           "seed": a.seed, "variant": a.compress if not a.config else f"config:{os.path.basename(a.config)}",
-           "config": {k: getattr(a, k) for k in ("arch", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "batch",
+           "seed": a.seed, "variant": run_name(a),
+           "config": {k: getattr(a, k) for k in ("arch", "layers", "hidden", "heads", "kv_heads", "ffn", "subspace",
+                                                 "seq", "batch",
                                                  "steps", "lr", "warmup", "min_lr_frac", "weight_decay", "clip",
                                                  "algo", "eval_every", "eval_batches", "sample_every", "data_seed")},
            "environment": environment(a.device), "data": info, "wall_seconds": round(time.time() - t0, 2), **log}

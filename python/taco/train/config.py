@@ -17,6 +17,7 @@ class ModelConfig:
     ffn: int = 0               # 0: gpt2 4 x hidden; llama the multiple of 64 nearest 8/3 x hidden
     compute_dtype: str = "float32"
     rope_theta: float = 10000.0
+    subspace: int = 0          # > 0: residual-stream updates confined to a k-dim basis (taco.tp.Subspace)
 
     def __post_init__(self):
         if self.arch not in ARCHS:
@@ -45,7 +46,8 @@ class ModelConfig:
 
     def name(self):
         kv = f"-{self.kv_heads}KV" if self.kv_heads != self.heads else ""
-        return f"{self.arch}-byte-{self.layers}L-{self.hidden}H-{self.heads}A{kv}-{self.ffn}F-seq{self.seq}"
+        sub = f"-sub{self.subspace}" if self.subspace else ""
+        return f"{self.arch}-byte-{self.layers}L-{self.hidden}H-{self.heads}A{kv}-{self.ffn}F{sub}-seq{self.seq}"
 
     def as_dict(self):
         return asdict(self)

@@ -15,6 +15,13 @@ Module names (emulate_rules() gives the capture emulator's rules for the unsplit
   layers.<i>.mlp.fc2    row-parallel                          site mlp_out
 Initialisation draws every full (unsplit) weight from one generator in module order, so every
 rank, the simulated run and the unsplit model start from the same weights.
+
+With `subspace=k` (Protocol Models' subspace confinement, docs/training.md) the residual stream
+is fixed[token] + U c: the token (and gpt2 position) embeddings are k-dimensional and mapped by U,
+`fixed` is a seeded, untrained table rebuilt from the token ids on every rank, the row-parallel
+layers write k coordinates (their TP all-reduce sums k-vectors), and each block enters its TP
+region before its norm, so that the backward all-reduce carries the k coordinates of the ranks'
+partial input gradients (taco.tp.copy_to_subspace_region).
 """
 import math
 
@@ -26,6 +33,7 @@ from .. import tp as T
 from .config import ModelConfig  # noqa: F401  (the model's configuration, torch-free)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+EMBED_STD = 0.02  # GPT-2's initialisation; also the scale of the subspace model's fixed token table
 
 
 def emulate_rules(cfg):
@@ -110,22 +118,31 @@ class _Column(nn.Module):
     def forward(self, x):
         return self.lin(x) if self.split else [self.lin(x)]
 
+    def local(self, xs):
+        """On inputs already one per local rank (a subspace block's copies)."""
+        return self.lin.local(xs) if self.split else [self.lin(xs[0])]
+
 
 class _Row(nn.Module):
-    def __init__(self, fin, fout, tp, sp, layer, site, bias):
+    def __init__(self, fin, fout, tp, sp, layer, site, bias, subspace=None):
         super().__init__()
         self.split = tp is not None
+        self.subspace = subspace
         if self.split:
-            self.lin = T.RowParallelLinear(fin, fout, tp, layer=layer, site=site, bias=bias, sequence_parallel=sp)
+            self.lin = T.RowParallelLinear(fin, fout, tp, layer=layer, site=site, bias=bias, sequence_parallel=sp,
+                                           subspace=subspace)
         else:
-            self.lin = CastLinear(fin, fout, bias=bias)
+            self.lin = CastLinear(fin, fout if subspace is None else subspace.k, bias=bias)
 
     def forward(self, xs):
-        return self.lin(xs) if self.split else self.lin(xs[0])
+        if self.split:
+            return self.lin(xs)
+        y = self.lin(xs[0])
+        return y if self.subspace is None else self.subspace.expand(y)
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg, layer, tp, sp):
+    def __init__(self, cfg, layer, tp, sp, subspace=None):
         super().__init__()
         n = 1 if tp is None else tp.size
         self.cfg = cfg
@@ -134,7 +151,7 @@ class Attention(nn.Module):
         bias = cfg.arch == "gpt2"
         self.qkv = _Column(cfg.hidden, [cfg.heads * d, cfg.kv_heads * d, cfg.kv_heads * d], tp, sp, layer, "attn_qkv",
                            bias)
-        self.proj = _Row(cfg.heads * d, cfg.hidden, tp, sp, layer, "attn_out", bias)
+        self.proj = _Row(cfg.heads * d, cfg.hidden, tp, sp, layer, "attn_out", bias, subspace)
 
     def core(self, qkv, rope):
         """One rank's attention over its heads: [s, b, (h + 2 kv) d] -> [s, b, h d]."""
@@ -155,15 +172,18 @@ class Attention(nn.Module):
     def forward(self, x, rope):
         return self.proj([self.core(t, rope) for t in self.qkv(x)])
 
+    def local(self, xs, rope):
+        return self.proj([self.core(t, rope) for t in self.qkv.local(xs)])
+
 
 class MLP(nn.Module):
-    def __init__(self, cfg, layer, tp, sp):
+    def __init__(self, cfg, layer, tp, sp, subspace=None):
         super().__init__()
         self.swiglu = cfg.arch == "llama"
         blocks = [cfg.ffn, cfg.ffn] if self.swiglu else [cfg.ffn]
         bias = cfg.arch == "gpt2"
         self.fc1 = _Column(cfg.hidden, blocks, tp, sp, layer, "mlp_fc1", bias)
-        self.fc2 = _Row(cfg.ffn, cfg.hidden, tp, sp, layer, "mlp_out", bias)
+        self.fc2 = _Row(cfg.ffn, cfg.hidden, tp, sp, layer, "mlp_out", bias, subspace)
 
     def act(self, h):
         if self.swiglu:
@@ -174,18 +194,33 @@ class MLP(nn.Module):
     def forward(self, x):
         return self.fc2([self.act(h) for h in self.fc1(x)])
 
+    def local(self, xs):
+        return self.fc2([self.act(h) for h in self.fc1.local(xs)])
+
 
 class Block(nn.Module):
-    def __init__(self, cfg, layer, tp, sp):
+    def __init__(self, cfg, layer, tp, sp, subspace=None):
         super().__init__()
         norm = RMSNorm if cfg.arch == "llama" else LayerNorm
         self.norm1, self.norm2 = norm(cfg.hidden), norm(cfg.hidden)
-        self.attn = Attention(cfg, layer, tp, sp)
-        self.mlp = MLP(cfg, layer, tp, sp)
+        self.attn = Attention(cfg, layer, tp, sp, subspace)
+        self.mlp = MLP(cfg, layer, tp, sp, subspace)
+        self.layer, self.tp, self.subspace = layer, tp, subspace
+        if subspace is not None:  # each rank applies the norms to its own copy: partial gradients
+            for p in (*self.norm1.parameters(), *self.norm2.parameters()):
+                p.subspace_partial_grad = True
 
     def forward(self, x, rope):
-        x = x + self.attn(self.norm1(x), rope)
-        return x + self.mlp(self.norm2(x))
+        if self.subspace is None:
+            x = x + self.attn(self.norm1(x), rope)
+            return x + self.mlp(self.norm2(x))
+        x = x + self.attn.local([self.norm1(xi) for xi in self._enter(x, "attn_qkv")], rope)
+        return x + self.mlp.local([self.norm2(xi) for xi in self._enter(x, "mlp_fc1")])
+
+    def _enter(self, x, site):
+        if self.tp is None:
+            return [x]
+        return T.copy_to_subspace_region(x, self.subspace, self.tp, (self.layer, site))
 
 
 class Transformer(nn.Module):
@@ -193,12 +228,21 @@ class Transformer(nn.Module):
         super().__init__()
         if sequence_parallel and tp is None:
             raise ValueError("sequence parallelism needs a TP group")
+        if sequence_parallel and cfg.subspace:
+            raise ValueError("subspace confinement runs without sequence parallelism")
         if tp is not None:
             cfg.check_tp(tp.size)
         self.cfg, self.tp, self.sp = cfg, tp, bool(sequence_parallel)
-        self.tok = nn.Embedding(cfg.vocab, cfg.hidden)
-        self.pos = nn.Embedding(cfg.seq, cfg.hidden) if cfg.arch == "gpt2" else None
-        self.layers = nn.ModuleList(Block(cfg, i, tp, self.sp) for i in range(cfg.layers))
+        # Subspace confinement: embeddings of width k, a fixed full-width token table, U shared by all.
+        self.subspace = T.Subspace(cfg.hidden, cfg.subspace) if cfg.subspace else None
+        width = cfg.hidden if self.subspace is None else self.subspace.k
+        self.tok = nn.Embedding(cfg.vocab, width)
+        self.pos = nn.Embedding(cfg.seq, width) if cfg.arch == "gpt2" else None
+        if self.subspace is not None:
+            gen = torch.Generator().manual_seed(self.subspace.seed + 1)
+            self.register_buffer("fixed", torch.randn(cfg.vocab, cfg.hidden, generator=gen) * EMBED_STD,
+                                 persistent=False)
+        self.layers = nn.ModuleList(Block(cfg, i, tp, self.sp, self.subspace) for i in range(cfg.layers))
         self.norm = RMSNorm(cfg.hidden) if cfg.arch == "llama" else LayerNorm(cfg.hidden)
         self.head = CastLinear(cfg.hidden, cfg.vocab, bias=False)
         self.reset_parameters(seed)
@@ -208,9 +252,11 @@ class Transformer(nn.Module):
         """GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 L)), biases 0,
         norms 1; full weights drawn from one generator in module order, then sharded."""
         gen = torch.Generator().manual_seed(int(seed))
-        std_out = 0.02 / math.sqrt(2 * self.cfg.layers)
+        std_out = EMBED_STD / math.sqrt(2 * self.cfg.layers)
+        if self.subspace is not None:  # U A z of the same expected norm as W z
+            std_out *= math.sqrt(self.cfg.hidden / self.subspace.k)
         for name, m in self.named_modules():
-            std = std_out if (".attn.proj." in name or ".mlp.fc2." in name) else 0.02
+            std = std_out if (".attn.proj." in name or ".mlp.fc2." in name) else EMBED_STD
             if isinstance(m, (T.ColumnParallelLinear, T.RowParallelLinear)):
                 full = torch.randn(m.out_features, m.in_features, generator=gen) * std
                 m.load_full(full, torch.zeros(m.out_features))
@@ -219,7 +265,7 @@ class Transformer(nn.Module):
                 if m.bias is not None:
                     m.bias.zero_()
             elif isinstance(m, nn.Embedding):
-                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * 0.02)
+                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * EMBED_STD)
 
     def forward(self, idx, targets=None):
         """idx, targets: [b, s] int64. Returns (logits [s, b, vocab] float32, mean loss or None)."""
@@ -228,6 +274,8 @@ class Transformer(nn.Module):
         x = self.tok(idx.t())
         if self.pos is not None:
             x = x + self.pos.weight[:s].unsqueeze(1)
+        if self.subspace is not None:                            # fixed[token] + U c
+            x = self.fixed[idx.t()] + self.subspace.expand(x)
         x = x.to(dtype)                                          # [s, b, h]
         rope = None
         if self.cfg.arch == "llama":

@@ -1,22 +1,34 @@
 """Training runs with compression in the loop, paired by seed, and their summary.
 
-    python -m taco.train.sweep --out runs --variants none,taco,fp8-g128 --seeds 1,2 \\
-        --baseline-seeds 1,2,3 --parallel 4 -- --tp-sim 4 --device cuda --steps 2000 ...
+    python -m taco.train.sweep --out runs --variants none,taco,fp8-g128 --seeds 1,2,3 \\
+        --baseline-seeds 1,2,3 --null-pair --parallel 4 -- --tp-sim 4 --device cuda --steps 2000 ...
     python -m taco.train.sweep --summarize runs          # the summary again, from the runs on disk
 
-Each run is `python -m taco.train <trainer args> --compress V --seed S --out OUT/V/seed<S>`
-(variant "none" = the uncompressed baseline), at most --parallel at a time (several small runs
-share one GPU better than one). Then OUT/training_summary.json and a table:
+A candidate is a codec, VARIANT, or a codec on a subspace-confined model, VARIANT@subspace=K
+(`--compress VARIANT --subspace K`; none@subspace=K sends the K coordinates in plain bf16). Each
+run is `python -m taco.train <trainer args> --compress V [--subspace K] --seed S --out
+OUT/<candidate>/seed<S>` (candidate "none" = the uncompressed baseline), at most --parallel at a
+time (several small runs share one GPU better than one). `--null-pair` runs the baseline's first
+seed a second time (OUT/none/seed<S>-repeat): the run-to-run floor of the machine. Then
+OUT/training_summary.json and a table:
 
 `--summarize DIR --at-step N` compares the validation loss at step N instead of the final one, so
 runs cut short (a time limit) are compared where all of them got to.
 
   band       the spread of the baseline's final validation loss over its seeds (max - min, in % of
              the mean): the noise a single run cannot beat
+  null pair  the same configuration twice (--null-pair), in %: the floor below which no
+             difference means anything
   diff       each compressed run against the baseline of the same seed (same initial weights,
-             same data order), in % of the baseline's final validation loss; mean and worst
-  verdict    "within band" when every paired diff is inside the band; "+x%" otherwise
-  bytes/el   wire bytes per element the run's TP collectives carried (bf16 plain: 2)
+             same data order), in % of the baseline's final validation loss; mean, standard
+             deviation over seeds (n - 1) and worst
+  verdict    "within noise" when the mean paired diff is within one standard deviation of 0 or
+             within the null pair; near-lossless (worst <= +0.5%) or within +1% on every seed;
+             the goal (3+ seeds, mean <= +1%, no seed above +1.5%)
+  bytes/el   wire bytes per element of the full-width TP tensors (bf16 plain: 2; a subspace's
+             K coordinates count against the hidden-wide rows they stand for)
+  reach      the first validation step at which a candidate's loss is at or below its paired
+             baseline's final validation loss (- when it never gets there)
 
 The summary also holds every run's validation curve, a thinned training-loss curve and the
 sampled collective errors per site, which `taco report` draws (analysis/fig_training.py).
@@ -34,26 +46,45 @@ from ..errors import TacoInputError, run_cli
 SCHEMA = "taco.training_summary/1"
 
 
-def run_dir(out, variant, seed):
+CANDIDATE_OPTIONS = {"subspace": "--subspace"}  # VARIANT@key=value -> trainer flag
+
+
+def candidate_args(candidate):
+    """The trainer arguments of a candidate name: VARIANT[@subspace=K] -> [--compress V, --subspace K]."""
+    variant, *opts = candidate.split("@")
+    if not variant:
+        raise TacoInputError(f"candidate {candidate!r}: no codec before '@' (use none@... for plain)")
+    args = ["--compress", variant]
+    for opt in opts:
+        key, eq, value = opt.partition("=")
+        if key not in CANDIDATE_OPTIONS or not eq or not value:
+            raise TacoInputError(f"candidate {candidate!r}: unknown option {opt!r} "
+                                 f"(VARIANT@{'|'.join(k + '=N' for k in CANDIDATE_OPTIONS)})")
+        args += [CANDIDATE_OPTIONS[key], value]
+    return args
+
+
+def run_dir(out, variant, seed, repeat=False):
     safe = variant.replace(":", "_").replace("/", "_").replace("=", "-")
-    return os.path.join(out, safe, f"seed{seed}")
+    return os.path.join(out, safe, f"seed{seed}" + ("-repeat" if repeat else ""))
 
 
 def launch(out, jobs, trainer_args, parallel):
-    """Runs the jobs [(variant, seed)], at most `parallel` at once; returns {(variant, seed): exit code}."""
+    """Runs the jobs [(candidate, seed, repeat)], at most `parallel` at once; returns
+    {(candidate, seed, repeat): exit code}."""
     pending, running, done = list(jobs), [], {}
     while pending or running:
         while pending and len(running) < parallel:
-            variant, seed = pending.pop(0)
-            d = run_dir(out, variant, seed)
+            variant, seed, repeat = job = pending.pop(0)
+            d = run_dir(out, variant, seed, repeat)
             os.makedirs(d, exist_ok=True)
-            cmd = [sys.executable, "-m", "taco.train", *trainer_args, "--compress", variant, "--seed", str(seed),
+            cmd = [sys.executable, "-m", "taco.train", *trainer_args, *candidate_args(variant), "--seed", str(seed),
                    "--out", d]
             with open(os.path.join(d, "run.json"), "w") as f:  # what ran, even if it never finishes
-                json.dump({"variant": variant, "seed": seed, "command": cmd}, f)
+                json.dump({"variant": variant, "seed": seed, "repeat": repeat, "command": cmd}, f)
             log = open(os.path.join(d, "train.out"), "w")
-            running.append(((variant, seed), subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time()))
-            print(f"sweep: started {variant} seed {seed}", flush=True)
+            running.append((job, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time()))
+            print(f"sweep: started {variant} seed {seed}" + (" (repeat)" if repeat else ""), flush=True)
         time.sleep(0.5)
         for item in list(running):
             key, proc, log, t0 = item
@@ -85,13 +116,14 @@ def load_run(d):
 
 
 def _identity(d, log, meta):
-    """(variant, seed) of a run: its log, its run.json, else its directory names."""
-    if log is not None:
-        return log["variant"], log["seed"]
-    if meta is not None:
-        return meta["variant"], meta["seed"]
+    """(variant, seed, repeat) of a run: its log, its run.json, else its directory names."""
     parent, leaf = os.path.split(os.path.normpath(d))
-    return os.path.basename(parent), int(leaf.replace("seed", ""))
+    repeat = leaf.endswith("-repeat")
+    if log is not None:
+        return log["variant"], log["seed"], repeat
+    if meta is not None:
+        return meta["variant"], meta["seed"], repeat
+    return os.path.basename(parent), int(leaf.replace("seed", "").replace("-repeat", "")), repeat
 
 
 def summarize(out, at_step=None):
@@ -118,7 +150,7 @@ def summarize(out, at_step=None):
                 vals = [v for v in vals if v["step"] <= at_step]
             else:
                 final = log["final_val_loss"]
-            variant, seed = _identity(d, log, meta)
+            variant, seed, repeat = _identity(d, log, meta)
             steps = [r for r in recs if r["type"] == "step"]
             tokens_per_step = steps[0]["tokens"] // (steps[0]["step"] + 1) if steps else 0
             if at_step is not None:
@@ -131,7 +163,8 @@ def summarize(out, at_step=None):
             traffic = (log or {}).get("traffic", [])
             el = sum(t["elements"] for t in traffic)
             runs.append({
-                "variant": variant, "seed": seed, "dir": os.path.relpath(d, out), "finished": log is not None,
+                "variant": variant, "seed": seed, "repeat": repeat, "dir": os.path.relpath(d, out),
+                "finished": log is not None,
                 "final_val_loss": final, "final_step": at_step if at_step is not None else log["final_step"],
                 "tokens": (at_step + 1) * tokens_per_step if at_step is not None else log["tokens"],
                 "params": (log or {}).get("params"), "tp": (log or {}).get("tp"), "mode": (log or {}).get("mode"),
@@ -147,14 +180,20 @@ def summarize(out, at_step=None):
     if not runs:
         raise TacoInputError(f"{out}: no finished runs (train_log.json) under it" if at_step is None else
                              f"{out}: no run has a validation at step {at_step}")
-    base = {r["seed"]: r["final_val_loss"] for r in runs if r["variant"] == "none"}
+    base_runs = {r["seed"]: r for r in runs if r["variant"] == "none" and not r["repeat"]}
+    base = {seed: r["final_val_loss"] for seed, r in base_runs.items()}
     band = None
     if len(base) >= 2:
         vals = list(base.values())
         band = (max(vals) - min(vals)) / (sum(vals) / len(vals)) * 100
+    null_pair = None
+    for r in runs:
+        if r["repeat"] and r["variant"] == "none" and r["seed"] in base:
+            null_pair = {"seed": r["seed"], "diff_pct": (r["final_val_loss"] - base[r["seed"]]) / base[r["seed"]] * 100}
+    floor = abs(null_pair["diff_pct"]) if null_pair else 0.0
     table = []
     for variant in sorted({r["variant"] for r in runs}, key=lambda v: (v != "none", v)):
-        rs = sorted((r for r in runs if r["variant"] == variant), key=lambda r: r["seed"])
+        rs = sorted((r for r in runs if r["variant"] == variant and not r["repeat"]), key=lambda r: r["seed"])
         diffs = [(r["final_val_loss"] - base[r["seed"]]) / base[r["seed"]] * 100 for r in rs if r["seed"] in base]
         row = {"variant": variant, "seeds": [r["seed"] for r in rs],
                "final_val_loss": [r["final_val_loss"] for r in rs],
@@ -163,28 +202,50 @@ def summarize(out, at_step=None):
                "paired_diff_pct": diffs if variant != "none" else None}
         if variant != "none" and diffs:
             worst = max(diffs)
-            row.update(mean_diff_pct=sum(diffs) / len(diffs), worst_diff_pct=worst,
+            mean = sum(diffs) / len(diffs)
+            std = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)) if len(diffs) >= 2 else None
+            row.update(mean_diff_pct=mean, std_diff_pct=std, worst_diff_pct=worst,
                        within_band=band is not None and all(abs(d) <= band for d in diffs),
-                       near_lossless=len(diffs) >= 2 and worst <= 0.5, within_1pct=len(diffs) >= 2 and worst <= 1.0)
+                       within_noise=len(diffs) >= 2 and (abs(mean) <= std or abs(mean) <= floor),
+                       near_lossless=len(diffs) >= 2 and worst <= 0.5, within_1pct=len(diffs) >= 2 and worst <= 1.0,
+                       meets_goal=len(diffs) >= 3 and mean <= 1.0 and worst <= 1.5,
+                       reach_step=[_reach_step(r, base[r["seed"]]) for r in rs if r["seed"] in base])
         table.append(row)
-    inside = [t for t in table if t.get("within_1pct") and t["bytes_per_element"] is not None]
-    fewest = min(inside, key=lambda t: t["bytes_per_element"]) if inside else None
+    def fewest(flag):
+        inside = [t for t in table if t.get(flag) and t["bytes_per_element"] is not None]
+        best = min(inside, key=lambda t: t["bytes_per_element"]) if inside else None
+        return best and {"variant": best["variant"], "bytes_per_element": best["bytes_per_element"]}
+
     return {"schema": SCHEMA, "compared_at": "final" if at_step is None else f"step {at_step}",
-            "baseline_band_pct": band, "baseline_seeds": sorted(base),
-            "fewest_bytes_within_1pct": fewest and {"variant": fewest["variant"],
-                                                    "bytes_per_element": fewest["bytes_per_element"]},
+            "baseline_band_pct": band, "baseline_seeds": sorted(base), "null_pair": null_pair,
+            "fewest_bytes_within_1pct": fewest("within_1pct"), "fewest_bytes_meeting_goal": fewest("meets_goal"),
             "table": table, "runs": runs}
+
+
+def _reach_step(run, target):
+    """The first validation step at which the run's loss is at or below target, or None."""
+    for step, _, loss in run["val_curve"]:
+        if loss <= target:
+            return step
+    return None
 
 
 def wire_bytes_per_element(variant, run):
     """The codec's wire bytes per element for an unfinished run (no traffic counters): the wire of
     one [1, hidden x 1024] block, none: bf16's 2."""
-    if variant == "none":
-        return 2.0
+    codec, _, sub = variant.partition("@subspace=")
+    ratio = 1.0
+    if sub:
+        hidden = (run.get("config") or {}).get("hidden")
+        if not hidden:
+            return None
+        ratio = int(sub) / hidden
+    if codec == "none":
+        return 2.0 * ratio
     try:
         import taco.codec as tc
         n = 1 << 20
-        return tc.wire_bytes(variant, (1, n)) / n
+        return tc.wire_bytes(codec, (1, n)) / n * ratio
     except (ImportError, ValueError):
         return None
 
@@ -194,24 +255,35 @@ def print_table(s):
     print(f"compared at: {s.get('compared_at', 'final')} validation loss")
     print(f"baseline seeds {s['baseline_seeds']}: band {band:.3f}%" if band is not None else
           "baseline: fewer than 2 seeds, no band")
-    print(f"{'variant':<18} {'bytes/el':>8} {'seeds':>8} {'final val loss':>28} {'mean diff':>10} {'worst':>8}  verdict")
+    null = s.get("null_pair")
+    print(f"null pair (baseline seed {null['seed']} twice): {null['diff_pct']:+.3f}%" if null else
+          "null pair: not run (--null-pair)")
+    print(f"{'candidate':<26} {'bytes/el':>8} {'seeds':>5} {'final val loss':>22} {'mean diff':>10} {'std':>7} "
+          f"{'worst':>8} {'reach':>11}  verdict")
     for t in s["table"]:
         vals = " ".join(f"{v:.4f}" for v in t["final_val_loss"])
         bpe = f"{t['bytes_per_element']:.4f}" if t["bytes_per_element"] is not None else "-"
         if t["variant"] == "none":
-            print(f"{'none (baseline)':<18} {bpe:>8} {len(t['seeds']):>8} {vals:>28}")
+            print(f"{'none (baseline)':<26} {bpe:>8} {len(t['seeds']):>5} {vals:>22}")
             continue
         if "mean_diff_pct" not in t:
-            print(f"{t['variant']:<18} {bpe:>8} {len(t['seeds']):>8} {vals:>28}   (no paired baseline)")
+            print(f"{t['variant']:<26} {bpe:>8} {len(t['seeds']):>5} {vals:>22}   (no paired baseline)")
             continue
-        verdict = "within band" if t["within_band"] else f"{t['worst_diff_pct']:+.3f}%"
+        std = f"{t['std_diff_pct']:.3f}" if t["std_diff_pct"] is not None else "-"
+        reach = ",".join("-" if r is None else str(r) for r in t["reach_step"])
+        verdict = "within noise" if t["within_noise"] else f"{t['mean_diff_pct']:+.2f}% on average"
         verdict += "; near-lossless (<= +0.5%)" if t["near_lossless"] else (
             "; within +1%" if t["within_1pct"] else "")
-        print(f"{t['variant']:<18} {bpe:>8} {len(t['seeds']):>8} {vals:>28} {t['mean_diff_pct']:>+9.3f}% "
-              f"{t['worst_diff_pct']:>+7.3f}%  {verdict}")
+        verdict += "; meets the goal" if t["meets_goal"] else ""
+        print(f"{t['variant']:<26} {bpe:>8} {len(t['seeds']):>5} {vals:>22} {t['mean_diff_pct']:>+9.3f}% {std:>7} "
+              f"{t['worst_diff_pct']:>+7.3f}% {reach:>11}  {verdict}")
     f = s["fewest_bytes_within_1pct"]
     if f:
         print(f"fewest wire bytes per element within +1% on every seed: {f['variant']} ({f['bytes_per_element']:.4f})")
+    f = s.get("fewest_bytes_meeting_goal")
+    if f:
+        print(f"fewest wire bytes per element with mean <= +1% and no seed above +1.5% (3+ seeds): "
+              f"{f['variant']} ({f['bytes_per_element']:.4f})")
 
 
 def main(argv=None):
@@ -226,6 +298,8 @@ def main(argv=None):
     p.add_argument("--variants", default="none,taco")
     p.add_argument("--seeds", default="1,2", help="seeds of the compressed runs")
     p.add_argument("--baseline-seeds", default="1,2,3", help="seeds of the baseline (variant none)")
+    p.add_argument("--null-pair", action="store_true",
+                   help="run the first baseline seed twice: the run-to-run floor")
     p.add_argument("--parallel", type=int, default=1)
     p.add_argument("--summarize", metavar="DIR", help="only summarize the runs in DIR")
     p.add_argument("--at-step", type=int, default=None,
@@ -238,7 +312,7 @@ def main(argv=None):
         return 0
     if not a.out:
         raise TacoInputError("--out is required (or --summarize DIR)")
-    for bad in ("--out", "--seed", "--compress", "--config"):
+    for bad in ("--out", "--seed", "--compress", "--config", "--subspace"):
         if bad in trainer:
             raise TacoInputError(f"the sweep sets {bad} of each run; leave it out of the trainer arguments")
     try:
@@ -249,7 +323,13 @@ def main(argv=None):
     if a.parallel < 1:
         raise TacoInputError("--parallel must be >= 1")
     variants = [v for v in a.variants.split(",") if v]
-    jobs = [(v, s) for v in variants for s in (bseeds if v == "none" else seeds)]
+    for v in variants:
+        candidate_args(v)  # a bad candidate: one line before anything runs
+    jobs = [(v, s, False) for v in variants for s in (bseeds if v == "none" else seeds)]
+    if a.null_pair:
+        if "none" not in variants or not bseeds:
+            raise TacoInputError("--null-pair repeats a baseline seed: give the variant none and --baseline-seeds")
+        jobs.append(("none", bseeds[0], True))
     os.makedirs(a.out, exist_ok=True)
     done = launch(a.out, jobs, trainer, a.parallel)
     failed = [k for k, rc in done.items() if rc != 0]
