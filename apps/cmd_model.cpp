@@ -67,7 +67,20 @@ struct ModelArgs {
   int fit_lines = 2;
   std::string json_path;
   bool quiet = false;
+  int64_t subspace = 0;           // --subspace K (0: off)
+  double projection_us = 0;       // --subspace-projection-us
+  bool projection_given = false;  // whether --subspace-projection-us was given
 };
+
+Subspace subspace_of(const ModelArgs& a) {
+  return {a.subspace, a.projection_us};
+}
+
+// The subspace-confined messages of a layer, as layer_messages confines and scales them (the
+// CLI test checks that the sites with subspace_k > 0 are these).
+std::vector<std::string> confined_sites() {
+  return {"attn_out:fwd", "mlp_out:fwd", "attn_qkv:bwd", "mlp_fc1:bwd"};
+}
 
 std::string fmt_bytes(double b) {
   if (b >= double(1 << 30)) return fmt::format("{:.3g} GiB", b / double(1 << 30));
@@ -172,10 +185,13 @@ Compression make_compression(const ModelArgs& a, const Inputs& in, const StepCon
   TACO_REQUIRE_INPUT(a.overlap == "pipeline" || a.overlap == "none",
                      "--overlap '{}': pipeline or none", a.overlap);
   const bool pipelined = a.overlap == "pipeline";
-  if (a.best) return best_per_site(cfg, in.links, candidate_codecs(a, in), pipelined, true);
+  const Subspace sub = subspace_of(a);
+  check_subspace(cfg.model, cfg.par, sub);
+  if (a.best) return best_per_site(cfg, in.links, candidate_codecs(a, in), pipelined, true, sub);
   Compression c = uniform_compression(codec_from_table(a.codec, in.bench.get()),
                                       codec_from_table(a.dp_codec, in.bench.get()),
                                       codec_from_table(a.pp_codec, in.bench.get()), pipelined);
+  c.subspace = sub;
   if (a.tp_algo != "auto") taco::parse_algo(a.tp_algo, "--tp-algo");
   c.tp_algo = a.tp_algo;
   if (!a.site_codecs.empty()) {
@@ -214,6 +230,7 @@ json result_json(const StepResult& r, bool sites_too = true) {
                        {"direction", s.msg.direction},
                        {"collective", coll_name(s.msg.coll)},
                        {"bytes", s.msg.bytes},
+                       {"subspace_k", s.msg.subspace_k},
                        {"codec", s.codec},
                        {"count_per_microbatch", s.count},
                        {"cost", cost_json(s.cost)}});
@@ -232,6 +249,9 @@ json result_json(const StepResult& r, bool sites_too = true) {
           {"microbatches", r.microbatches},
           {"critical_stage", r.critical_stage},
           {"layer_compute_ms", r.layer_compute_ms},
+          {"subspace_k", r.subspace.k},
+          {"projection_ms", r.projection_ms},
+          {"projections_per_microbatch", r.projections_per_microbatch},
           {"params_per_rank", r.params_per_rank},
           {"tp_sites", sites_too ? sites : json(nullptr)},
           {"pp_send", cost_json(r.pp_send)},
@@ -272,11 +292,52 @@ std::string codec_summary(const Compression& c) {
   return s + " | dp " + c.dp.name + " | pp " + c.pp.name;
 }
 
+// What a reader needs to check a subspace prediction: K, the byte ratio, the projection time
+// and whether it was counted; null when --subspace is off.
+json subspace_json(const ModelArgs& a, const ModelShape& m,
+                   const std::vector<std::string>& applies_to) {
+  if (a.subspace == 0) return nullptr;
+  return {{"k", a.subspace},
+          {"hidden", m.hidden},
+          {"bytes_ratio", double(a.subspace) / double(m.hidden)},
+          {"confined_messages", confined_sites()},
+          {"unchanged", "embed and head messages, PP sends, DP"},
+          {"projection_us_per_message", a.projection_us},
+          {"projection_counted", a.projection_given},
+          {"projection_in", "compute (parts_ms.compute; projection_ms is its share)"},
+          {"layer_compute", "unchanged: the smaller row-parallel GEMMs are not credited"},
+          {"applies_to", applies_to},
+          {"note", a.projection_given
+                       ? fmt::format("projection {:g} us per confined TP message on each rank, "
+                                     "added to the compute of its pass",
+                                     a.projection_us)
+                       : std::string("projection cost is NOT counted (--subspace-projection-us "
+                                     "not given): the subspace results are optimistic")}};
+}
+
+// The text lines of the same.
+void print_subspace(const ModelArgs& a, const std::string& applies_to) {
+  if (a.subspace == 0) return;
+  fmt::print(
+      "# subspace: k {} coordinates per token on the TP all-reduces of every layer ({}): bytes x "
+      "k/hidden; embedding / head messages, PP and DP unchanged; applies to {}\n",
+      a.subspace, fmt::join(confined_sites(), ", "), applies_to);
+  if (a.projection_given)
+    fmt::print(
+        "# subspace projection: {:g} us per confined message on each rank, counted in compute; "
+        "layer compute unchanged (smaller row-parallel GEMMs not credited)\n",
+        a.projection_us);
+  else
+    fmt::print(
+        "# subspace projection: NOT counted (--subspace-projection-us not given); layer compute "
+        "unchanged\n");
+}
+
 json prediction_json(const std::string& label, const std::string& scenario, const StepConfig& cfg,
                      const LinkConfig& links,
                      const std::vector<std::pair<std::string, StepResult>>& results,
                      const std::map<std::string, std::string>& codecs, const StepResult& plain,
-                     bool sites_too = true) {
+                     const json& subspace, bool sites_too = true) {
   json j;
   j["label"] = label;
   j["scenario"] = scenario;
@@ -307,6 +368,7 @@ json prediction_json(const std::string& label, const std::string& scenario, cons
   j["results"] = res;
   j["speedup"] = sp;
   j["codecs"] = codecs;
+  j["subspace"] = subspace;
   return j;
 }
 
@@ -387,6 +449,11 @@ void print_sites(const StepResult& plain, const StepResult& comp) {
   fmt::print(
       "#\n# TP collectives of stage {} (critical), per micro-batch: plain vs compressed (us)\n",
       comp.critical_stage);
+  if (comp.subspace.on())
+    fmt::print(
+        "# size: the compressed configuration's; the subspace-confined sites carry k {} "
+        "coordinates per token where plain carries the hidden size\n",
+        comp.subspace.k);
   fmt::print("# {:<14} {:>14} {:>10} {:>6} {:>10} {:>9} {:>6} {:>10} {:>10} {:>9} {:>7}\n", "site",
              "collective", "size", "count", "codec", "algo", "pieces", "plain", "compr",
              "exp.codec", "x");
@@ -420,18 +487,40 @@ void run_predict(const ModelArgs& a) {
   const Compression comp = make_compression(a, in, cfg);
   const StepResult plain = predict_step(cfg, in.links, no_compression());
   const StepResult compressed = predict_step(cfg, in.links, comp);
+  // With --subspace: plain stays the full-width baseline; "subspace" confines the TP messages
+  // with plain NCCL; "compressed" confines them and runs the codecs on the smaller buffers.
+  std::vector<std::pair<std::string, StepResult>> results = {{"plain", plain}};
+  if (comp.subspace.on()) {
+    Compression only = no_compression();
+    only.subspace = comp.subspace;
+    results.emplace_back("subspace", predict_step(cfg, in.links, only));
+  }
+  results.emplace_back("compressed", compressed);
   if (!a.quiet) {
     print_config_header(cfg, in, plain);
+    print_subspace(a, "every configuration but plain");
     fmt::print("# codecs ({}): {}\n#\n",
                a.best ? "fastest per site of plain and the candidates" : "as given",
                codec_summary(comp));
     print_parts_header();
     print_parts_row("plain (no compression)", plain, 1.0);
-    print_parts_row("compressed", compressed, plain.step_ms / compressed.step_ms);
+    if (comp.subspace.on()) {
+      const StepResult& only = results[1].second;
+      print_parts_row("subspace, plain NCCL", only, plain.step_ms / only.step_ms);
+      print_parts_row("subspace + codecs", compressed, plain.step_ms / compressed.step_ms);
+    } else {
+      print_parts_row("compressed", compressed, plain.step_ms / compressed.step_ms);
+    }
     print_sites(plain, compressed);
     fmt::print("#\n# speed-up {:.3f}x; dominant term plain: {}, compressed: {}\n",
                plain.step_ms / compressed.step_ms, plain.parts.dominant(),
                compressed.parts.dominant());
+    if (comp.subspace.on())
+      fmt::print(
+          "# subspace: {} projections per micro-batch on stage {} -> {:.3f} ms of the compressed "
+          "step's compute{}\n",
+          compressed.projections_per_microbatch, compressed.critical_stage,
+          compressed.projection_ms, a.projection_given ? "" : " (projection cost is not counted)");
     if (!plain.compute_measured)
       fmt::print(
           "# note: compute is a PLACEHOLDER until a layer benchmark record is given (--layer "
@@ -442,9 +531,12 @@ void run_predict(const ModelArgs& a) {
   codecs["dp"] = comp.dp.name;
   codecs["pp"] = comp.pp.name;
   json j = {{"schema", "taco.model/1"}, {"meta", meta_json(a, in, "predict")}};
+  std::vector<std::string> confined;
+  for (const auto& r : results)
+    if (r.second.subspace.on()) confined.push_back(r.first);
   j["predictions"] =
-      json::array({prediction_json("prediction", "as given", cfg, in.links,
-                                   {{"plain", plain}, {"compressed", compressed}}, codecs, plain)});
+      json::array({prediction_json("prediction", "as given", cfg, in.links, results, codecs, plain,
+                                   subspace_json(a, cfg.model, confined))});
   write_json(a.json_path, j);
 }
 
@@ -489,6 +581,19 @@ void run_paper(const ModelArgs& a) {
     if (c.bytes_per_elem < bound.bytes_per_elem) bound = c;
   bound.name = fmt::format("free@{:g}B", bound.bytes_per_elem);
   bound.table = nullptr;
+  // --subspace K: every configuration but plain confines the per-layer TP messages; the column
+  // "subsp" is the subspace with plain NCCL.
+  const Subspace sub = subspace_of(a);
+  const bool ss = sub.on();
+  for (const std::string& mname : preset_names()) {  // refuse a bad K before any output
+    Parallel par;
+    par.tp = 2, par.sp = a.sp;
+    check_subspace(preset_model(mname), par, sub);
+  }
+  auto confined = [&](Compression c) {
+    c.subspace = sub;
+    return c;
+  };
   json preds = json::array();
   if (!a.quiet) {
     fmt::print(
@@ -507,8 +612,10 @@ void run_paper(const ModelArgs& a) {
         "plain / {} per site (TP sites, PP, DP), and a bound: a codec of no cost at {:g} B/elem on "
         "all three\n",
         fmt::join(in.bench->variants(), " / "), bound.bytes_per_elem);
-    fmt::print("# {:<11} {:<11} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  {:<10} {:<10}  {}\n", "model",
-               "scenario", "step(ms)", "tokens/s", "taco-TP", "taco-3D", "best", "bound",
+    print_subspace(a, "every column but plain (subsp: the subspace alone, plain NCCL)");
+    fmt::print("# {:<11} {:<11} {:>9} {:>9} {}{:>8} {:>8} {:>8} {:>8}  {:<10} {:<10}  {}\n",
+               "model", "scenario", "step(ms)", "tokens/s",
+               ss ? fmt::format("{:>8} ", "subsp") : "", "taco-TP", "taco-3D", "best", "bound",
                "dominant", "(taco-TP)", "best per site");
   }
   std::set<std::string> placeholder;  // models whose compute is estimated, not measured
@@ -521,35 +628,41 @@ void run_paper(const ModelArgs& a) {
       b.dist_opt = "auto";
       const StepConfig cfg = make_config(b, in);
       const StepResult plain = predict_step(cfg, in.links, no_compression());
-      const StepResult taco_tp = predict_step(
-          cfg, in.links, uniform_compression(taco_codec, CodecModel{}, CodecModel{}, true));
+      const StepResult taco_tp =
+          predict_step(cfg, in.links,
+                       confined(uniform_compression(taco_codec, CodecModel{}, CodecModel{}, true)));
       const StepResult taco_3d = predict_step(
-          cfg, in.links, uniform_compression(taco_codec, taco_codec, taco_codec, true));
-      const Compression best_c = best_per_site(cfg, in.links, cands, true, true);
+          cfg, in.links, confined(uniform_compression(taco_codec, taco_codec, taco_codec, true)));
+      const Compression best_c = best_per_site(cfg, in.links, cands, true, true, sub);
       const StepResult best = predict_step(cfg, in.links, best_c);
       const StepResult bnd =
-          predict_step(cfg, in.links, uniform_compression(bound, bound, bound, true));
+          predict_step(cfg, in.links, confined(uniform_compression(bound, bound, bound, true)));
+      std::vector<std::pair<std::string, StepResult>> results = {{"plain", plain}};
+      if (ss)
+        results.emplace_back("subspace", predict_step(cfg, in.links, confined(no_compression())));
+      for (auto& r : std::vector<std::pair<std::string, StepResult>>{
+               {"taco_tp", taco_tp}, {"taco_3d", taco_3d}, {"best", best}, {"bound", bnd}})
+        results.push_back(r);
+      std::vector<std::string> confined_names;
+      for (const auto& r : results)
+        if (r.second.subspace.on()) confined_names.push_back(r.first);
       if (!plain.compute_measured) placeholder.insert(mname);
       std::map<std::string, std::string> codecs;
       for (const auto& [k, v] : best_c.tp) codecs["best tp:" + k] = v.name;
       codecs["best dp"] = best_c.dp.name;
       codecs["best pp"] = best_c.pp.name;
       preds.push_back(prediction_json(fmt::format("{} {}", mname, sc.name), sc.description, cfg,
-                                      in.links,
-                                      {{"plain", plain},
-                                       {"taco_tp", taco_tp},
-                                       {"taco_3d", taco_3d},
-                                       {"best", best},
-                                       {"bound", bnd}},
-                                      codecs, plain, false));
+                                      in.links, results, codecs, plain,
+                                      subspace_json(a, cfg.model, confined_names), false));
       if (!a.quiet)
         fmt::print(
-            "  {:<11} {:<11} {:>9.1f} {:>9.0f} {:>7.3f}x {:>7.3f}x {:>7.3f}x {:>7.3f}x  {:<10} "
+            "  {:<11} {:<11} {:>9.1f} {:>9.0f} {}{:>7.3f}x {:>7.3f}x {:>7.3f}x {:>7.3f}x  {:<10} "
             "{:<10}  {}\n",
-            mname, sc.name, plain.step_ms, plain.tokens_per_s, plain.step_ms / taco_tp.step_ms,
-            plain.step_ms / taco_3d.step_ms, plain.step_ms / best.step_ms,
-            plain.step_ms / bnd.step_ms, plain.parts.dominant(), taco_tp.parts.dominant(),
-            codec_summary(best_c));
+            mname, sc.name, plain.step_ms, plain.tokens_per_s,
+            ss ? fmt::format("{:>7.3f}x ", plain.step_ms / results[1].second.step_ms) : "",
+            plain.step_ms / taco_tp.step_ms, plain.step_ms / taco_3d.step_ms,
+            plain.step_ms / best.step_ms, plain.step_ms / bnd.step_ms, plain.parts.dominant(),
+            taco_tp.parts.dominant(), codec_summary(best_c));
     }
   }
   if (!a.quiet) {
@@ -563,6 +676,11 @@ void run_paper(const ModelArgs& a) {
           "--layer row matches its shape (seq 2048, MBS 8, TP 2, no SP); the others use the "
           "measured layer\n",
           fmt::join(placeholder, ", "), 100 * a.efficiency, a.peak_tflops);
+    if (ss && !a.projection_given)
+      fmt::print(
+          "# note: --subspace {}: projection cost is not counted (--subspace-projection-us not "
+          "given)\n",
+          sub.k);
   }
   json j = {
       {"schema", "taco.model/1"}, {"meta", meta_json(a, in, "paper")}, {"predictions", preds}};
@@ -792,6 +910,14 @@ void add_model(CLI::App& root) {
   c->add_option("--layer-tier", a->layer_tier,
                 "--validate: tier of the layer benchmark's dist rows")
       ->capture_default_str();
+  c->add_option("--subspace", a->subspace,
+                "Subspace-confined TP (Protocol Models, arXiv 2506.01260): the per-layer TP "
+                "all-reduces carry K coordinates per token instead of hidden (1..hidden-1; 0: off; "
+                "not with --sp); every configuration but plain");
+  CLI::Option* proj = c->add_option(
+      "--subspace-projection-us", a->projection_us,
+      "Measured time (us) of the subspace projection GEMM per confined TP message on one rank, "
+      "added to compute (default 0: not counted)");
   c->add_option("-J,--json", a->json_path,
                 "Write the predictions / validation as JSON (schema taco.model/1)");
   c->add_flag("-q,--quiet", a->quiet, "No table on stdout");
@@ -817,8 +943,14 @@ void add_model(CLI::App& root) {
       "measured the same shapes, else it is a labelled placeholder (FLOPs at --compute-efficiency "
       "of\n"
       "--peak-tflops). Link numbers and their sources: configs/links.json. docs/step-model.md.");
-  c->callback([a]() {
+  c->callback([a, proj]() {
     TACO_REQUIRE_INPUT(!(a->paper && a->validate), "--paper and --validate exclude each other");
+    a->projection_given = proj->count() > 0;
+    TACO_REQUIRE_INPUT(!a->projection_given || a->subspace != 0,
+                       "--subspace-projection-us needs --subspace K (K >= 1)");
+    TACO_REQUIRE_INPUT(!(a->validate && a->subspace != 0),
+                       "--subspace applies to predictions (default mode and --paper), not to "
+                       "--validate");
     TACO_REQUIRE_INPUT(a->fit_lines >= 1 && a->fit_lines <= 3,
                        "--fit-lines must be 1, 2 or 3, got {}", a->fit_lines);
     if (a->validate)

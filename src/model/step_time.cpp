@@ -117,17 +117,38 @@ double embedding_params_per_rank(const ModelShape& m, int tp) {
   return double(m.vocab) * double(m.hidden) / tp + double(m.max_positions) * double(m.hidden);
 }
 
-std::vector<TpMessage> layer_messages(const ModelShape& m, const TrainShape& t,
-                                      const Parallel& par) {
+void check_subspace(const ModelShape& m, const Parallel& par, const Subspace& sub) {
+  TACO_REQUIRE_INPUT(sub.projection_us >= 0 && std::isfinite(sub.projection_us),
+                     "--subspace-projection-us {}: must be a time >= 0 (us per TP message)",
+                     sub.projection_us);
+  if (sub.k == 0) return;  // off
+  TACO_REQUIRE_INPUT(sub.k >= 1 && sub.k < m.hidden,
+                     "--subspace {}: the subspace dimension must be 1..{} (below the hidden size "
+                     "{} of {}; 0: off)",
+                     sub.k, m.hidden - 1, m.hidden, m.name);
+  TACO_REQUIRE_INPUT(!par.sp,
+                     "subspace confinement runs without sequence parallelism (--subspace {} with "
+                     "--sp)",
+                     sub.k);
+}
+
+std::vector<TpMessage> layer_messages(const ModelShape& m, const TrainShape& t, const Parallel& par,
+                                      const Subspace& sub) {
+  check_subspace(m, par, sub);
   if (par.tp == 1) return {};
   const double full =
       2.0 * double(t.micro_batch) * double(t.seq) * double(m.hidden);  // bf16 [b, s, h]
   const double shard = full / par.tp;
-  if (!par.sp)
-    return {{"attn_out", "fwd", Coll::AllReduce, full},
-            {"mlp_out", "fwd", Coll::AllReduce, full},
-            {"attn_qkv", "bwd", Coll::AllReduce, full},
-            {"mlp_fc1", "bwd", Coll::AllReduce, full}};
+  if (!par.sp) {
+    // Subspace-confined: k bf16 coordinates per token, [b, s, k]. Exact in double (an integer
+    // far below 2^53), so bytes x hidden == full x k holds to the last bit.
+    const double bytes =
+        sub.on() ? 2.0 * double(t.micro_batch) * double(t.seq) * double(sub.k) : full;
+    return {{"attn_out", "fwd", Coll::AllReduce, bytes, sub.k},
+            {"mlp_out", "fwd", Coll::AllReduce, bytes, sub.k},
+            {"attn_qkv", "bwd", Coll::AllReduce, bytes, sub.k},
+            {"mlp_fc1", "bwd", Coll::AllReduce, bytes, sub.k}};
+  }
   // Sequence parallel: gather the sequence shards before a column-parallel GEMM, reduce-scatter
   // after a row-parallel one; the backward runs the duals.
   return {{"attn_qkv", "fwd", Coll::AllGather, shard},
@@ -178,7 +199,9 @@ CollCost site_cost(const LinkTier& tier, const ExecutorParams& ex, const CodecMo
 CodecModel layer_scaled(const CodecModel& codec, const StepConfig& cfg, const TpMessage& msg,
                         const LinkTier& tier, const ExecutorParams& ex) {
   const LayerRecord* L = cfg.compute.layer;
-  if (L == nullptr || codec.plain() || codec.table == nullptr) return codec;
+  // A subspace-confined message is k/hidden of the buffer the layer benchmark measured: its
+  // codec runs at the bench's kernel times for its own size.
+  if (L == nullptr || codec.plain() || codec.table == nullptr || msg.subspace_k > 0) return codec;
   LayerModelShape shape{cfg.model.arch, cfg.model.hidden, cfg.model.ffn, cfg.model.heads,
                         cfg.model.kv_heads};
   const LayerRow* row = L->find(shape, cfg.train.seq, cfg.train.micro_batch, cfg.par.tp, cfg.par.sp,
@@ -257,6 +280,8 @@ struct StageWork {
   double compute_fwd = 0, compute_bwd = 0;  // per micro-batch
   double tp_fwd = 0, tp_bwd = 0;            // collective totals
   double tp_codec = 0;                      // exposed codec inside tp_fwd + tp_bwd
+  double projection = 0;                    // subspace projections inside compute_fwd + _bwd
+  int projections = 0;                      // confined messages per micro-batch
   double params = 0;
   std::vector<SiteCost> sites;
 };
@@ -320,11 +345,19 @@ StepResult predict_step(const StepConfig& cfg, const LinkConfig& links, const Co
       const double t = sc.cost.total_us * count;
       (msg.direction == "fwd" ? w.tp_fwd : w.tp_bwd) += t;
       w.tp_codec += sc.cost.exposed_codec_us() * count;
+      if (msg.subspace_k > 0) {
+        // The projection GEMM of a confined message runs on each rank, in the pass of its
+        // message, serial with it (TP is not overlapped): compute of that pass.
+        const double proj = comp.subspace.projection_us * count;
+        (msg.direction == "fwd" ? w.compute_fwd : w.compute_bwd) += proj;
+        w.projection += proj;
+        w.projections += count;
+      }
       w.sites.push_back(sc);
     }
   };
 
-  const std::vector<TpMessage> per_layer = layer_messages(M, T, P);
+  const std::vector<TpMessage> per_layer = layer_messages(M, T, P, comp.subspace);
   std::vector<StageWork> work(static_cast<size_t>(p));
   for (int s = 0; s < p; ++s) {
     StageWork& w = work[size_t(s)];
@@ -423,6 +456,9 @@ StepResult predict_step(const StepConfig& cfg, const LinkConfig& links, const Co
   B.dp_comm_ms = (finish - pipe.makespan_us + param_gather_exposed) / 1e3;
   B.optimizer_ms = opt_us / 1e3;
   R.critical_stage = c;
+  R.subspace = comp.subspace;
+  R.projection_ms = m * wc.projection / 1e3;
+  R.projections_per_microbatch = wc.projections;
   R.sites = wc.sites;
   R.params_per_rank = wc.params;
   R.step_ms = (finish + embed_sync + param_gather_exposed + opt_us) / 1e3;
@@ -432,10 +468,11 @@ StepResult predict_step(const StepConfig& cfg, const LinkConfig& links, const Co
 
 Compression best_per_site(const StepConfig& cfg, const LinkConfig& links,
                           const std::vector<CodecModel>& candidates, bool pipelined,
-                          bool include_dp_pp) {
+                          bool include_dp_pp, const Subspace& sub) {
   check_config(cfg);
   Compression out = no_compression();
   out.pipelined = pipelined;
+  out.subspace = sub;
   const LinkTier& tp_tier = links.tier(cfg.place.tp, "--tp-link");
   const Parallel& P = cfg.par;
   auto pick = [&](const LinkTier& tier, Coll c, int n, double bytes, double elem_bytes) {
@@ -448,7 +485,7 @@ Compression best_per_site(const StepConfig& cfg, const LinkConfig& links,
     }
     return best;
   };
-  std::vector<TpMessage> msgs = layer_messages(cfg.model, cfg.train, P);
+  std::vector<TpMessage> msgs = layer_messages(cfg.model, cfg.train, P, sub);
   for (const auto& x : first_stage_messages(cfg.model, cfg.train, P)) msgs.push_back(x);
   for (const auto& x : last_stage_messages(cfg.model, cfg.train, P)) msgs.push_back(x);
   for (const TpMessage& msg : msgs) out.tp[msg.key()] = pick(tp_tier, msg.coll, P.tp, msg.bytes, 2);

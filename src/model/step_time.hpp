@@ -64,24 +64,43 @@ struct ComputeSource {
   double copy_TBps = 0;           // device copy bandwidth for the optimizer (0: 4.8 TB/s x 0.9)
 };
 
+// Subspace-confined TP (Protocol Models, arXiv 2506.01260; methods.md section 6): the residual
+// stream's updates live in a fixed k-dimensional basis U (never sent), so every per-layer TP
+// all-reduce (forward: attn_out, mlp_out; backward: attn_qkv, mlp_fc1) carries k coordinates
+// per token instead of `hidden` values, and a codec, if any, runs on those. The embedding and
+// head messages, PP sends and DP are unchanged. Each confined message costs a projection GEMM
+// on each rank (forward c -> U c; backward g -> U^T g and back), given as a measured time per
+// message; it is added to the compute of the pass the message belongs to. The layer's own
+// compute is not reduced (the smaller row-parallel GEMMs are not credited).
+struct Subspace {
+  int64_t k = 0;             // coordinates per token; 0 = off
+  double projection_us = 0;  // per confined TP message on one rank (0: not counted)
+  bool on() const { return k > 0; }
+};
+// InputError unless the subspace is off, or 1 <= k < hidden, projection_us >= 0 and no SP.
+void check_subspace(const ModelShape& m, const Parallel& par, const Subspace& sub);
+
 // A TP site: where Megatron's layer communicates (site, direction) and with which collective.
 struct TpMessage {
   std::string site;       // attn_out, mlp_out, attn_qkv, mlp_fc1; embed, head (first / last stage)
   std::string direction;  // fwd | bwd
   Coll coll = Coll::AllReduce;
-  double bytes = 0;  // per-rank input buffer (all-gather: the shard)
+  double bytes = 0;        // per-rank input buffer (all-gather: the shard)
+  int64_t subspace_k = 0;  // > 0: subspace-confined, bytes = 2 b s k instead of 2 b s hidden
   std::string key() const { return site + ":" + direction; }
 };
 // Per-layer messages (no SP: 2 all-reduces forward, 2 backward; SP: all-gather + reduce-scatter
-// pairs).
-std::vector<TpMessage> layer_messages(const ModelShape& m, const TrainShape& t,
-                                      const Parallel& par);
+// pairs). With a subspace (checked here) the 4 all-reduces carry 2 b s k bytes each: the one
+// place that scales TP messages.
+std::vector<TpMessage> layer_messages(const ModelShape& m, const TrainShape& t, const Parallel& par,
+                                      const Subspace& sub = {});
 
 struct Compression {
   std::map<std::string, CodecModel> tp;  // key "site:direction"; missing or "none" = plain
   CodecModel dp, pp;                     // gradient reduction, stage-to-stage activations
   std::string tp_algo = "auto";          // compressed all-reduce: auto | one_shot | two_shot | ring
   bool pipelined = true;                 // overlap model: chunked pipeline (true) or none
+  Subspace subspace;                     // subspace-confined per-layer TP messages (off: 0)
   const CodecModel& tp_codec(const std::string& key) const;
 };
 
@@ -109,6 +128,11 @@ struct StepResult {
   std::string compute_source;  // "layer JSON rows[i]" or "placeholder: ..."
   bool compute_measured = false;
   double layer_compute_ms = 0;  // one layer, fwd + bwd, one micro-batch
+  Subspace subspace;            // as predicted (Compression::subspace)
+  // Of parts.compute_ms: the subspace projections on the critical stage (micro-batches x
+  // layers of the stage x confined messages per layer x projection_us).
+  double projection_ms = 0;
+  int projections_per_microbatch = 0;  // confined messages per micro-batch, critical stage
   std::vector<SiteCost> sites;  // TP sites of one layer (and embedding / head), per micro-batch
   CollCost pp_send, dp_grad, dp_param_gather, embed_sync;
   double params_per_rank = 0;  // on the critical stage
@@ -132,10 +156,11 @@ Compression no_compression();
 Compression uniform_compression(const CodecModel& tp, const CodecModel& dp, const CodecModel& pp,
                                 bool pipelined);
 // Per site (each TP site, DP, PP) the fastest of plain and the candidates, by the predicted
-// time of that site's collective.
+// time of that site's collective (with a subspace: of the confined, smaller messages; the
+// result carries the subspace).
 Compression best_per_site(const StepConfig& cfg, const LinkConfig& links,
                           const std::vector<CodecModel>& candidates, bool pipelined,
-                          bool include_dp_pp);
+                          bool include_dp_pp, const Subspace& sub = {});
 
 // A codec model for `variant` from the bench table (InputError when it has no rows there);
 // "none" gives the plain model.

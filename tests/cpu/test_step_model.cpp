@@ -11,6 +11,7 @@
 #include "model/step_time.hpp"
 #include "model/validate.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -581,4 +582,190 @@ TEST_CASE("validation against run7: plain fits close, every row labelled", "[mod
   // time at 4 pieces, against 75% for an interference-free pipeline).
   REQUIRE(v.exec.overlap_efficiency > 0.5);
   REQUIRE(v.exec.overlap_efficiency < 0.95);
+}
+
+TEST_CASE(
+    "subspace-confined TP: K/hidden of the bytes, the same collective model, projection "
+    "counted exactly",
+    "[model]") {
+  const LinkConfig L = one_tier_links(10, 5);  // 10 GB/s, 5 us per step
+  const LinkTier& tier = L.tiers.at("t");
+  const StepConfig c = small_config(2, 1, 1);  // 4 layers, hidden 256, 16 micro-batches
+  const int64_t h = c.model.hidden;
+  for (int64_t k : {int64_t(1), int64_t(32), int64_t(100), h - 1}) {
+    CAPTURE(k);
+    const Subspace sub{k, 0};
+    // Per message and site: the same four all-reduces, exactly k / hidden of the bytes.
+    const std::vector<TpMessage> dense = layer_messages(c.model, c.train, c.par);
+    const std::vector<TpMessage> conf = layer_messages(c.model, c.train, c.par, sub);
+    REQUIRE(dense.size() == 4);
+    REQUIRE(conf.size() == dense.size());
+    for (size_t i = 0; i < dense.size(); ++i) {
+      CAPTURE(dense[i].key());
+      REQUIRE(conf[i].key() == dense[i].key());
+      REQUIRE(conf[i].coll == Coll::AllReduce);
+      REQUIRE(dense[i].subspace_k == 0);
+      REQUIRE(conf[i].subspace_k == k);
+      REQUIRE(conf[i].bytes * double(h) == dense[i].bytes * double(k));  // to the last bit
+      REQUIRE(conf[i].bytes == 2.0 * 2 * 128 * double(k));               // bf16 [b, s, k]
+    }
+  }
+
+  // The predicted TP time is the model's time of the smaller buffers, plain and compressed; the
+  // embedding and head messages keep their size and cost.
+  const int64_t k = 32;
+  const double full = 2.0 * 2 * 128 * 256, small = 2.0 * 2 * 128 * double(k);
+  Compression plain_ss = no_compression();
+  plain_ss.subspace = {k, 0};
+  const StepResult d = predict_step(c, L, no_compression());
+  const StepResult r = predict_step(c, L, plain_ss);
+  REQUIRE(r.sites.size() == d.sites.size());
+  int confined = 0;
+  for (size_t i = 0; i < r.sites.size(); ++i) {
+    const SiteCost& s = r.sites[i];
+    CAPTURE(s.msg.key());
+    if (s.msg.site == "embed" || s.msg.site == "head") {
+      REQUIRE(s.msg.subspace_k == 0);
+      REQUIRE(s.msg.bytes == d.sites[i].msg.bytes);
+      REQUIRE(s.cost.total_us == d.sites[i].cost.total_us);
+      continue;
+    }
+    ++confined;
+    REQUIRE(s.count == 4);
+    REQUIRE(s.msg.bytes == small);
+    REQUIRE(s.cost.total_us == plain_collective(tier, Coll::AllReduce, 2, small).total_us);
+  }
+  REQUIRE(confined == 4);
+  const double ar_small = 2 * 5 + small / (10 * 1e3), ar_full = 2 * 5 + full / (10 * 1e3);
+  REQUIRE(r.parts.tp_comm_ms * 1e3 == Approx(16 * (4 * 4 * ar_small + 2 * ar_full)));
+  REQUIRE(d.parts.tp_comm_ms * 1e3 == Approx(16 * (4 * 4 * ar_full + 2 * ar_full)));
+  REQUIRE(r.parts.compute_ms == d.parts.compute_ms);  // layer compute unchanged; no projection
+  REQUIRE(r.projection_ms == 0);
+
+  // A codec runs on the confined buffers: each confined site costs exactly the compressed
+  // collective of the small buffer.
+  const CodecTable table = constant_table(200, 1.0);
+  CodecModel cm;
+  cm.name = "c", cm.table = &table, cm.table_variant = "c", cm.bytes_per_elem = 1.0;
+  Compression cc = uniform_compression(cm, CodecModel{}, CodecModel{}, false);
+  cc.subspace = {k, 0};
+  const StepResult rc = predict_step(c, L, cc);
+  const CollCost want = compressed_collective(tier, L.exec, cm, Coll::AllReduce,
+                                              auto_allreduce_algo(small, 2), 2, small, 2, false);
+  for (const SiteCost& s : rc.sites) {
+    CAPTURE(s.msg.key());
+    if (s.msg.subspace_k == 0) continue;
+    REQUIRE(s.cost.total_us == want.total_us);
+    REQUIRE(s.cost.codec_us == want.codec_us);
+    REQUIRE(s.cost.wire_bytes == Approx(small / 2));  // 1 B per element of k-wide rows
+  }
+
+  // PP sends, DP gradients, the parameter all-gather and the embedding sync are unchanged.
+  StepConfig c3 = small_config(2, 2, 2);
+  c3.par.dist_opt = true;
+  for (const Compression& base : {no_compression(), uniform_compression(cm, cm, cm, false)}) {
+    Compression with = base;
+    with.subspace = {k, 0};
+    const StepResult a = predict_step(c3, L, base), b = predict_step(c3, L, with);
+    REQUIRE(a.pp_send.total_us > 0);
+    REQUIRE(b.pp_send.total_us == a.pp_send.total_us);
+    REQUIRE(a.dp_grad.total_us > 0);
+    REQUIRE(b.dp_grad.total_us == a.dp_grad.total_us);
+    REQUIRE(b.dp_param_gather.total_us == a.dp_param_gather.total_us);
+    REQUIRE(b.embed_sync.total_us == a.embed_sync.total_us);
+    REQUIRE(b.parts.tp_comm_ms < a.parts.tp_comm_ms);
+  }
+}
+
+TEST_CASE("subspace projection: layers x 4 messages x micro-batches x the time per message",
+          "[model]") {
+  // One stage, one replica: the step is m x (compute + TP) + optimizer, so the projection adds
+  // exactly m x layers x 4 (2 forward, 2 backward confined all-reduces) x projection_us.
+  const LinkConfig L = one_tier_links(10, 5);
+  const StepConfig c = small_config(2, 1, 1);
+  const double proj = 7.5;
+  Compression off = no_compression(), on = no_compression();
+  off.subspace = {32, 0};
+  on.subspace = {32, proj};
+  const StepResult a = predict_step(c, L, off), b = predict_step(c, L, on);
+  const double want_us = 16 * 4 * 4 * proj;  // micro-batches x layers x messages x us
+  REQUIRE((b.step_ms - a.step_ms) * 1e3 == Approx(want_us).epsilon(1e-12));
+  REQUIRE(b.projection_ms * 1e3 == Approx(want_us).epsilon(1e-12));
+  REQUIRE(b.projections_per_microbatch == 4 * 4);
+  REQUIRE((b.parts.compute_ms - a.parts.compute_ms) * 1e3 == Approx(want_us).epsilon(1e-12));
+  REQUIRE(b.parts.tp_comm_ms == a.parts.tp_comm_ms);
+  REQUIRE(b.parts.codec_ms == a.parts.codec_ms);
+  REQUIRE(b.parts.total_ms() == Approx(b.step_ms));
+
+  // With pipeline stages the projection is in the critical stage's compute: m x layers of the
+  // stage x 4 x projection_us; the step grows by at least that.
+  StepConfig c2 = small_config(2, 2, 2);
+  c2.par.dist_opt = true;
+  const StepResult a2 = predict_step(c2, L, off), b2 = predict_step(c2, L, on);
+  const double want2_us = 16 * 2 * 4 * proj;
+  REQUIRE(b2.critical_stage == a2.critical_stage);
+  REQUIRE(b2.projection_ms * 1e3 == Approx(want2_us).epsilon(1e-12));
+  REQUIRE((b2.parts.compute_ms - a2.parts.compute_ms) * 1e3 == Approx(want2_us).epsilon(1e-12));
+  REQUIRE((b2.step_ms - a2.step_ms) * 1e3 >= want2_us * (1 - 1e-12));
+  REQUIRE(b2.parts.total_ms() == Approx(b2.step_ms));
+}
+
+TEST_CASE("subspace: the fastest per site is chosen for the confined sizes; bad K is refused",
+          "[model]") {
+  // A codec with a 100 us floor per kernel (below 1e7 counted bytes) on a 0.1 GB/s link: at the
+  // full 131 KB message plain takes 1311 us, compressed 100 + 655 + 100; at k = 32 (16 KB) plain
+  // takes 164 us, compressed 100 + 82 + 100. So the codec wins the full-size embedding and head
+  // messages and loses the confined ones.
+  CodecTable table;
+  table.path = "floor";
+  for (CodecOp op : {CodecOp::Encode, CodecOp::DecodeReduce})
+    table.curves["c"][op].pts = {{1e7, 100.0}, {1e12, 100.0}};
+  table.bytes_per_elem["c"] = 1.0;
+  const CodecModel cm = codec_from_table("c", &table);
+  const LinkConfig L = one_tier_links(0.1, 0);
+  const StepConfig c = small_config(2, 1, 1);
+  const Subspace sub{32, 0};
+  const Compression dense = best_per_site(c, L, {cm}, false, false);
+  const Compression conf = best_per_site(c, L, {cm}, false, false, sub);
+  REQUIRE(conf.subspace.k == 32);
+  for (const char* key : {"attn_out:fwd", "mlp_out:fwd", "attn_qkv:bwd", "mlp_fc1:bwd"}) {
+    CAPTURE(key);
+    REQUIRE_FALSE(dense.tp_codec(key).plain());
+    REQUIRE(conf.tp_codec(key).plain());
+  }
+  REQUIRE_FALSE(conf.tp_codec("embed:fwd").plain());
+  REQUIRE_FALSE(conf.tp_codec("head:bwd").plain());
+  Compression only = no_compression();
+  only.subspace = sub;
+  REQUIRE(predict_step(c, L, conf).step_ms <= predict_step(c, L, only).step_ms * (1 + 1e-12));
+
+  // K outside 1..hidden-1, a negative projection time, and sequence parallelism are refused.
+  const LinkConfig L2 = one_tier_links(10, 5);
+  for (int64_t k : {int64_t(-1), int64_t(256), int64_t(1000)}) {
+    CAPTURE(k);
+    Compression bad = no_compression();
+    bad.subspace = {k, 0};
+    require_input_error([&] { predict_step(c, L2, bad); },
+                        fmt::format("--subspace {}: the subspace dimension must be 1..255", k));
+    require_input_error([&] { best_per_site(c, L2, {cm}, false, true, bad.subspace); },
+                        "the subspace dimension must be 1..255");
+  }
+  require_input_error(
+      [&] {
+        layer_messages(c.model, c.train, c.par, {8, -1});
+      },
+      "--subspace-projection-us -1: must be a time >= 0");
+  StepConfig sp = c;
+  sp.par.sp = true;
+  require_input_error(
+      [&] {
+        layer_messages(sp.model, sp.train, sp.par, {8, 0});
+      },
+      "subspace confinement runs without sequence parallelism");
+  Compression ok = no_compression();
+  ok.subspace = {8, 0};
+  require_input_error([&] { predict_step(sp, L2, ok); },
+                      "subspace confinement runs without sequence parallelism");
+  // 0 is off: the dense messages, and SP is fine.
+  REQUIRE(layer_messages(sp.model, sp.train, sp.par, {0, 0}).size() == 8);
 }

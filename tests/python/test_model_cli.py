@@ -33,7 +33,7 @@ def test_help_has_examples(taco):
     assert r.returncode == 0
     assert "Examples:" in r.stdout and "taco model --paper" in r.stdout and "--validate" in r.stdout
     for flag in ("--tp-link", "--pp-link", "--dp-link", "--codec", "--best", "--bench", "--comm",
-                 "--layer", "--sp", "--links"):
+                 "--layer", "--sp", "--links", "--subspace", "--subspace-projection-us"):
         assert flag in r.stdout
 
 
@@ -57,6 +57,17 @@ def test_help_has_examples(taco):
     (["--dist-opt", "maybe", "--codec", "none"], "--dist-opt 'maybe': auto, on or off"),
     (["--sp", "--tp", "1", "--codec", "none"], "--sp needs --tp > 1"),
     (["--bogus"], "--bogus"),
+    (["--subspace", "1024", "--codec", "none"],
+     "--subspace 1024: the subspace dimension must be 1..1023 (below the hidden size 1024 of gpt-345m"),
+    (["--subspace=-3", "--codec", "none"], "--subspace -3: the subspace dimension must be 1..1023"),
+    (["--subspace", "64", "--sp", "--codec", "none"],
+     "subspace confinement runs without sequence parallelism"),
+    (["--subspace", "64", "--subspace-projection-us=-1", "--codec", "none"],
+     "--subspace-projection-us -1: must be a time >= 0"),
+    (["--subspace-projection-us", "5", "--codec", "none"], "--subspace-projection-us needs --subspace K"),
+    (["--validate", "--subspace", "64"], "--subspace applies to predictions"),
+    (["--paper", "--subspace", "1500", "--bench", BENCH_V62],
+     "--subspace 1500: the subspace dimension must be 1..1023 (below the hidden size 1024 of gpt-345m"),
 ])
 def test_bad_input_is_one_line_and_exit_2(taco, args, msg):
     one_error_line(run(taco, *args), msg)
@@ -197,3 +208,80 @@ def test_custom_model_defaults_ffn_and_checks_the_shape(taco, tmp_path):
     assert m["ffn"] == 2048 and m["kv_heads"] == 8 and m["arch"] == "gpt"
     one_error_line(run(taco, "--model", "custom", "--layers", 8, "--codec", "none"),
                    "--model custom needs --layers, --hidden, --heads and --vocab")
+
+
+def test_subspace_scales_the_tp_messages_and_counts_the_projection(taco, tmp_path):
+    out = tmp_path / "ss.json"
+    r = run(taco, "--model", "gpt-345m", "--tp-link", "ib-100", "--bench", BENCH_V62,
+            "--subspace", 128, "--subspace-projection-us", 20, "-J", out)
+    assert r.returncode == 0, r.stderr
+    assert "# subspace: k 128" in r.stdout and "20 us per confined message" in r.stdout
+    (p,) = json.loads(out.read_text())["predictions"]
+    ss = p["subspace"]
+    assert ss["k"] == 128 and ss["hidden"] == 1024 and ss["bytes_ratio"] == 0.125
+    assert ss["projection_us_per_message"] == 20 and ss["projection_counted"] is True
+    assert ss["applies_to"] == ["subspace", "compressed"]
+    assert set(p["results"]) == {"plain", "subspace", "compressed"}
+    res = p["results"]
+    full = 8 * 2048 * 1024 * 2
+    dense = {s["site"] + ":" + s["direction"]: s for s in res["plain"]["tp_sites"]}
+    for name in ("subspace", "compressed"):
+        sites = {s["site"] + ":" + s["direction"]: s for s in res[name]["tp_sites"]}
+        assert sorted(k for k, s in sites.items() if s["subspace_k"] == 128) == sorted(ss["confined_messages"])
+        for key, s in sites.items():
+            if s["subspace_k"]:
+                assert s["bytes"] * 1024 == dense[key]["bytes"] * 128 == full * 128   # exactly K/hidden
+            else:
+                assert key in ("embed:fwd", "head:bwd") and s["bytes"] == dense[key]["bytes"] == full
+        # PP and DP unchanged; the projection: micro-batches x layers of the stage x 4 x 20 us.
+        for k in ("pp_send", "dp_grad_bucket", "dp_param_gather_bucket", "embedding_sync"):
+            assert res[name][k] == res["plain"][k]
+        assert res[name]["projections_per_microbatch"] == 12 * 4
+        assert res[name]["projection_ms"] == pytest.approx(16 * 12 * 4 * 20e-3, rel=1e-12)
+        assert sum(res[name]["parts_ms"][k] for k in PARTS) == pytest.approx(res[name]["step_ms"], rel=1e-9)
+    # A plain all-reduce of the confined buffer is the plain one's at K/hidden of the bytes: the
+    # subspace (plain NCCL) result's TP part moves 8x fewer bytes, so it is far smaller.
+    assert res["subspace"]["parts_ms"]["tp_comm"] < res["plain"]["parts_ms"]["tp_comm"] / 4
+    assert res["plain"]["projection_ms"] == 0 and res["plain"]["subspace_k"] == 0
+
+
+def test_subspace_without_projection_says_it_is_not_counted(taco, tmp_path):
+    out = tmp_path / "ss0.json"
+    r = run(taco, "--model", "qwen2.5-3b", "--codec", "none", "--subspace", 256, "-J", out)
+    assert r.returncode == 0, r.stderr
+    assert "projection cost is not counted" in r.stdout and "NOT counted" in r.stdout
+    (p,) = json.loads(out.read_text())["predictions"]
+    assert p["subspace"]["projection_counted"] is False and "NOT counted" in p["subspace"]["note"]
+    assert p["results"]["subspace"]["projection_ms"] == 0
+    assert p["results"]["subspace"]["step_ms"] == p["results"]["compressed"]["step_ms"]
+    assert p["results"]["subspace"]["parts_ms"]["compute"] == p["results"]["plain"]["parts_ms"]["compute"]
+
+
+def test_subspace_with_best_and_paper(taco, tmp_path):
+    out = tmp_path / "ssb.json"
+    r = run(taco, "--best", "--tp-link", "pcie-gen5", "--bench", BENCH_V62, "--subspace", 128,
+            "--subspace-projection-us", 10, "-J", out, "-q")
+    assert r.returncode == 0, r.stderr
+    (p,) = json.loads(out.read_text())["predictions"]
+    assert p["results"]["compressed"]["subspace_k"] == 128
+    # The fastest per site includes plain NCCL on the same confined buffers: never slower.
+    assert p["results"]["compressed"]["step_ms"] <= p["results"]["subspace"]["step_ms"] * (1 + 1e-12)
+
+    out = tmp_path / "ssp.json"
+    r = run(taco, "--paper", "--bench", BENCH_V62, "--subspace", 128, "--subspace-projection-us", 20,
+            "-J", out)
+    assert r.returncode == 0, r.stderr
+    assert "subsp" in r.stdout
+    preds = json.loads(out.read_text())["predictions"]
+    assert len(preds) == 20
+    for p in preds:
+        assert set(p["speedup"]) == {"plain", "subspace", "taco_tp", "taco_3d", "best", "bound"}
+        assert p["subspace"]["k"] == 128 and p["subspace"]["projection_counted"] is True
+        assert p["subspace"]["hidden"] == p["model"]["hidden"]
+        layers = p["model"]["layers"] // 2
+        for name, res in p["results"].items():
+            assert res["subspace_k"] == (0 if name == "plain" else 128)
+            assert res["projection_ms"] == pytest.approx(0 if name == "plain" else 16 * layers * 4 * 20e-3,
+                                                         rel=1e-12)
+        # The fastest per site includes plain NCCL on the confined buffers.
+        assert p["speedup"]["best"] >= p["speedup"]["subspace"] * (1 - 1e-12), p["label"]
