@@ -84,7 +84,11 @@ void fail(Blame blame, const std::string& context, const std::string& what) {
     H5Eclear2(H5E_DEFAULT);
     throw InputError(fmt::format("{}: cannot write ({})", context, std::strerror(err)));
   }
-  const std::string detail = error_detail();
+  std::string detail = error_detail();
+  // The reader process's memory is bounded by the file's size (io/isolated_source.cpp): a
+  // request over that is the file claiming more than it holds.
+  if (detail.find("allocation failed") != std::string::npos)
+    detail += "; more memory than the file can hold: refused to bound memory (corrupt file?)";
   std::string msg = detail.empty() ? fmt::format("{}: {}", context, what)
                                    : fmt::format("{}: {} (HDF5: {})", context, what, detail);
   if (blame == Blame::Input) throw InputError(msg);

@@ -7,11 +7,13 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -181,12 +183,51 @@ void limit_cpu(uint64_t numel) {
   ::setrlimit(RLIMIT_CPU, &lim);
 }
 
-[[noreturn]] void serve(int fd, const std::function<std::unique_ptr<TensorSource>()>& open) {
+// A corrupt file can also make libhdf5 allocate gigabytes: one flipped bit in the length of a
+// string attribute made it take 4 GB for an 8 MB trace. Each request gets an address-space
+// budget on top of what the child maps already: the file's metadata may take a fixed floor plus
+// a few times the file's size, and a tensor its values and the reader's buffers. A request
+// over it fails inside the library (an InputError naming the file) instead of taking the
+// machine's memory. The sanitizers map terabytes of shadow memory: no budget under them.
+constexpr uint64_t kMetadataMemoryFloor = uint64_t(256) << 20;
+constexpr uint64_t kMetadataPerFileByte = 4;
+constexpr uint64_t kBytesPerTensorElement = 16;  // float32 values, f64 staging, conversion
+
+uint64_t mapped_bytes() {
+  unsigned long long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  return uint64_t(pages) * uint64_t(::sysconf(_SC_PAGESIZE));
+}
+
+void limit_memory([[maybe_unused]] uint64_t file_size, [[maybe_unused]] uint64_t numel) {
+#if !defined(TACO_SANITIZED)
+  auto sat_add = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
+  auto sat_mul = [](uint64_t a, uint64_t b) {
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+  };
+  const uint64_t budget =
+      sat_add(sat_add(kMetadataMemoryFloor, sat_mul(file_size, kMetadataPerFileByte)),
+              sat_mul(numel, kBytesPerTensorElement));
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_AS, &lim) != 0) return;
+  const uint64_t soft = sat_add(mapped_bytes(), budget);
+  lim.rlim_cur =
+      lim.rlim_max == RLIM_INFINITY ? rlim_t(soft) : std::min(rlim_t(soft), lim.rlim_max);
+  ::setrlimit(RLIMIT_AS, &lim);
+#endif
+}
+
+[[noreturn]] void serve(int fd, uint64_t file_size,
+                        const std::function<std::unique_ptr<TensorSource>()>& open) {
   // The send may fail (the parent is gone): then there is nothing left to do but leave.
   auto report = [fd](Status s, const char* what) { send_message(fd, s, what); };
   std::unique_ptr<TensorSource> src;
   try {
     limit_cpu(0);
+    limit_memory(file_size, 0);
     src = open();
     if (!send_message(fd, kOk, encode_listing(*src))) ::_exit(0);
   } catch (const InputError& e) {
@@ -207,6 +248,7 @@ void limit_cpu(uint64_t numel) {
       int64_t numel = 1;
       for (int64_t d : src->info(size_t(index)).shape) numel *= d;
       limit_cpu(uint64_t(numel));
+      limit_memory(file_size, uint64_t(numel));
       const Tensor t = src->read(size_t(index));
       const Status ok = kOk;
       const uint64_t len = t.values.size() * sizeof(float);
@@ -263,7 +305,8 @@ Child start_child(const std::string& path,
       ::abort();
     });
 #endif
-    serve(sv[1], open);
+    struct stat st {};
+    serve(sv[1], ::stat(path.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0, open);
   }
   ::close(sv[1]);
   return Child{sv[0], pid};

@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
+#include <unordered_set>
 
 namespace taco {
 namespace {
@@ -47,6 +47,57 @@ uint64_t json_uint(const nlohmann::json& v, const std::string& what) {
   if (v.is_number_integer()) throw_input_error("{}: negative value {}", what, v.get<int64_t>());
   throw_input_error("{}: expected a non-negative integer, got {}", what, printable(v.dump()));
 }
+
+// The checks of a header that its JSON document cannot show afterwards, in one pass over the
+// parse events: the nesting depth (a hostile header could build a huge tree of empty arrays), and
+// keys named twice in one object (JSON keeps the last of two equal keys, so a header naming a
+// tensor twice would silently lose one).
+class HeaderCheck final : public nlohmann::json::json_sax_t {
+ public:
+  explicit HeaderCheck(const std::string& path) : path_(path) {}
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return open(true); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    TACO_REQUIRE_INPUT(keys_.back().insert(k).second,
+                       "{}: safetensors header has the key '{}' twice (one entry would be lost)",
+                       path_, printable(k));
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&,
+                   const nlohmann::detail::exception& ex) override {
+    throw_input_error("{}: malformed safetensors header JSON: {}", path_,
+                      printable(ex.what(), 200));
+  }
+
+ private:
+  bool open(bool object) {
+    TACO_REQUIRE_INPUT(open_.size() < size_t(kMaxJsonDepth),
+                       "{}: malformed safetensors header JSON: nested deeper than {} levels", path_,
+                       kMaxJsonDepth);
+    open_.push_back(object);
+    if (object) keys_.emplace_back();
+    return true;
+  }
+  bool close() {
+    if (open_.back()) keys_.pop_back();
+    open_.pop_back();
+    return true;
+  }
+
+  const std::string& path_;
+  std::vector<bool> open_;                             // per open container: is it an object
+  std::vector<std::unordered_set<std::string>> keys_;  // per open object: its keys so far
+};
 
 class SafetensorsSource final : public TensorSource {
  public:
@@ -113,25 +164,12 @@ std::unique_ptr<TensorSource> open_safetensors(std::shared_ptr<ByteSource> src,
   src->read_at(8, text.data(), text.size());
 
   nlohmann::json header;
-  // JSON keeps the last of two equal keys: a header naming a tensor twice would silently lose one.
-  std::vector<std::set<std::string>> keys;  // per open object
   try {
-    header = nlohmann::json::parse(
-        text,
-        [&path, &keys](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-          TACO_REQUIRE_INPUT(depth <= kMaxJsonDepth,
-                             "{}: malformed safetensors header JSON: nested deeper than {} levels",
-                             path, kMaxJsonDepth);
-          using E = nlohmann::json::parse_event_t;
-          if (event == E::object_start) keys.emplace_back();
-          if (event == E::object_end && !keys.empty()) keys.pop_back();
-          if (event == E::key && !keys.empty())
-            TACO_REQUIRE_INPUT(
-                keys.back().insert(parsed.get<std::string>()).second,
-                "{}: safetensors header has the key '{}' twice (one entry would be lost)", path,
-                printable(parsed.get<std::string>()));
-          return true;
-        });
+    // Checked in a pass of its own: nlohmann's parse callback rescans the enclosing object
+    // after every nested one, which is quadratic in the number of tensors.
+    HeaderCheck check(path);
+    nlohmann::json::sax_parse(text, &check);
+    header = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& ex) {
     throw_input_error("{}: malformed safetensors header JSON: {}", path, printable(ex.what(), 200));
   }

@@ -111,6 +111,9 @@ RowPartial scan_row(const float* x, int64_t cols, int64_t block) {
 // per row (a [n, 1] tensor would otherwise need 80 bytes per element).
 constexpr int64_t kRowBlock = 256;
 
+// Tensors below this many elements are scanned on one thread (compute_stats).
+constexpr int64_t kParallelMinElements = int64_t(1) << 16;
+
 void combine(RowPartial& into, const RowPartial& p) {
   merge(into.mom, p.mom);
   into.sumsq += p.sumsq;
@@ -201,7 +204,12 @@ TensorStats compute_stats(const float* x, int64_t rows, int64_t cols, const Stat
   s.cols = cols;
   s.numel = rows * cols;
   s.block_size = opts.block_size;
-  const int nt = opts.threads > 0 ? opts.threads : omp_get_max_threads();
+  // A parallel region costs more than a small tensor's work, and on a busy machine a team that
+  // waits for a descheduled thread costs milliseconds: small tensors take one thread (the
+  // results do not depend on the thread count).
+  const int nt = s.numel < kParallelMinElements ? 1
+                 : opts.threads > 0             ? opts.threads
+                                                : omp_get_max_threads();
 
   // Pass 1: per-row partials combined in fixed row blocks, and per-row absmax; then the column
   // maxima.

@@ -5,6 +5,7 @@
 #include "test_io_support.hpp"
 
 #include <cmath>
+#include <ctime>
 #include <limits>
 
 using namespace taco;
@@ -110,6 +111,42 @@ TEST_CASE("safetensors: padded header, holes between tensors, no metadata", "[io
   require_values(t[0], v);
   REQUIRE(t[0].meta.layer == -1);
   REQUIRE(t[0].meta.site.empty());
+}
+
+namespace {
+
+// A header of n one-element tensors (what a dump of many small tensors looks like).
+Bytes many_tensors(int n) {
+  std::string header = "{";
+  for (int i = 0; i < n; ++i)
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) +
+              "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" + std::to_string(4 * i) +
+              "," + std::to_string(4 * i + 4) + "]}";
+  return safetensors_bytes(header + "}", Bytes(size_t(4 * n), 0));
+}
+
+// Fastest of three opens, in CPU seconds (what the parse costs, whatever else the machine runs).
+double open_cpu_seconds(const Bytes& file) {
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const std::clock_t c0 = std::clock();
+    const auto src = open_safetensors(memory_source("many.safetensors", file), {});
+    best = std::min(best, double(std::clock() - c0) / CLOCKS_PER_SEC);
+    REQUIRE(src->size() > 0);
+  }
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("safetensors: opening takes time linear in the number of tensors", "[io][safetensors]") {
+  // 4x the tensors: about 4x the time when linear, 16x when quadratic (the JSON parse callback
+  // rescanned the whole header object after each tensor: 100,000 tensors took 126 s).
+  const Bytes small = many_tensors(10000), large = many_tensors(40000);
+  REQUIRE(open_safetensors(memory_source("many.safetensors", large), {})->size() == 40000);
+  const double t_small = open_cpu_seconds(small), t_large = open_cpu_seconds(large);
+  INFO("10k tensors " << t_small << " s, 40k tensors " << t_large << " s");
+  CHECK(t_large < 8 * t_small + 0.05);
 }
 
 TEST_CASE("npy: versions 1.0/2.0/3.0, dtypes, byte orders", "[io][npy]") {
