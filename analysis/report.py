@@ -65,6 +65,7 @@ def build(results_dir: str, stage: str, log) -> dict:
     """Draws every figure into stage/figures; returns the report record. Raises
     results.InputInvalid on malformed input."""
     rd = results.ResultsDir(results_dir)
+    rd.check()
     figdir = os.path.join(stage, "figures")
     os.makedirs(figdir)
     figures, skipped = [], []

@@ -498,6 +498,17 @@ class ResultsDir:
             raise InputMissing("no step-time model JSON (taco model --json FILE)")
         return runs
 
+    def check(self) -> None:
+        """Reads every input the directory holds, so that a malformed one stops a report before
+        it draws anything (one error line, no progress lines before it)."""
+        for load in (self.json_files, self.results, self.study_provenance, self.variants,
+                     self.collectives, self.pareto, self.histograms, self.selection,
+                     self.bench_runs, self.comm_runs, self.training_runs, self.model_runs):
+            try:
+                load()
+            except InputMissing:
+                pass
+
     def provenance_of_used(self) -> list[dict]:
         """path, kind, bytes, sha256 of every file read so far (sorted by path)."""
         out = []

@@ -23,6 +23,17 @@ inline CLI::Validator non_negative() {
       "UINT", "non_negative");
 }
 
+// For counts where 0 and negatives mean nothing (an unset option keeps its own default).
+inline CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& s) {
+        const bool zero = s.find_first_not_of('0') == std::string::npos;
+        return s.rfind('-', 0) == 0 || zero ? "must be a positive integer, got " + s
+                                            : std::string();
+      },
+      "N>0", "positive");
+}
+
 // More threads than this is a typo, not a machine: libgomp fails or crashes well before 65536.
 inline constexpr int kMaxThreads = 1024;
 

@@ -55,6 +55,8 @@ std::vector<int64_t> parse_shape(const std::string& s) {
     start = p + 1;
   }
   TACO_REQUIRE_INPUT(dims.size() == 2, "--shape '{}': expected two dimensions ROWS,COLS", s);
+  TACO_REQUIRE_INPUT(dims[0] <= INT64_MAX / int64_t(sizeof(float)) / dims[1],
+                     "--shape '{}': too many elements", s);
   return dims;
 }
 
@@ -98,6 +100,7 @@ struct EncodeArgs {
 };
 
 void run_encode(const EncodeArgs& a) {
+  taco::check_not_an_input(a.out, {a.in}, "OUT", taco::OutputKind::File);
   const auto codec = taco::make_codec(a.variant);
   const Tensor t = read_input(a.in, a.tensor);
   taco::EncodeStats st;
@@ -117,9 +120,14 @@ struct DecodeArgs {
 };
 
 void run_decode(const DecodeArgs& a) {
+  taco::check_not_an_input(a.out, {a.in}, "OUT", taco::OutputKind::File);
   const auto codec = taco::make_codec(a.variant);
   const std::vector<int64_t> shape = parse_shape(a.shape);
   const std::vector<uint8_t> wire = read_bytes(a.in);
+  // The shape sets the output's size: bounded by the wire's bytes, as a reader bounds a
+  // compressed tensor by the bytes it stores.
+  taco::check_expansion(uint64_t(shape[0] * shape[1]), wire.size(),
+                        fmt::format("{}: --shape {}", a.in, a.shape));
   std::vector<float> out(static_cast<size_t>(shape[0] * shape[1]));
   codec->decode(wire.data(), wire.size(), shape[0], shape[1], out.data());
   taco::write_npy(a.out, out, shape);
@@ -133,6 +141,7 @@ struct CastArgs {
 };
 
 void run_cast(const CastArgs& a) {
+  taco::check_not_an_input(a.out, {a.in}, "OUT", taco::OutputKind::File);
   const taco::CastFormat f = taco::parse_cast_format(a.format);
   const Tensor t = read_input(a.in, a.tensor);
   const std::vector<int64_t> shape = t.shape.empty() ? std::vector<int64_t>{1} : t.shape;

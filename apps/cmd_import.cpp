@@ -172,6 +172,9 @@ void run_import(const ImportArgs& a) {
                                     : std::filesystem::path(f.path).lexically_relative(f.source);
     prefixes.push_back((rel.parent_path() / rel.stem()).string());
   }
+  std::vector<std::string> read = files;
+  if (!a.sidecar.empty()) read.push_back(a.sidecar);
+  taco::check_not_an_input(a.out, read, "--out", taco::OutputKind::File);
   for (const std::string& in : files) taco::open_tensor_file(in, open_opts);
 
   taco::TraceWriter::Options wopts;

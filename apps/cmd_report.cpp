@@ -3,6 +3,7 @@
 // scripts, runs them with the right interpreter, and turns their outcome into taco's exit codes
 // (2 = bad input, 1 = anything else). See docs/report.md.
 #include "command.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
 
@@ -174,6 +175,8 @@ void run_report(const ReportArgs& a) {
   const std::string out = a.out.empty() ? (fs::path(a.results_dir) / "report").string() : a.out;
   TACO_REQUIRE_INPUT(!fs::exists(out, ec) || fs::is_directory(out, ec),
                      "--out '{}' exists and is not a directory", out);
+  // The report's files (report.json, index.html, figures/) must not land over its inputs.
+  taco::check_not_an_input(out, {a.results_dir}, "--out", taco::OutputKind::Directory);
 
   const std::string analysis = find_analysis_dir();
   const char* py_env = std::getenv("PYTHON");

@@ -117,12 +117,12 @@ struct OpenedInputs {
   std::vector<taco::TensorSource*> sources;
   std::vector<std::string> paths, labels;  // per file: its path, the input argument it came from
 };
-OpenedInputs open_inputs(const StudyArgs& a) {
+OpenedInputs open_inputs(const StudyArgs& a, const std::vector<taco::InputFile>& files) {
   taco::OpenOptions oo;
   oo.datasets = a.datasets;
   if (!a.name_map.empty()) oo.name_map = std::make_shared<taco::NameMap>(a.name_map);
   OpenedInputs in;
-  for (const taco::InputFile& f : taco::expand_inputs(a.inputs)) {
+  for (const taco::InputFile& f : files) {
     in.owned.push_back(taco::open_tensor_file(f.path, oo));
     in.sources.push_back(in.owned.back().get());
     in.paths.push_back(f.path);
@@ -132,7 +132,8 @@ OpenedInputs open_inputs(const StudyArgs& a) {
 }
 
 // --weights: the structure of 2-D weight matrices (study/weights.hpp), no codecs.
-void run_weights_command(const StudyArgs& a, int threads, taco::AtomicDirectory& out) {
+void run_weights_command(const StudyArgs& a, const std::vector<taco::InputFile>& files, int threads,
+                         taco::AtomicDirectory& out) {
   using namespace taco;
   using namespace taco::study;
   TACO_REQUIRE_INPUT(
@@ -142,7 +143,7 @@ void run_weights_command(const StudyArgs& a, int threads, taco::AtomicDirectory&
   WeightsOptions wo;
   wo.filter = parse_filter(a.filter);
   wo.max_tensors = a.max_tensors;
-  const OpenedInputs in = open_inputs(a);
+  const OpenedInputs in = open_inputs(a, files);
   wo.progress = progress_callback(a.quiet);
   const WeightsResult r = run_weights_study(in.sources, wo);
   TACO_REQUIRE_INPUT(!r.spectra.empty(),
@@ -164,17 +165,22 @@ void run_study_command(const StudyArgs& a) {
   TACO_REQUIRE_INPUT(a.threads >= 0 && a.threads <= taco::cli::kMaxThreads,
                      "--threads: must be 0 (all cores) to {}, got {}", taco::cli::kMaxThreads,
                      a.threads);
-  TACO_REQUIRE_INPUT(a.max_tensors >= -1, "--max-tensors: must be >= 0, got {}", a.max_tensors);
   TACO_REQUIRE_INPUT(a.tau >= 0 && std::isfinite(a.tau), "--tau: must be >= 0, got {}", a.tau);
   TACO_REQUIRE_INPUT(!a.select || (a.budget > 0 && std::isfinite(a.budget)),
                      "--budget: must be a positive number of bytes per element, got {}", a.budget);
   TACO_REQUIRE_INPUT(a.select || a.candidates.empty(), "--candidates: only with --select");
   TACO_REQUIRE_INPUT(!a.collectives.empty() || a.tp.empty(), "--tp: only with --collectives");
-  // The output set replaces --out as a whole; a directory of other files is refused here.
+  // The output set replaces --out as a whole: an input in it, or a directory of other files,
+  // is refused here.
+  const std::vector<InputFile> files = expand_inputs(a.inputs);
+  std::vector<std::string> read = a.inputs;
+  for (const InputFile& f : files) read.push_back(f.path);
+  if (!a.config.empty()) read.push_back(a.config);
+  check_not_an_input(a.out, read, "--out", OutputKind::Directory);
   AtomicDirectory out(a.out, kStudyFiles, "--out");
   opts.threads = a.threads > 0 ? a.threads : omp_get_num_procs();
   omp_set_num_threads(opts.threads);  // also what codecs' own parallel loops use
-  if (a.weights) return run_weights_command(a, opts.threads, out);
+  if (a.weights) return run_weights_command(a, files, opts.threads, out);
   opts.seed = a.seed;
   opts.tau_rel = a.tau;
   opts.max_tensors = a.max_tensors;
@@ -236,7 +242,7 @@ void run_study_command(const StudyArgs& a) {
   StructureCollector structure(infos);
   if (structure.active()) opts.on_tensor = [&structure](const Tensor& t) { structure.add(t); };
 
-  const OpenedInputs in = open_inputs(a);
+  const OpenedInputs in = open_inputs(a, files);
   opts.source_labels = in.labels;
   opts.progress = progress_callback(a.quiet);
   // Hash the inputs (provenance) on another thread while the study runs.
@@ -325,7 +331,8 @@ void add_study(CLI::App& root) {
   sub->add_option("--filter", args->filter,
                   "Only tensors matching key=value[|value...] terms, comma-separated; keys: site, "
                   "direction, collective, layer, step, tp_rank, name, file");
-  sub->add_option("--max-tensors", args->max_tensors, "Stop after N tensors (after --filter)");
+  sub->add_option("--max-tensors", args->max_tensors, "Stop after N tensors (after --filter)")
+      ->check(taco::cli::positive());  // unset: every tensor (-1 here, not a value to give)
   sub->add_option("--tau", args->tau,
                   "max_rel_err counts elements with |x| > tau * absmax(tensor) (default 1e-3)");
   sub->add_flag("--no-histograms", args->no_histograms, "Do not write histograms.csv");

@@ -111,6 +111,39 @@ void check_output_file(const std::string& path, const char* flag) {
   }
 }
 
+void check_not_an_input(const std::string& out, const std::vector<std::string>& inputs,
+                        const char* flag, OutputKind kind) {
+  namespace fs = std::filesystem;
+  struct stat o {};
+  if (out.empty() || ::stat(out.c_str(), &o) != 0) return;  // a new path replaces nothing
+  auto same = [&o](const fs::path& p) {
+    struct stat s {};
+    return ::stat(p.c_str(), &s) == 0 && s.st_dev == o.st_dev && s.st_ino == o.st_ino;
+  };
+  for (const std::string& in : inputs) {
+    if (same(in))
+      throw_input_error(
+          "{} {}: is the input {}{}; writing it would destroy the input: give another {}", flag,
+          out, in,
+          fs::path(in).lexically_normal() == fs::path(out).lexically_normal() ? ""
+                                                                              : " (the same file)",
+          kind == OutputKind::File ? "file name" : "directory");
+    if (kind != OutputKind::Directory) continue;
+    // Every directory above the input, links resolved: is one of them the output?
+    std::error_code ec;
+    const fs::path real = fs::weakly_canonical(fs::absolute(in, ec), ec);
+    if (ec) continue;
+    for (fs::path p = real.parent_path(); !p.empty(); p = p.parent_path()) {
+      if (same(p))
+        throw_input_error(
+            "{} {}: holds the input {}, which writing the output would replace or remove: give "
+            "another directory",
+            flag, out, in);
+      if (p == p.parent_path()) break;
+    }
+  }
+}
+
 namespace {
 
 // "results.csv.tmp-123" (left by a run that was killed outright) counts as "results.csv".

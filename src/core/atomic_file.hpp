@@ -44,6 +44,20 @@ void make_directories(const std::string& dir);
 // directory exists. InputError "<flag> <path>: ...".
 void check_output_file(const std::string& path, const char* flag);
 
+// What an output path names, for check_not_an_input.
+enum class OutputKind {
+  File,       // one file, written whole and renamed over the path
+  Directory,  // a directory that the command replaces or writes files into
+};
+
+// Checks, before any work, that writing the output `out` cannot replace or remove one of the
+// command's `inputs` (files or directories, as given or as found in directories): `out` must
+// not be an input (the same path, or a symbolic or hard link to the same file), and a
+// Directory output must not hold one (an input inside it, at any depth, through links too).
+// Paths that do not exist yet are no input. InputError "<flag> <out>: ..." naming the input.
+void check_not_an_input(const std::string& out, const std::vector<std::string>& inputs,
+                        const char* flag, OutputKind kind);
+
 // A directory of outputs that replaces <dir> as a whole, so that it never mixes two runs: the
 // files go into a fresh "<dir>.tmp-<pid>" next to it, and commit() swaps that in with one
 // atomic rename (renameat2 RENAME_EXCHANGE; where the file system lacks it, two renames with

@@ -31,13 +31,6 @@ std::unique_ptr<TensorSource> open_trace(const std::string& path);
 // built with the library.
 std::unique_ptr<TensorSource> open_hdf5(const std::string& path, const OpenOptions& opts);
 
-// Memory that one tensor's float32 values may take against the bytes the file stores for
-// them: a compressed tensor may expand to kMaxExpansion times its stored bytes, or to
-// kExpansionFloor, whichever is more. (Deflate alone allows 1032:1: a 3 MB archive of zeros
-// could make taco allocate 3 GB.) TACO_MEMORY_LIMIT (tensor_source.hpp) replaces the rule by a
-// plain per-tensor limit. InputError naming `what` otherwise.
-void check_expansion(uint64_t numel, uint64_t stored_bytes, const std::string& what);
-
 // The chunk shape TraceWriter uses: about 1 MiB of whole rows (the last dimension whole, then
 // as many of the dimensions before it as fit); a single row over 1 MiB is split.
 std::vector<uint64_t> trace_chunk_shape(const std::vector<int64_t>& shape, size_t elem_size);

@@ -35,6 +35,11 @@ class TensorSource {
 inline constexpr uint64_t kMaxExpansion = 64;
 inline constexpr uint64_t kExpansionFloor = uint64_t(256) << 20;
 uint64_t memory_limit_from_env();
+// The rule for one tensor of numel float32 values that `stored_bytes` of input expand to (a
+// compressed tensor, a decoded wire): kMaxExpansion times the stored bytes or kExpansionFloor,
+// whichever is more, or TACO_MEMORY_LIMIT. (Deflate alone allows 1032:1: a 3 MB archive of
+// zeros could make taco allocate 3 GB.) InputError naming `what` otherwise.
+void check_expansion(uint64_t numel, uint64_t stored_bytes, const std::string& what);
 
 class NameMap;
 struct OpenOptions {

@@ -90,3 +90,44 @@ TEST_CASE("AtomicDirectory swaps a whole set in, and never mixes two runs", "[co
   }
   REQUIRE(slurp(dir.file("deep/er/out2/a.csv")) == "4");
 }
+
+TEST_CASE("check_not_an_input refuses an output that is an input or holds one", "[core][outputs]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  write_bytes(dir.file("x.npy"), {1});
+  write_bytes(dir.file("other.npy"), {1});
+  auto refused = [](const std::string& out, const std::vector<std::string>& in, OutputKind kind) {
+    return input_error_of([&] { check_not_an_input(out, in, "--out", kind); });
+  };
+  const std::string x = dir.file("x.npy");
+  // The same file: by its path, another spelling of it, a symbolic link, a hard link.
+  REQUIRE_THAT(refused(x, {x}, OutputKind::File), Catch::Matchers::Contains("is the input"));
+  REQUIRE_THAT(refused(dir.path() + "/./x.npy", {x}, OutputKind::File),
+               Catch::Matchers::Contains("is the input " + x));
+  fs::create_symlink(x, dir.file("soft.npy"));
+  fs::create_hard_link(x, dir.file("hard.npy"));
+  for (const char* link : {"soft.npy", "hard.npy"})
+    REQUIRE_THAT(refused(dir.file(link), {dir.file("other.npy"), x}, OutputKind::File),
+                 Catch::Matchers::Contains("(the same file)"));
+  // Another file, or a path that does not exist yet, replaces no input.
+  check_not_an_input(dir.file("other.npy"), {x}, "--out", OutputKind::File);
+  check_not_an_input(dir.file("new.npy"), {x}, "--out", OutputKind::File);
+  // A directory output: an input at any depth in it, through a link to it too, or itself.
+  fs::create_directories(dir.file("out/report"));
+  write_bytes(dir.file("out/report/y.npy"), {1});
+  fs::create_directory_symlink(dir.file("out"), dir.file("out-link"));
+  REQUIRE_THAT(refused(dir.file("out"), {x, dir.file("out/report/y.npy")}, OutputKind::Directory),
+               Catch::Matchers::Contains("holds the input " + dir.file("out/report/y.npy")));
+  REQUIRE_THAT(refused(dir.file("out-link"), {dir.file("out/report/y.npy")}, OutputKind::Directory),
+               Catch::Matchers::Contains("holds the input"));
+  REQUIRE_THAT(refused(dir.file("out"), {dir.file("out-link/report")}, OutputKind::Directory),
+               Catch::Matchers::Contains("holds the input"));
+  REQUIRE_THAT(refused(dir.file("out"), {dir.file("out-link")}, OutputKind::Directory),
+               Catch::Matchers::Contains("is the input"));
+  // An output directory inside an input directory, or beside it, is fine.
+  check_not_an_input(dir.file("out/report"), {dir.file("out")}, "--out", OutputKind::Directory);
+  check_not_an_input(dir.file("out2"), {dir.file("out/report/y.npy")}, "--out",
+                     OutputKind::Directory);
+  // A file output never holds anything.
+  check_not_an_input(x, {dir.file("out/report/y.npy")}, "--out", OutputKind::File);
+}

@@ -334,6 +334,8 @@ def test_absurd_simulations_are_refused(taco, tmp_path):
     (["import", STEP30, "--out", "."], "--out .: is a directory"),
     (["import", STEP30, "--out", "/dev/null"], "not a regular file"),
     (["import", STEP30, "--out", "no/such/dir/t.h5"], "directory no/such/dir does not exist"),
+    (["study", STEP30, "--max-tensors", "-1", "--out", "o"], "--max-tensors: must be a positive integer, got -1"),
+    (["study", STEP30, "--max-tensors", "0", "--out", "o"], "--max-tensors: must be a positive integer, got 0"),
 ])
 def test_cli_mistakes_get_one_line_that_says_what_was_meant(taco, tmp_path, args, needle):
     r = run(taco, *args, cwd=tmp_path)
@@ -364,3 +366,122 @@ def test_metadata_bytes_that_are_not_text_do_not_break_json(taco, tmp_path):
     assert r.returncode == 0, r.stderr
     import json as j
     assert j.loads((tmp_path / "st" / "results.json").read_text())["rows"][0]["site"] == "a?b?"
+
+
+# ---- outputs that are inputs ----------------------------------------------------------------
+
+def outputs_over_inputs(tmp_path):
+    """(command, files that must come out unchanged) for every writing command pointed at one of
+    its inputs: the same path, a symbolic link, a hard link, or a directory that holds it."""
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32))
+    (tmp_path / "soft.npy").symlink_to(x)
+    os.link(x, tmp_path / "hard.npy")
+    w = tmp_path / "x.bin"
+    w.write_bytes(bytes(1088))
+    d = tmp_path / "dump"
+    d.mkdir()
+    np.save(d / "a.npy", np.ones((4, 8), np.float32))
+    t = tmp_path / "t.h5"
+    t.write_bytes(STEP30.read_bytes())
+    st = tmp_path / "st"
+    st.mkdir()
+    (st / "selection.json").write_text('{"choices": [], "candidates": []}')
+    (st / "report").mkdir()
+    np.save(st / "report" / "r.npy", np.ones((4, 8), np.float32))
+    res = tmp_path / "res"
+    res.mkdir()
+    (res / "results.csv").write_text("garbage\n")
+    return [
+        (["codec", "encode", "-v", "taco", x, x], [x]),
+        (["codec", "encode", "-v", "taco", x, f"{tmp_path}/./x.npy"], [x]),
+        (["codec", "encode", "-v", "taco", x, tmp_path / "soft.npy"], [x]),
+        (["codec", "encode", "-v", "taco", x, tmp_path / "hard.npy"], [x]),
+        (["codec", "decode", "-v", "taco", "--shape", "4,256", w, w], [w]),
+        (["codec", "cast", "-f", "e4m3", x, tmp_path / "hard.npy"], [x]),
+        (["import", t, "--out", t], [t]),
+        (["import", d, "--out", d / "a.npy"], [d / "a.npy"]),
+        (["import", x, "--sidecar", tmp_path / "side.json", "--out", tmp_path / "side.json"],
+         [tmp_path / "side.json"]),
+        (["study", t, "--config", st / "selection.json", "--out", st], [st / "selection.json"]),
+        (["study", st / "report", "--out", st], [st / "report" / "r.npy"]),
+        (["report", res, "--out", res], [res / "results.csv"]),
+    ]
+
+
+def test_an_output_that_is_an_input_is_refused_before_anything(taco, tmp_path):
+    (tmp_path / "side.json").write_text("{}")
+    for args, keep in outputs_over_inputs(tmp_path):
+        before = {p: p.read_bytes() for p in keep}
+        listing = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+        r = run(taco, *args)
+        assert_one_error_line(r)
+        assert "is the input" in r.stderr or "holds the input" in r.stderr, (args, r.stderr)
+        assert {p: p.read_bytes() for p in keep} == before, args
+        assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == listing, args
+
+
+# ---- corrupt metadata and large headers ---------------------------------------------------------
+
+STEP571 = SAMPLES / "gpt6l512-tp2-step000571.h5"
+
+
+def test_a_flipped_string_length_in_a_real_trace_is_refused_in_bounded_memory(taco, tmp_path):
+    # One bit of the length of a variable-length string attribute (extra.shape_in_model): the
+    # string then claims 2 GiB of an 8 MB file, and libhdf5 took 4.1 GB to read it.
+    b = bytearray(STEP571.read_bytes())
+    b[1113406] ^= 1 << 7
+    x = tmp_path / "x.h5"
+    x.write_bytes(b)
+    for cmd in (["info", x], ["study", x, "--variants", "fp8-g128", "--out", tmp_path / "st", "-q"],
+                ["import", x, "--out", tmp_path / "t.h5", "-q"]):
+        r = run(taco, *cmd)
+        assert_one_error_line(r, "extra.shape_in_model")
+        assert "more memory than the file can hold" in r.stderr
+        rc, mb = peak_rss_mb(taco, *cmd)
+        assert rc == 2 and mb < 400, (cmd, mb)
+    assert leftovers(tmp_path) == ["x.h5"]
+
+
+def safetensors_of_many(path, n):
+    import json
+    import struct
+    header = json.dumps({f"t{i}": {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]}
+                         for i in range(n)}, separators=(",", ":")).encode()
+    path.write_bytes(struct.pack("<Q", len(header)) + header + np.ones(n, np.float32).tobytes())
+
+
+def cpu_seconds_of(taco, *args):
+    """CPU seconds (user + system) of one taco run that must succeed: the fastest of two."""
+    code = ("import resource, subprocess, sys\n"
+            "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+            "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(r.returncode, u.ru_utime + u.ru_stime)\n")
+    best = None
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code, str(taco), *map(str, args)], capture_output=True,
+                             text=True, timeout=600).stdout.split()
+        assert out[0] == "0"
+        best = float(out[1]) if best is None else min(best, float(out[1]))
+    return best
+
+
+def test_info_on_many_tensors_costs_time_linear_in_their_number(taco, tmp_path):
+    # 4x the tensors cost about 4x the time; the quadratic header parse made it 40x (100,000
+    # tensors took 126 s). CPU time, so that a busy machine does not decide.
+    safetensors_of_many(tmp_path / "a.safetensors", 10000)
+    safetensors_of_many(tmp_path / "b.safetensors", 40000)
+    small, large = cpu_seconds_of(taco, "info", tmp_path / "a.safetensors"), \
+        cpu_seconds_of(taco, "info", tmp_path / "b.safetensors")
+    assert large < 8 * small + 0.1, (small, large)
+
+
+def test_decode_of_a_shape_its_wire_cannot_hold_is_refused(taco, tmp_path):
+    x = tmp_path / "x.npy"
+    np.save(x, np.ones((4, 256), np.float32))
+    assert run(taco, "codec", "encode", "-v", "taco", x, tmp_path / "w.bin").returncode == 0
+    for shape, needle in (("999999999,999999999", "--shape 999999999,999999999: "),
+                          ("999999999999,999999999999", "--shape '999999999999,999999999999': too many")):
+        r = run(taco, "codec", "decode", "-v", "taco", "--shape", shape, tmp_path / "w.bin", tmp_path / "y.npy")
+        assert_one_error_line(r, needle)
+    assert leftovers(tmp_path) == ["w.bin", "x.npy"]

@@ -962,6 +962,20 @@ def test_taco_report_bad_input(tmp_path):
     assert r.returncode == 1 and "cannot run the Python interpreter" in r.stderr
 
 
+def test_taco_report_on_garbage_is_one_line_before_any_progress(tmp_path):
+    # Without --quiet: the inputs are all read before the first figure, so no progress line
+    # ("skipped ...", "wrote ...") comes before the error.
+    b = taco_bin()
+    d = tmp_path / "res"
+    d.mkdir()
+    (d / "results.csv").write_text('garbage,,,\n"x\n')
+    r = run([b, "report", str(d)])
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and r.stderr.startswith(
+        f"taco: error: {d / 'results.csv'}: header lacks column(s)"), r.stderr
+    assert not (d / "report").exists()
+
+
 def test_training_figure_draws_the_paired_differences_and_the_band(tmp_path):
     out = tmp_path / "figs"
     r = run([sys.executable, os.path.join(ANALYSIS, "fig_training.py"), FIXTURE, str(out)])
