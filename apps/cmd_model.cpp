@@ -953,6 +953,10 @@ void add_model(CLI::App& root) {
                        "--validate");
     TACO_REQUIRE_INPUT(a->fit_lines >= 1 && a->fit_lines <= 3,
                        "--fit-lines must be 1, 2 or 3, got {}", a->fit_lines);
+    std::vector<std::string> read = {a->links, a->bench, a->layer};
+    if (!a->comm.empty())
+      for (const auto& f : taco::cli::split_list(a->comm, "--comm")) read.push_back(f);
+    taco::check_not_an_input(a->json_path, read, "--json", taco::OutputKind::File);
     if (a->validate)
       run_validate(*a);
     else if (a->paper)

@@ -392,6 +392,8 @@ def outputs_over_inputs(tmp_path):
     res = tmp_path / "res"
     res.mkdir()
     (res / "results.csv").write_text("garbage\n")
+    bench = tmp_path / "bench.json"
+    bench.write_bytes((SAMPLES.parents[1] / "bench" / "records" / "2026-12-02-h200-v62-bench.json").read_bytes())
     return [
         (["codec", "encode", "-v", "taco", x, x], [x]),
         (["codec", "encode", "-v", "taco", x, f"{tmp_path}/./x.npy"], [x]),
@@ -406,6 +408,7 @@ def outputs_over_inputs(tmp_path):
         (["study", t, "--config", st / "selection.json", "--out", st], [st / "selection.json"]),
         (["study", st / "report", "--out", st], [st / "report" / "r.npy"]),
         (["report", res, "--out", res], [res / "results.csv"]),
+        (["model", "--paper", "--bench", bench, "--json", bench], [bench]),
     ]
 
 
