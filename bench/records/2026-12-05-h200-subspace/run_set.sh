@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call of the subspace record (#38): the package's CUDA tests of the subspace trainer
 # (first call only), the projection cost, then one set of 1000-step runs under MPS.
-# usage: bash run_set.sh NAME "CANDIDATES" "SEEDS" "BASELINE_SEEDS" [--null-pair] [--tests]
+# usage: bash run_set.sh NAME "CANDIDATES" "SEEDS" "BASELINE_SEEDS" [--null-pair] [--projection] [--tests]
 # Writes $OUT/NAME.tgz (every run's train_log.json, metrics.jsonl, train.out) and $OUT/NAME.txt.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -10,8 +10,8 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 T=$PWD/.exp/tree; [ -d $T/python ] || T=$PWD
 export PYTHONPATH=$T/python
 name=$1 cands=$2 seeds=$3 bseeds=$4; shift 4
-null=""; tests=0
-for x in "$@"; do case $x in --null-pair) null=--null-pair;; --tests) tests=1;; esac; done
+null=""; tests=0; proj=0
+for x in "$@"; do case $x in --null-pair) null=--null-pair;; --tests) tests=1;; --projection) proj=1;; esac; done
 O=$OUT; t0=$(date +%s)
 stamp() { echo "== $1 at $(( $(date +%s) - t0 ))s"; }
 cp .exp/_C*.so $T/python/taco/   # built on the development machine for CPython 3.12, sm_90
@@ -19,7 +19,7 @@ cp .exp/_C*.so $T/python/taco/   # built on the development machine for CPython 
   python3 -c 'import sys,torch;print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
   python3 -c 'import taco._C as c; print("taco", c.version, c.git_commit)'; git log -1 --format='commit %H %s' 2>/dev/null; } > $O/env_$name.txt 2>&1
 cat $O/env_$name.txt
-if [ $tests = 1 ]; then
+if [ $proj = 1 ]; then
   stamp projection
   python3 $T/bench/subspace_projection.py --json $O/projection.json 2>&1 | tee $O/projection.txt
 fi
