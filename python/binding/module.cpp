@@ -130,6 +130,18 @@ NB_MODULE(_C, m) {
       .def("layout_json", [](const TensorCodec& c, int64_t rows,
                              int64_t cols) { return c.layout(rows, cols).dump(); })
       .def("chunk_bytes", &TensorCodec::chunk_bytes, nb::arg("rows"), nb::arg("cols"))
+      .def("range",
+           [](const TensorCodec& c) -> nb::object {
+             taco::CodecRange r;
+             if (!c.range(r)) return nb::none();
+             return nb::make_tuple(r.lo, r.hi, r.rel_lo);
+           })
+      .def(
+          "out_of_range",
+          [](const TensorCodec& c, nb::handle x, int64_t chunks, int64_t rows, int64_t cols) {
+            return c.out_of_range(arg(x, "input"), shape(chunks, rows, cols));
+          },
+          nb::arg("x"), nb::arg("chunks"), nb::arg("rows"), nb::arg("cols"))
       .def(
           "encode",
           [](const TensorCodec& c, nb::handle x, nb::handle wire, int64_t chunks, int64_t rows,

@@ -217,6 +217,26 @@ std::string TensorCodec::gpu_unsupported_reason() const {
 #endif
 }
 
+bool TensorCodec::range(CodecRange& r) const {
+  const VariantSpec* spec = cpu_->variant_spec();
+  if (spec) r = codec_range(*spec);
+  return spec != nullptr;
+}
+
+int64_t TensorCodec::out_of_range(const Buf& x, const Shape& s) const {
+  check_shape(s);
+  check_values(x, s, "input");
+  TACO_REQUIRE_INPUT(x.device == -1 && x.dtype == DType::F32,
+                     "codec {}: out_of_range takes a host float32 array", name());
+  const VariantSpec* spec = cpu_->variant_spec();
+  if (!spec) return 0;
+  int64_t n = 0;
+  for (int64_t c = 0; c < s.chunks; ++c)
+    n += out_of_range_blocks(*spec, static_cast<const float*>(x.data) + c * s.rows * s.cols, s.rows,
+                             s.cols);
+  return n;
+}
+
 int64_t TensorCodec::chunk_bytes(int64_t rows, int64_t cols) const {
   TACO_REQUIRE_INPUT(rows >= 1 && cols >= 1, "codec {}: empty shape [{}, {}]", name(), rows, cols);
   switch (family_) {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codecs/codec.hpp"
+#include "codecs/range.hpp"
 #include "codecs/variant.hpp"
 #include "core/dtype.hpp"
 
@@ -59,6 +60,11 @@ class TensorCodec {
   std::string gpu_unsupported_reason() const;
 
   int64_t chunk_bytes(int64_t rows, int64_t cols) const;
+  // The block magnitudes the codec represents (codecs/range.hpp): lo, hi, rel_lo; false for
+  // codecs without block scales (structured).
+  bool range(CodecRange& r) const;
+  // Blocks of x outside that range, summed over the chunks; x: host float32. 0 without a range.
+  int64_t out_of_range(const Buf& x, const Shape& s) const;
   // Byte offsets of one chunk's wire (quantization codecs: codes, scales, aux, tensor scale).
   nlohmann::json layout(int64_t rows, int64_t cols) const;
 

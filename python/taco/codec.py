@@ -21,9 +21,12 @@ Variants: presets ("taco", "fp8-g128", "mxfp8", "int4-g32", "bf16", ...) or the 
 """
 import json
 import sys
+import warnings
 from functools import lru_cache
 
 import numpy as np
+
+from .errors import TacoInputError
 
 try:
     from . import _C
@@ -31,15 +34,19 @@ except ImportError as ex:  # pragma: no cover - depends on the install
     raise ImportError("taco._C is not built: run `pip install .` at the repository root "
                       f"(the package's C++ extension; {ex})") from None
 
-__all__ = ["Wire", "encode", "decode", "decode_reduce", "qdq", "wire_bytes", "variants", "get_codec"]
+__all__ = ["Wire", "encode", "decode", "decode_reduce", "qdq", "wire_bytes", "variants", "get_codec",
+           "codec_range", "out_of_range"]
 
 _VALUE_DTYPES = ("float32", "bfloat16", "float16")
 
 
 @lru_cache(maxsize=256)
 def get_codec(variant):
-    """The parsed codec of a variant string (parsed once, then cached). ValueError for a bad variant."""
-    if not isinstance(variant, str) or not variant.strip():
+    """The parsed codec of a variant string (parsed once, then cached). ValueError for a bad variant,
+    TypeError for one that is not a string."""
+    if not isinstance(variant, str):
+        raise TypeError(f"variant must be a string, got {type(variant).__name__} {variant!r}")
+    if not variant.strip():
         raise ValueError(f"variant must be a non-empty string, got {variant!r}")
     return _C.Codec(variant)
 
@@ -226,12 +233,60 @@ def wire_bytes(variant, shape, chunks=1):
     return chunks * get_codec(variant).chunk_bytes(rows, cols)
 
 
-def encode(x, variant, *, chunks=1, out=None, residual=None):
+def codec_range(variant):
+    """(lo, hi): the largest magnitudes a group (the values sharing one scale) may have for `variant`
+    to represent it with its normal precision (docs/variants.md, "Range"); None for codecs without
+    block scales. Outside, the codec clips the group or decodes it as almost zero, without an error."""
+    r = get_codec(variant).range()
+    return None if r is None else (r[0], r[1])
+
+
+def out_of_range(x, variant, *, chunks=1):
+    """How many groups of x lie outside codec_range(variant) (for two-level scales, NVFP4, also far
+    below the largest group of their chunk): what the study's out_of_range_groups counts. One pass
+    over x on the host (CUDA tensors are copied there first)."""
+    codec = get_codec(variant)
+    if _is_torch(x):
+        shape = tuple(x.shape)
+        host = x.detach().to("cpu").float().contiguous().numpy()
+    else:
+        x = _array(x)
+        _check_values(x, "input")
+        shape = x.shape
+        host = np.ascontiguousarray(x, dtype=np.float32)
+    rows, cols = _geometry(shape, chunks)
+    return codec.out_of_range(host, chunks, rows, cols)
+
+
+_RANGE_CHECKS = (None, "warn", "raise")
+
+
+def _check_range(x, variant, chunks, how):
+    if how not in _RANGE_CHECKS:
+        raise ValueError(f"range_check must be None, 'warn' or 'raise', got {how!r}")
+    n = out_of_range(x, variant, chunks=chunks)
+    if n == 0:
+        return
+    lo, hi = codec_range(variant)
+    msg = (f"{variant}: {n} group(s) of the input lie outside the range the codec represents "
+           f"(group absmax {lo:.3g} to {hi:.3g}; docs/variants.md): they decode clipped, coarser or as "
+           "almost zero")
+    if how == "raise":
+        raise TacoInputError(msg)
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def encode(x, variant, *, chunks=1, out=None, residual=None, range_check=None):
     """Encodes x; returns a Wire. `out`: a uint8 buffer of wire_bytes(...) to write into, or a Wire
     of an earlier encode of the same variant, shape and chunks, which is rewritten and returned
     (the cheapest call in a loop).
     `residual`: error feedback, a float32 array shaped like x, updated in place
-    (v = x + residual; wire = C(v); residual = v - D(wire))."""
+    (v = x + residual; wire = C(v); residual = v - D(wire)).
+    `range_check`: "warn" (a RuntimeWarning) or "raise" (TacoInputError, a ValueError) when groups of
+    x lie outside the range the codec represents (out_of_range), which the codec would otherwise
+    clip or flush to almost zero silently; None (the default) checks nothing and costs nothing."""
+    if range_check is not None:
+        _check_range(x, variant, chunks, range_check)
     codec = get_codec(variant)
     reuse = type(out) is Wire
     if _is_torch(x):

@@ -50,7 +50,7 @@ const std::vector<std::string> kResultColumns = {
     "underflow_frac", "saturation_frac", "nan_count", "inf_count", "wire_bytes", "bytes_per_elem",
     "compression_ratio",
     // appended after the first schema version
-    "calc_diff", "source"};
+    "calc_diff", "source", "out_of_range_groups"};
 
 const std::vector<std::string> kCollectiveColumns = {
     "layer", "site", "direction", "step", "variant", "algorithm", "tp_size", "quantizations",
@@ -109,7 +109,8 @@ std::vector<Cell> result_cells(const StudyResult& r, const TensorRow& row) {
           f(row.bytes_per_elem()),
           f(row.compression_ratio()),
           d(m.calc_diff),
-          s(r.sources.empty() ? r.files[row.file_index] : r.sources[row.file_index])};
+          s(r.sources.empty() ? r.files[row.file_index] : r.sources[row.file_index]),
+          k(row.out_of_range)};
 }
 
 }  // namespace
@@ -248,6 +249,20 @@ std::string format_summary(const StudyResult& r) {
                                                              : "",
         list);
   }
+  // Groups a codec clipped or flushed to zero without an error (codecs/range.hpp): per variant.
+  std::map<size_t, std::pair<int64_t, int64_t>> out_of_range;  // variant -> groups, tensors
+  for (const TensorRow& row : r.rows)
+    if (row.out_of_range > 0) {
+      auto& [groups, tensors] = out_of_range[row.variant_index];
+      groups += row.out_of_range;
+      ++tensors;
+    }
+  for (const auto& [v, n] : out_of_range)
+    os << fmt::format(
+        "note: {}: {} group(s) in {} tensor(s) lie outside the range the codec represents: they "
+        "decode clipped, coarser or as almost zero, without an error (results.csv "
+        "out_of_range_groups; ranges: docs/variants.md)\n",
+        r.variants[v].name, n.first, n.second);
   std::string site, direction;
   int rank = 0;
   auto flush_hadamard = [&] {

@@ -1,5 +1,6 @@
 #include "study/study.hpp"
 
+#include "codecs/range.hpp"
 #include "core/error.hpp"
 #include "core/scratch.hpp"
 
@@ -168,7 +169,7 @@ struct AddElapsed {
 
 struct Measured {
   ErrorSums sums;
-  int64_t saturated = 0, wire_bytes = 0;
+  int64_t saturated = 0, wire_bytes = 0, out_of_range = -1;
 };
 
 // Encode, decode and measure one tensor with one codec. xhat and wire are scratch buffers,
@@ -183,6 +184,8 @@ Measured measure(const Codec& codec, const Tensor& t, double tau, bool skip_nonf
   m.sums = error_sums(t.values.data(), xhat, t.numel(), tau, skip_nonfinite, threads);
   m.saturated = st.saturated;
   m.wire_bytes = int64_t(wire.size());
+  if (const VariantSpec* spec = codec.variant_spec())
+    m.out_of_range = out_of_range_blocks(*spec, t.values.data(), t.rows(), t.cols());
   return m;
 }
 
@@ -427,6 +430,7 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
             row.metrics = finish_metrics(m.sums);
             row.saturated = m.saturated;
             row.wire_bytes = m.wire_bytes;
+            row.out_of_range = m.out_of_range;
           }
         } catch (const InputError& e) {
           // The codec does not take this shape (e.g. tile sizes): record it and go on.

@@ -93,6 +93,9 @@ struct TensorRow {
   TensorMeta meta;
   ErrorMetrics metrics;
   int64_t nan_count = 0, inf_count = 0, saturated = 0, wire_bytes = 0;
+  // Blocks the codec clips or flushes to (almost) zero: outside its range (codecs/range.hpp).
+  // -1 where the codec has no range (structured codecs, error feedback).
+  int64_t out_of_range = -1;
   double bytes_per_elem() const { return numel ? double(wire_bytes) / double(numel) : 0.0; }
   double compression_ratio() const {
     return wire_bytes ? double(numel) * double(dtype_size(in_dtype)) / double(wire_bytes) : 0.0;

@@ -420,7 +420,7 @@ TEST_CASE("study files follow docs/results-schema.md", "[study]") {
                     "in_dtype,variant,family,elem_format,scale_format,granularity,group_size,"
                     "transform,rel_l2,mse,snr_db,cosine,max_abs_err,max_rel_err,underflow_frac,"
                     "saturation_frac,nan_count,inf_count,wire_bytes,bytes_per_elem,"
-                    "compression_ratio,calc_diff,source\n",
+                    "compression_ratio,calc_diff,source,out_of_range_groups\n",
                     0) == 0);
   REQUIRE(csv.find(
               "trace.mem,l0.attn_out.r0,0,attn_out,fwd,,0,2,0,\"[64, 128]\",8192,bf16,identity,") !=
@@ -430,6 +430,8 @@ TEST_CASE("study files follow docs/results-schema.md", "[study]") {
   REQUIRE(j["rows"].size() == r.rows.size());
   REQUIRE(j["rows"][0]["rel_l2"] == 0.0);
   REQUIRE(j["rows"][0]["snr_db"].is_null());  // +inf has no JSON spelling
+  // Test codecs have no variant spec, so no range: no count (a real one: test_codec_range.cpp).
+  REQUIRE(j["rows"][0]["out_of_range_groups"].is_null());
   REQUIRE(j["variants"]["int8-g128-h"]["group_size"] == 128);
   // A test codec is no known variant: facts from its name and params only.
   const nlohmann::json& facts = j["variant_facts"]["int8-g128-h"];

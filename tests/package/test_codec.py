@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import taco.codec as tc
+from taco.errors import TacoInputError
 from conftest import SAMPLES, needs_cuda
 
 # Every preset with a wire of fixed size: AQ-SGD keeps a cache per training sample and TAH-Quant's
@@ -170,6 +171,7 @@ def test_error_feedback_residual_is_v_minus_its_decode():
     (lambda: tc.encode(torch.ones(8, 16).t(), "taco"), ValueError, "not contiguous"),
     (lambda: tc.encode(torch.ones(4, 8), "nonsense-codec"), ValueError, "nonsense"),
     (lambda: tc.encode(torch.ones(4, 8), ""), ValueError, "non-empty"),
+    (lambda: tc.encode(torch.ones(4, 8), 128), TypeError, "variant must be a string, got int"),
     (lambda: tc.encode(torch.ones(100, 100), "fp8-tile128"), ValueError, "tile"),
     (lambda: tc.encode(torch.ones(0, 8), "taco"), ValueError, "empty"),
     (lambda: tc.encode(torch.ones(6, 8), "taco", chunks=4), ValueError, "equal chunks"),
@@ -186,6 +188,41 @@ def test_bad_input_raises_one_clear_error(bad, exc, needle):
         bad()
     msg = str(ei.value)
     assert needle in msg and "\n" not in msg, msg
+
+
+def groups_at(magnitudes, group=128):
+    """A [len, 1024] float32 tensor: row i holds random signs times magnitudes[i] (8 groups of 128)."""
+    g = torch.Generator().manual_seed(3)
+    signs = torch.randint(0, 2, (len(magnitudes), 1024), generator=g).float() * 2 - 1
+    return signs * torch.tensor(magnitudes, dtype=torch.float64).unsqueeze(1).float()
+
+
+def test_out_of_range_groups_are_counted_and_reported_on_request():
+    # taco represents groups of absmax about 1.8e-16 to 4e10 (docs/variants.md): 1e15 clips and
+    # 1e-18 flushes to zero, silently by default.
+    lo, hi = tc.codec_range("taco")
+    assert lo == pytest.approx(2 ** -6 * 1e-15 * 128 ** 0.5) and hi == pytest.approx(448e9 / 128 ** 0.5)
+    assert tc.codec_range("lowrank:rank=4") is None
+    x = groups_at([1.0, 1e15, 1e-18, 0.0])
+    assert tc.out_of_range(x, "taco") == 16 and tc.out_of_range(x, "fp8-g128") == 0
+    assert tc.out_of_range(x.numpy(), "taco", chunks=2) == 16
+    assert tc.out_of_range(x.to(torch.bfloat16), "taco-noh") == 16
+    y = tc.qdq(x, "taco")
+    assert (y[1] - x[1]).norm() / x[1].norm() > 0.99 and (y[2] - x[2]).norm() / x[2].norm() > 0.5
+    # Off by default; on request a warning or a ValueError naming the variant and the count.
+    plain = tc.encode(x, "taco")
+    with pytest.warns(RuntimeWarning, match="taco: 16 group"):
+        warned = tc.encode(x, "taco", range_check="warn")
+    assert torch.equal(warned.data, plain.data)  # the bytes do not change
+    with pytest.raises(ValueError, match="taco: 16 group.*outside the range") as ei:
+        tc.encode(x, "taco", range_check="raise")
+    assert isinstance(ei.value, TacoInputError)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tc.encode(groups_at([1.0, 1e3]), "taco", range_check="raise")  # in range: silent
+    with pytest.raises(ValueError, match="range_check must be None, 'warn' or 'raise'"):
+        tc.encode(x, "taco", range_check=True)
 
 
 # ---- CUDA (the GPU machine) ---------------------------------------------------------------------------

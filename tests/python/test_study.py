@@ -83,6 +83,28 @@ def test_results_csv_follows_the_schema(study):
     assert h_header == ["site", "direction", "scope", "bin_lo_log2", "bin_hi_log2", "count"]
 
 
+def test_groups_outside_a_codecs_range_are_counted_and_named(taco, tmp_path):
+    # Rows of 1024: 8 groups of 128 each. taco clips groups of absmax 1e15 and flushes 1e-18
+    # to almost zero (docs/variants.md, "Range"); fp8-g128 holds both; low rank has no range.
+    x = np.random.default_rng(0).standard_normal((16, 1024)).astype(np.float32)
+    x[:2] *= np.float32(1e15)
+    x[2:5] *= np.float32(1e-18)
+    np.save(tmp_path / "x.npy", x)
+    r = run(taco, "study", tmp_path / "x.npy", "--variants", "taco,fp8-g128,lowrank:rank=2", "--out",
+            tmp_path / "o", "-q")
+    assert r.returncode == 0, r.stderr
+    _, rows = read_csv(tmp_path / "o" / "results.csv")
+    got = {row["variant"]: row for row in rows}
+    assert got["taco"]["out_of_range_groups"] == "40" and float(got["taco"]["rel_l2"]) > 0.99
+    assert got["fp8-g128"]["out_of_range_groups"] == "0" and float(got["fp8-g128"]["rel_l2"]) < 0.05
+    assert got["lowrank:rank=2"]["out_of_range_groups"] == ""
+    assert "note: taco: 40 group(s) in 1 tensor(s) lie outside the range" in r.stdout
+    assert "fp8-g128:" not in r.stdout.split("site=")[0]
+    rows_json = json.loads((tmp_path / "o" / "results.json").read_text())["rows"]
+    assert {row["variant"]: row["out_of_range_groups"] for row in rows_json} == \
+        {"taco": 40, "fp8-g128": 0, "lowrank:rank=2": None}
+
+
 def test_bf16_rows_are_exact_bf16_rounding(study, inputs):
     out, _ = study
     _, rows = read_csv(out / "results.csv")
