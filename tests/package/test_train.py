@@ -178,6 +178,18 @@ def test_sweep_runs_subspace_candidates_and_the_null_pair(tmp_path):
     d = t["paired_diff_pct"]
     assert t["std_diff_pct"] == pytest.approx(abs(d[0] - d[1]) / 2 ** 0.5)
     assert len(t["reach_step"]) == 2 and not t["meets_goal"]  # two seeds cannot meet a 3-seed goal
+    runs = {(r["variant"], r["seed"], r["repeat"]): r for r in s["runs"]}
+    for seed, eq in zip(t["seeds"], t["baseline_equivalent_step"]):  # where the baseline got that low
+        base_curve = runs[("none", seed, False)]["val_curve"]
+        final = runs[("none@subspace=16", seed, False)]["final_val_loss"]
+        hit = [i for i, (_, _, v) in enumerate(base_curve) if v <= final]
+        if not hit:
+            assert eq is None
+        elif hit[0] == 0:
+            assert eq == base_curve[0][0]
+        else:
+            (s0, _, v0), (s1, _, v1) = base_curve[hit[0] - 1], base_curve[hit[0]]
+            assert eq == pytest.approx(s0 + (s1 - s0) * (v0 - final) / (v0 - v1))
     assert "null pair (baseline seed 1 twice): +0.000%" in r.stdout
     bad = subprocess.run([sys.executable, "-m", "taco.train.sweep", "--out", str(tmp_path / "b"), "--variants",
                           "none@rank=4", "--", *trainer], capture_output=True, text=True, timeout=60)

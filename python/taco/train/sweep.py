@@ -28,7 +28,9 @@ runs cut short (a time limit) are compared where all of them got to.
   bytes/el   wire bytes per element of the full-width TP tensors (bf16 plain: 2; a subspace's
              K coordinates count against the hidden-wide rows they stand for)
   reach      the first validation step at which a candidate's loss is at or below its paired
-             baseline's final validation loss (- when it never gets there)
+             baseline's final validation loss (- when it never gets there); the summary also
+             holds the reverse, baseline_equivalent_step: where the paired baseline's
+             validation curve (linear between validations) reached the candidate's final loss
 
 The summary also holds every run's validation curve, a thinned training-loss curve and the
 sampled collective errors per site, which `taco report` draws (analysis/fig_training.py).
@@ -209,7 +211,9 @@ def summarize(out, at_step=None):
                        within_noise=len(diffs) >= 2 and (abs(mean) <= std or abs(mean) <= floor),
                        near_lossless=len(diffs) >= 2 and worst <= 0.5, within_1pct=len(diffs) >= 2 and worst <= 1.0,
                        meets_goal=len(diffs) >= 3 and mean <= 1.0 and worst <= 1.5,
-                       reach_step=[_reach_step(r, base[r["seed"]]) for r in rs if r["seed"] in base])
+                       reach_step=[_reach_step(r, base[r["seed"]]) for r in rs if r["seed"] in base],
+                       baseline_equivalent_step=[_reach_step(base_runs[r["seed"]], r["final_val_loss"], True)
+                                                 for r in rs if r["seed"] in base])
         table.append(row)
     def fewest(flag):
         inside = [t for t in table if t.get(flag) and t["bytes_per_element"] is not None]
@@ -222,11 +226,16 @@ def summarize(out, at_step=None):
             "table": table, "runs": runs}
 
 
-def _reach_step(run, target):
-    """The first validation step at which the run's loss is at or below target, or None."""
+def _reach_step(run, target, interpolate=False):
+    """The first validation step at which the run's loss is at or below target, or None; with
+    `interpolate`, linear between the validations around it (a fractional step)."""
+    prev = None
     for step, _, loss in run["val_curve"]:
         if loss <= target:
+            if interpolate and prev is not None and prev[1] > loss:
+                return prev[0] + (step - prev[0]) * (prev[1] - target) / (prev[1] - loss)
             return step
+        prev = (step, loss)
     return None
 
 
@@ -259,7 +268,7 @@ def print_table(s):
     print(f"null pair (baseline seed {null['seed']} twice): {null['diff_pct']:+.3f}%" if null else
           "null pair: not run (--null-pair)")
     print(f"{'candidate':<26} {'bytes/el':>8} {'seeds':>5} {'final val loss':>22} {'mean diff':>10} {'std':>7} "
-          f"{'worst':>8} {'reach':>11}  verdict")
+          f"{'worst':>8} {'reach':>11} {'base-eq':>14}  verdict")
     for t in s["table"]:
         vals = " ".join(f"{v:.4f}" for v in t["final_val_loss"])
         bpe = f"{t['bytes_per_element']:.4f}" if t["bytes_per_element"] is not None else "-"
@@ -271,12 +280,13 @@ def print_table(s):
             continue
         std = f"{t['std_diff_pct']:.3f}" if t["std_diff_pct"] is not None else "-"
         reach = ",".join("-" if r is None else str(r) for r in t["reach_step"])
+        beq = ",".join("-" if r is None else f"{r:.0f}" for r in t["baseline_equivalent_step"])
         verdict = "within noise" if t["within_noise"] else f"{t['mean_diff_pct']:+.2f}% on average"
         verdict += "; near-lossless (<= +0.5%)" if t["near_lossless"] else (
             "; within +1%" if t["within_1pct"] else "")
         verdict += "; meets the goal" if t["meets_goal"] else ""
         print(f"{t['variant']:<26} {bpe:>8} {len(t['seeds']):>5} {vals:>22} {t['mean_diff_pct']:>+9.3f}% {std:>7} "
-              f"{t['worst_diff_pct']:>+7.3f}% {reach:>11}  {verdict}")
+              f"{t['worst_diff_pct']:>+7.3f}% {reach:>11} {beq:>14}  {verdict}")
     f = s["fewest_bytes_within_1pct"]
     if f:
         print(f"fewest wire bytes per element within +1% on every seed: {f['variant']} ({f['bytes_per_element']:.4f})")
