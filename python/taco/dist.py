@@ -178,6 +178,13 @@ def _check(x, variant, algo=None):
         tc.get_codec(variant)  # ValueError for a bad variant, before any communication
 
 
+def _check_scatter(x, n):
+    """A reduce-scatter gives every rank an equal shard: the element count must divide by n."""
+    if x.numel() % n:
+        raise ValueError(f"reduce_scatter: {x.numel()} elements do not split into {n} equal shards "
+                         f"(shape {tuple(x.shape)}; the element count must be divisible by the group size)")
+
+
 def _shard_shape(x, n, rank):
     """The shape of rank `rank`'s chunk of x: dim 0 split n ways when it divides, else flat."""
     rows, cols = _rows_cols(x)
@@ -306,6 +313,7 @@ def reduce_scatter(x, variant=None, group=None, *, feedback=None, key=None):
     if g.n == 1:
         return x.clone()
     n, r = g.n, g.rank
+    _check_scatter(x, n)
     shape = _shard_shape(x, n, r)
     if _plain(variant):
         full = _plain_all_reduce(x, g).view(-1)
@@ -445,6 +453,7 @@ class SimGroup:
         n, x0 = self.n, xs[0]
         if n == 1:
             return [x0.clone()]
+        _check_scatter(x0, n)
         rows, cols = _rows_cols(x0)
         chunks = chunk_layout(rows, cols, n)
         shapes = [_shard_shape(x0, n, q) for q in range(n)]
@@ -535,6 +544,8 @@ class LoopbackGroup:
 
     def reduce_scatter(self, xs, variant=None, *, feedback=None, key=None):
         (x,) = xs
+        if self.n > 1:
+            _check_scatter(x, self.n)
         shape = _shard_shape(x, self.n, 0)
         if _plain(variant) or self.n == 1:
             return [x.reshape(-1)[:_numel(shape)].view(shape)]

@@ -39,10 +39,14 @@ def test_sim_group_equals_the_study_simulation(n, variant, shape):
         got = g.all_reduce(xs, variant, algo)
         for r in range(n):
             assert torch.equal(bits(got[r].reshape(-1)), bits(torch.from_numpy(want[r]))), (algo, r)
-    want = _C.simulate_collective(variant, "reduce_scatter", flat, rows, cols)
-    got = g.reduce_scatter(xs, variant)
-    for r in range(n):
-        assert torch.equal(bits(got[r].reshape(-1)), bits(torch.from_numpy(want[r]))), ("rs", r)
+    if rows * cols % n:  # shards would differ in size: refused (test_sim_errors_are_one_clear_line)
+        with pytest.raises(ValueError, match="equal shards"):
+            g.reduce_scatter(xs, variant)
+    else:
+        want = _C.simulate_collective(variant, "reduce_scatter", flat, rows, cols)
+        got = g.reduce_scatter(xs, variant)
+        for r in range(n):
+            assert torch.equal(bits(got[r].reshape(-1)), bits(torch.from_numpy(want[r]))), ("rs", r)
     want = _C.simulate_collective(variant, "all_gather", flat, rows, cols)
     got = g.all_gather(xs, variant)
     assert got[0].shape == (n * rows, cols)
@@ -81,6 +85,12 @@ def test_sim_errors_are_one_clear_line():
         (lambda: g.all_reduce(inputs(2, (4, 8), 0), "ef:int4-g32"), ValueError, "Feedback"),
         (lambda: g.all_reduce([torch.ones(4, 8), torch.ones(4, 9)], "taco"), ValueError, "differ"),
         (lambda: td.SimGroup(0), ValueError, "at least 1 rank"),
+        # a reduce-scatter's shards are equal: 10 elements do not split 3 ways (plain or compressed)
+        (lambda: td.SimGroup(3).reduce_scatter([torch.ones(10)] * 3, "taco"), ValueError,
+         "10 elements do not split into 3 equal shards"),
+        (lambda: td.SimGroup(3).reduce_scatter([torch.ones(2, 5)] * 3), ValueError,
+         "10 elements do not split into 3 equal shards"),
+        (lambda: td.LoopbackGroup(3).reduce_scatter([torch.ones(10)]), ValueError, "3 equal shards"),
     ]:
         with pytest.raises(exc) as ei:
             bad()

@@ -433,6 +433,24 @@ def test_convert_pt_bad_input(dumps, tmp_path, case):
     assert not any(p.name.startswith("o.") for p in tmp_path.iterdir()), "partial output left behind"
 
 
+def test_convert_pt_refuses_an_output_that_is_an_input(dumps, tmp_path):
+    need_torch()
+    pt = tmp_path / "list.pt"
+    pt.write_bytes((dumps / "list.pt").read_bytes())
+    (tmp_path / "o.safetensors").symlink_to(pt)
+    os.link(pt, tmp_path / "o.h5")
+    for extra, needle in ((["--out", str(tmp_path / "o.safetensors")], "--out"),
+                          (["--out", str(tmp_path / "o.h5")], "--out"),
+                          (["--out", str(tmp_path / "x.safetensors"), "--sidecar", str(pt)], "--sidecar"),
+                          (["--out", str(tmp_path / "x.safetensors"), "--sidecar", str(tmp_path / "x.safetensors")],
+                           "is --out too")):
+        before = pt.read_bytes()
+        r = run_py(["-m", "taco.capture.convert_pt", str(pt)] + extra, check=False)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, r.stderr
+        assert pt.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["list.pt", "o.h5", "o.safetensors"]
+
+
 # ---------------------------------------------------------------------------------------------
 # subset tool (numpy + h5py only).
 def test_subset_keeps_bits_and_attrs(tmp_path):
@@ -468,3 +486,12 @@ def test_subset_keeps_bits_and_attrs(tmp_path):
     r = run_py(["-m", "taco.capture.subset", str(tmp_path / "junk.h5"), "--out", str(tmp_path / "j2.h5")],
                py=sys.executable, check=False)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and not (tmp_path / "j2.h5").exists()
+    # The output must not be an input: by its path, a symbolic link or a hard link.
+    (tmp_path / "soft.h5").symlink_to(tmp_path / "in0.h5")
+    os.link(tmp_path / "in0.h5", tmp_path / "hard.h5")
+    before = (tmp_path / "in0.h5").read_bytes()
+    for out in ("in0.h5", "soft.h5", "hard.h5"):
+        r = run_py(["-m", "taco.capture.subset", str(tmp_path / "in0.h5"), "--out", str(tmp_path / out)],
+                   py=sys.executable, check=False)
+        assert r.returncode == 2 and "is the input" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert (tmp_path / "in0.h5").read_bytes() == before

@@ -35,7 +35,7 @@ import sys
 
 import numpy as np
 
-from ..errors import CaptureInputError, run_cli
+from ..errors import CaptureInputError, check_not_an_input, run_cli
 from .trace_writer import META_INT_FIELDS, META_STR_FIELDS
 
 META_FIELDS = META_INT_FIELDS + META_STR_FIELDS
@@ -177,6 +177,11 @@ def main(argv=None):
     out_dir = os.path.dirname(os.path.abspath(a.out))
     if not os.path.isdir(out_dir):
         raise CaptureInputError(f"--out {a.out}: directory {out_dir} does not exist")
+    check_not_an_input(a.out, a.inputs)
+    if a.sidecar:
+        check_not_an_input(a.sidecar, a.inputs, "--sidecar")
+        if os.path.realpath(a.sidecar) == os.path.realpath(a.out):
+            raise CaptureInputError(f"--sidecar {a.sidecar}: is --out too; give the sidecar another name")
     patterns = []
     for text in (a.name_pattern or []) + (PRESETS[a.preset] if a.preset else []):
         try:

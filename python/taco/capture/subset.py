@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from ..errors import CaptureInputError, run_cli
+from ..errors import CaptureInputError, check_not_an_input, run_cli
 from .trace_writer import FORMAT_NAME, FORMAT_VERSION, META_INT_FIELDS, META_STR_FIELDS, TraceWriter
 
 
@@ -57,8 +57,7 @@ def main(argv=None):
     for path in a.inputs:
         if not os.path.isfile(path):
             raise CaptureInputError(f"{path}: no such file")
-        if os.path.abspath(path) == os.path.abspath(a.out):
-            raise CaptureInputError(f"{path}: input and --out are the same file")
+    check_not_an_input(a.out, a.inputs)
     sources = []
     picked = []
     for path in a.inputs:
