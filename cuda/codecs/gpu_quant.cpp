@@ -76,6 +76,9 @@ std::string GpuQuant::unsupported_reason(const VariantSpec& v) {
   if (v.family != VariantSpec::Family::Quant)
     return "only block-scaled quantization codecs run on the GPU";
   const QuantSpec& s = v.quant;
+  if (elem_bits(s.elem) < 4)
+    return fmt::format("no GPU kernel for {} codes yet: CPU reference only",
+                       elem_format_name(s.elem));
   if (s.asym) return "asymmetric integer codes";
   if (s.gran == Granularity::Tile) return "tile blocks (GPU: g<G>, row, col, tensor)";
   const bool nibble = elem_bits(s.elem) == 4;

@@ -103,8 +103,14 @@ struct EncIntAsym {
   uint32_t operator()(float t, int32_t z) const { return uint32_t(quantize_int_asym(t, z, qmax)); }
 };
 
+// Code i of the packed stream (quant_codec.hpp): bits [b i, b i + b), least significant first. A
+// 3-bit code may straddle two bytes; a 4- or 2-bit one never does.
 inline uint32_t code_at(const uint8_t* codes, int64_t i, int bits) {
-  return bits == 8 ? codes[i] : (codes[i >> 1] >> ((i & 1) * 4)) & 0xfu;
+  if (bits == 8) return codes[i];
+  const int64_t p = i * bits;
+  uint32_t w = codes[p >> 3];
+  if ((p & 7) + bits > 8) w |= uint32_t(codes[(p >> 3) + 1]) << 8;
+  return (w >> (p & 7)) & ((1u << bits) - 1);
 }
 
 }  // namespace
@@ -189,13 +195,14 @@ QuantCodec::QuantCodec(const QuantSpec& spec, std::string name, bool allow_simd)
         sat = (c & 0x7) == 0x7;
         break;
       case ElemFormat::INT8:
-        v = s_.asym ? float(c) : float(int8_t(u));
-        sat = s_.asym ? (c == 0 || c == 255) : (v == 127.0f || v == -127.0f);
-        break;
       case ElemFormat::INT4:
-        v = s_.asym ? float(c) : float(int4_from_nibble(uint32_t(c)));
-        sat = s_.asym ? (c == 0 || c == 15) : (v == 7.0f || v == -7.0f);
+      case ElemFormat::INT3:
+      case ElemFormat::INT2: {
+        const float qmax = elem_max(s_.elem, s_.asym);
+        v = s_.asym ? float(c) : float(int_from_code(uint32_t(c), bits_));
+        sat = s_.asym ? (c == 0 || v == qmax) : (v == qmax || v == -qmax);
         break;
+      }
       default:
         throw_error("unknown element format {}", int(s_.elem));
     }
@@ -293,7 +300,7 @@ QuantLayout quant_layout(const QuantSpec& spec, int64_t rows, int64_t cols,
   }
   const bool padded = spec.gran == Granularity::Group && spec.transform != Transform::None;
   L.ncodes = padded ? L.blocks * B : L.numel;
-  L.code_bytes = elem_bits(spec.elem) == 8 ? L.ncodes : (L.ncodes + 1) / 2;
+  L.code_bytes = (L.ncodes * elem_bits(spec.elem) + 7) / 8;
   L.scale_off = L.code_bytes;
   L.scale_bytes = L.blocks * scale_format_bytes(spec.scale);
   L.aux_off = L.scale_off + L.scale_bytes;
@@ -713,14 +720,14 @@ void QuantCodec::encode_into(const float* x, int64_t rows, int64_t cols, std::ve
         encode_dispatch(EncE2M1{}, x, rows, cols, L, wire.data(), c);
         break;
       case ElemFormat::INT8:
-      case ElemFormat::INT4: {
-        const uint32_t mask = bits_ == 8 ? 0xffu : 0xfu;
+      case ElemFormat::INT4:
+      case ElemFormat::INT3:
+      case ElemFormat::INT2: {
         if (s_.asym)
-          encode_dispatch(EncIntAsym{int32_t(elem_max(s_.elem, true))}, x, rows, cols, L,
-                          wire.data(), c);
+          encode_dispatch(EncIntAsym{int_asym_qmax(bits_)}, x, rows, cols, L, wire.data(), c);
         else
-          encode_dispatch(EncIntSym{elem_max(s_.elem, false), mask}, x, rows, cols, L, wire.data(),
-                          c);
+          encode_dispatch(EncIntSym{elem_max(s_.elem, false), (1u << bits_) - 1}, x, rows, cols, L,
+                          wire.data(), c);
         break;
       }
       default:
@@ -736,10 +743,11 @@ void QuantCodec::encode_into(const float* x, int64_t rows, int64_t cols, std::ve
 template <class Q>
 void QuantCodec::encode_dispatch(const Q& q, const float* x, int64_t rows, int64_t cols,
                                  const QuantLayout& L, uint8_t* wire, Counters& c) const {
-  // 4-bit codes are produced one per byte, then packed (keeps the parallel loops race-free).
+  // Codes narrower than a byte are produced one per byte, then packed (keeps the parallel loops
+  // race-free).
   std::vector<uint8_t> tmp;
   uint8_t* codes = wire;
-  if (bits_ == 4) {
+  if (bits_ < 8) {
     tmp.assign(size_t(L.ncodes), 0);
     codes = tmp.data();
   }
@@ -750,12 +758,17 @@ void QuantCodec::encode_dispatch(const Q& q, const float* x, int64_t rows, int64
   } else {
     encode_strided(q, x, rows, cols, L, codes, wire, c);
   }
-  if (bits_ == 4) {
-    const int64_t nb = L.code_bytes;
-#pragma omp parallel for schedule(static) if (nb >= kParallelMin)
-    for (int64_t i = 0; i < nb; ++i) {
-      const uint32_t lo = codes[2 * i], hi = 2 * i + 1 < L.ncodes ? codes[2 * i + 1] : 0u;
-      wire[i] = uint8_t(lo | (hi << 4));
+  if (bits_ < 8) {
+    // 8 codes fill exactly bits_ bytes: code k of a unit at bit bits_ * k of a little-endian word.
+    // Missing codes of the last unit are 0 bits, and only its bytes that hold codes are written.
+    const int64_t units = (L.ncodes + 7) / 8;
+#pragma omp parallel for schedule(static) if (units >= kParallelMin)
+    for (int64_t u = 0; u < units; ++u) {
+      uint32_t w = 0;
+      for (int64_t k = 0; k < 8 && 8 * u + k < L.ncodes; ++k)
+        w |= uint32_t(codes[8 * u + k]) << (bits_ * k);
+      const int64_t nb = std::min<int64_t>(bits_, L.code_bytes - u * bits_);
+      for (int64_t j = 0; j < nb; ++j) wire[u * bits_ + j] = uint8_t(w >> (8 * j));
     }
   }
 }

@@ -22,8 +22,12 @@
 //
 // Wire layout of one encode() call (one chunk; no header; shapes implicit):
 //   [codes][scales: blocks x scale bytes][aux][tensor scale]
-//   codes   one byte per code (FP8, INT8) or two codes per byte, element 2i in the low nibble
-//           (E2M1, INT4; a final odd code leaves the high nibble 0); in element order, tiles too
+//   codes   b-bit codes (8: FP8, INT8; 4: E2M1, INT4; 3: INT3; 2: INT2) in element order, tiles
+//           too, as one little-endian bit stream: code i in bits [b i, b i + b) (bit 0 = least
+//           significant bit of byte 0). So 8-bit codes are bytes, 4-bit ones nibbles (element 2i
+//           low), 8 INT3 codes fill 3 bytes (the 24-bit little-endian word sum c_k << 3k, code 2
+//           straddling bytes 0 and 1, code 5 bytes 1 and 2) and 4 INT2 codes one byte (code k at
+//           bit 2k); ceil(b n / 8) bytes, the unused high bits of the last byte 0
 //   scales  fp32 (4 B), bf16/fp16 (2 B), e8m0/ue4m3 (1 B), little-endian, in block order
 //           (tiles: tile-row-major)
 //   aux     asym: blocks x 1 B zero point; dual (TACO): blocks x fp32 s_a; else empty

@@ -103,6 +103,21 @@ const std::vector<Preset>& preset_table() {
       {"int8-g128-asym", "int8:asym:g128", "UINT8 asymmetric (zero point), fp32 scale per 128"},
       {"int4-g32", "int4:g32", "INT4 symmetric, fp32 scale per group of 32"},
       {"int4-g32-had", "int4:g32:had", "INT4 symmetric, Hadamard-32, fp32 scale per group"},
+      {"int3-g32", "int3:g32", "INT3 symmetric [-3, 3], fp32 scale per group of 32 (0.5 B/elem)"},
+      {"int3-g32-had", "int3:g32:had",
+       "INT3 symmetric, Hadamard-32, fp32 scale per group (0.5 B/elem)"},
+      {"int3-g64-had", "int3:g64:had",
+       "INT3 symmetric, Hadamard-64, fp32 scale per group (0.4375 B/elem)"},
+      {"int3-g128-had", "int3:g128:had",
+       "INT3 symmetric, Hadamard-128, fp32 scale per group (0.40625 B/elem)"},
+      {"int2-g32", "int2:g32",
+       "INT2 symmetric [-1, 1] (ternary), fp32 scale per group of 32 (0.375 B/elem)"},
+      {"int2-g32-had", "int2:g32:had",
+       "INT2 symmetric, Hadamard-32, fp32 scale per group (0.375 B/elem)"},
+      {"int2-g64-had", "int2:g64:had",
+       "INT2 symmetric, Hadamard-64, fp32 scale per group (0.3125 B/elem)"},
+      {"int2-g128-had", "int2:g128:had",
+       "INT2 symmetric, Hadamard-128, fp32 scale per group (0.28125 B/elem)"},
       {"tahquant", "tahquant",
        "TAH-Quant: entropy-chosen 4/3-bit tokens, pivot swap + "
        "Hadamard-64 tiles, fp16 zero/scale per tile"},
@@ -215,7 +230,7 @@ VariantSpec parse_grammar(const std::string& variant) {
   for (const std::string& t : toks) {
     int64_t n;
     if (t == "e4m3" || t == "fp8" || t == "e5m2" || t == "e2m1" || t == "fp4" || t == "int8" ||
-        t == "int4") {
+        t == "int4" || t == "int3" || t == "int2") {
       once("element format", t);
       s.elem = parse_elem_format(t);
     } else if (t == "asym") {
@@ -277,7 +292,8 @@ VariantSpec parse_grammar(const std::string& variant) {
   }
   TACO_REQUIRE_INPUT(
       seen.count("element format"),
-      "variant '{}': not a preset and no element format (e4m3, e5m2, e2m1, int8, int4)", variant);
+      "variant '{}': not a preset and no element format (e4m3, e5m2, e2m1, int8, int4, int3, int2)",
+      variant);
   TACO_REQUIRE_INPUT(seen.count("granularity"),
                      "variant '{}': no granularity (tensor, row, col, g<G>, tile<T>)", variant);
   TACO_REQUIRE_INPUT(!have_seed || s.transform == Transform::RandHadamard,
@@ -302,7 +318,8 @@ std::string fmt_float(float f) {
 void validate(const QuantSpec& s, const std::string& label) {
   const std::string e(elem_format_name(s.elem));
   const bool grouped = s.gran == Granularity::Group || s.gran == Granularity::Tile;
-  TACO_REQUIRE_INPUT(!s.asym || !elem_is_float(s.elem), "{}: asym needs int8 or int4, not {}",
+  TACO_REQUIRE_INPUT(!s.asym || !elem_is_float(s.elem),
+                     "{}: asym needs an integer element format (int8, int4, int3, int2), not {}",
                      label, e);
   TACO_REQUIRE_INPUT(s.saturate || s.elem == ElemFormat::E4M3 || s.elem == ElemFormat::E5M2,
                      "{}: nosat needs e4m3 or e5m2 ({} always saturates)", label, e);

@@ -4,7 +4,7 @@
 // A variant string is a preset name (codec_presets(): "taco", "fp8-g128", "mxfp8", ...) or
 // colon-separated tokens, in any order, each at most once (case-insensitive):
 //
-//   element   e4m3 (= fp8) | e5m2 | e2m1 (= fp4) | int8 | int4            required
+//   element   e4m3 (= fp8) | e5m2 | e2m1 (= fp4) | int8 | int4 | int3 | int2   required
 //   asym      ints only: unsigned codes with a per-block integer zero point
 //   blocks    tensor | row | col | g<G> (flat groups of G, row-major) | tile<T> (T x T)
 //                                                                       required

@@ -23,6 +23,10 @@ std::string_view elem_format_name(ElemFormat f) {
       return "int8";
     case ElemFormat::INT4:
       return "int4";
+    case ElemFormat::INT3:
+      return "int3";
+    case ElemFormat::INT2:
+      return "int2";
   }
   throw_error("unknown element format {}", int(f));
 }
@@ -33,7 +37,9 @@ ElemFormat parse_elem_format(std::string_view s) {
   if (s == "e2m1" || s == "fp4") return ElemFormat::E2M1;
   if (s == "int8") return ElemFormat::INT8;
   if (s == "int4") return ElemFormat::INT4;
-  throw_input_error("unknown element format '{}' (e4m3, e5m2, e2m1, int8, int4)", s);
+  if (s == "int3") return ElemFormat::INT3;
+  if (s == "int2") return ElemFormat::INT2;
+  throw_input_error("unknown element format '{}' (e4m3, e5m2, e2m1, int8, int4, int3, int2)", s);
 }
 
 int elem_bits(ElemFormat f) {
@@ -45,6 +51,10 @@ int elem_bits(ElemFormat f) {
     case ElemFormat::E2M1:
     case ElemFormat::INT4:
       return 4;
+    case ElemFormat::INT3:
+      return 3;
+    case ElemFormat::INT2:
+      return 2;
   }
   throw_error("unknown element format {}", int(f));
 }
@@ -57,6 +67,8 @@ bool elem_is_float(ElemFormat f) {
       return true;
     case ElemFormat::INT8:
     case ElemFormat::INT4:
+    case ElemFormat::INT3:
+    case ElemFormat::INT2:
       return false;
   }
   throw_error("unknown element format {}", int(f));
@@ -71,9 +83,12 @@ float elem_max(ElemFormat f, bool asym) {
     case ElemFormat::E2M1:
       return 6.0f;
     case ElemFormat::INT8:
-      return asym ? 255.0f : 127.0f;
     case ElemFormat::INT4:
-      return asym ? 15.0f : 7.0f;
+    case ElemFormat::INT3:
+    case ElemFormat::INT2: {
+      const int bits = elem_bits(f);
+      return float(asym ? int_asym_qmax(bits) : int_sym_qmax(bits));
+    }
   }
   throw_error("unknown element format {}", int(f));
 }
@@ -88,6 +103,8 @@ int elem_emax(ElemFormat f) {
       return 2;
     case ElemFormat::INT8:
     case ElemFormat::INT4:
+    case ElemFormat::INT3:
+    case ElemFormat::INT2:
       throw_input_error("OCP MX scales need a float element format, not {}", elem_format_name(f));
   }
   throw_error("unknown element format {}", int(f));
@@ -111,10 +128,18 @@ std::string_view cast_format_name(CastFormat f) {
       return "int8";
     case CastFormat::INT4:
       return "int4";
+    case CastFormat::INT3:
+      return "int3";
+    case CastFormat::INT2:
+      return "int2";
     case CastFormat::UINT8:
       return "uint8";
     case CastFormat::UINT4:
       return "uint4";
+    case CastFormat::UINT3:
+      return "uint3";
+    case CastFormat::UINT2:
+      return "uint2";
     case CastFormat::BF16:
       return "bf16";
   }
@@ -124,11 +149,12 @@ std::string_view cast_format_name(CastFormat f) {
 CastFormat parse_cast_format(std::string_view s) {
   for (CastFormat f :
        {CastFormat::E4M3, CastFormat::E5M2, CastFormat::E2M1, CastFormat::E8M0, CastFormat::UE4M3,
-        CastFormat::INT8, CastFormat::INT4, CastFormat::UINT8, CastFormat::UINT4, CastFormat::BF16})
+        CastFormat::INT8, CastFormat::INT4, CastFormat::INT3, CastFormat::INT2, CastFormat::UINT8,
+        CastFormat::UINT4, CastFormat::UINT3, CastFormat::UINT2, CastFormat::BF16})
     if (s == cast_format_name(f)) return f;
   throw_input_error(
-      "--format: unknown format '{}' (e4m3, e5m2, e2m1, e8m0, ue4m3, int8, int4, "
-      "uint8, uint4, bf16)",
+      "--format: unknown format '{}' (e4m3, e5m2, e2m1, e8m0, ue4m3, int8, int4, int3, int2, "
+      "uint8, uint4, uint3, uint2, bf16)",
       s);
 }
 
@@ -147,8 +173,12 @@ bool cast_has_nosat(CastFormat f) {
     case CastFormat::E2M1:
     case CastFormat::INT8:
     case CastFormat::INT4:
+    case CastFormat::INT3:
+    case CastFormat::INT2:
     case CastFormat::UINT8:
     case CastFormat::UINT4:
+    case CastFormat::UINT3:
+    case CastFormat::UINT2:
       return false;
   }
   throw_error("unknown cast format {}", int(f));
@@ -162,8 +192,24 @@ uint16_t bf16_encode(float x, bool saturate) {
   return saturate && overflowed ? uint16_t((b & 0x8000u) | 0x7f7fu) : b;
 }
 
-uint16_t uint_encode(float x, float qmax) {
-  return uint16_t(quantize_int_asym(x, 0, int32_t(qmax)));
+// Bits of an integer cast format.
+int int_cast_bits(CastFormat f) {
+  switch (f) {
+    case CastFormat::INT8:
+    case CastFormat::UINT8:
+      return 8;
+    case CastFormat::INT4:
+    case CastFormat::UINT4:
+      return 4;
+    case CastFormat::INT3:
+    case CastFormat::UINT3:
+      return 3;
+    case CastFormat::INT2:
+    case CastFormat::UINT2:
+      return 2;
+    default:
+      throw_error("{} is not an integer cast format", cast_format_name(f));
+  }
 }
 
 }  // namespace
@@ -181,13 +227,18 @@ uint16_t cast_encode_one(CastFormat f, float x, bool saturate) {
     case CastFormat::UE4M3:
       return float_to_ue4m3(x, saturate);
     case CastFormat::INT8:
-      return uint16_t(uint8_t(int8_t(quantize_int_sym(x, 127.0f))));
     case CastFormat::INT4:
-      return uint16_t(uint32_t(quantize_int_sym(x, 7.0f)) & 0xfu);
+    case CastFormat::INT3:
+    case CastFormat::INT2: {
+      const int bits = int_cast_bits(f);
+      const uint32_t q = uint32_t(quantize_int_sym(x, float(int_sym_qmax(bits))));
+      return uint16_t(q & ((1u << bits) - 1));  // b-bit two's complement
+    }
     case CastFormat::UINT8:
-      return uint_encode(x, 255.0f);
     case CastFormat::UINT4:
-      return uint_encode(x, 15.0f);
+    case CastFormat::UINT3:
+    case CastFormat::UINT2:
+      return uint16_t(quantize_int_asym(x, 0, int_asym_qmax(int_cast_bits(f))));
     case CastFormat::BF16:
       return bf16_encode(x, saturate);
   }
@@ -207,13 +258,15 @@ float cast_decode_one(CastFormat f, uint16_t code) {
     case CastFormat::UE4M3:
       return ue4m3_to_float(uint8_t(code));
     case CastFormat::INT8:
-      return float(int8_t(uint8_t(code)));
     case CastFormat::INT4:
-      return float(int4_from_nibble(code));
+    case CastFormat::INT3:
+    case CastFormat::INT2:
+      return float(int_from_code(code, int_cast_bits(f)));
     case CastFormat::UINT8:
-      return float(code & 0xffu);
     case CastFormat::UINT4:
-      return float(code & 0xfu);
+    case CastFormat::UINT3:
+    case CastFormat::UINT2:
+      return float(code & uint32_t(int_asym_qmax(int_cast_bits(f))));
     case CastFormat::BF16:
       return bf16_to_float(code);
   }

@@ -1,8 +1,9 @@
 #pragma once
-// Integer element codes with round-to-nearest-even: symmetric INT8 [-127, 127] / INT4 [-7, 7]
-// (two's complement bytes / nibbles; -128 and -8 are never produced) and asymmetric unsigned
-// UINT8 [0, 255] / UINT4 [0, 15] with an integer zero point. Integers always saturate (clamp);
-// NaN -> 0 (codecs zero non-finite values before this anyway).
+// Integer element codes of b bits (8, 4, 3, 2) with round-to-nearest-even: symmetric
+// [-(2^(b-1) - 1), 2^(b-1) - 1] (INT8 +-127, INT4 +-7, INT3 +-3, INT2 +-1; b-bit two's complement,
+// the most negative code -2^(b-1) is never produced) and asymmetric unsigned [0, 2^b - 1] with an
+// integer zero point. Integers always saturate (clamp); NaN -> 0 (codecs zero non-finite values
+// before this anyway).
 #include <cmath>
 #include <cstdint>
 
@@ -21,21 +22,30 @@ inline float clamp_nan0(float v, float lo, float hi) {
   return std::isnan(v) ? 0.0f : c;
 }
 
-// round(clamp(v, -qmax, qmax)); qmax = 127 or 7.
+// Largest symmetric / asymmetric code of a b-bit integer format.
+constexpr int32_t int_sym_qmax(int bits) {
+  return (int32_t(1) << (bits - 1)) - 1;
+}
+constexpr int32_t int_asym_qmax(int bits) {
+  return (int32_t(1) << bits) - 1;
+}
+
+// round(clamp(v, -qmax, qmax)); qmax = int_sym_qmax(bits).
 inline int32_t quantize_int_sym(float v, float qmax) {
   return int32_t(rne_small(clamp_nan0(v, -qmax, qmax)));
 }
 
 // clamp(round(v) + z, 0, qmax) with integer addition (adding z in float could move a value that
-// is just below a .5 tie onto it). qmax = 255 or 15, z in [0, qmax].
+// is just below a .5 tie onto it). qmax = int_asym_qmax(bits), z in [0, qmax].
 inline int32_t quantize_int_asym(float v, int32_t z, int32_t qmax) {
   const int32_t r = int32_t(rne_small(clamp_nan0(v, -4194304.0f, 4194304.0f))) + z;
   return r < 0 ? 0 : (r > qmax ? qmax : r);
 }
 
-// Two's complement nibble -> value.
-inline int32_t int4_from_nibble(uint32_t nib) {
-  return int32_t((nib & 0xfu) ^ 0x8u) - 8;
+// Value of a b-bit two's complement code (the low b bits of `code`).
+inline int32_t int_from_code(uint32_t code, int bits) {
+  const uint32_t sign = 1u << (bits - 1);
+  return int32_t((code & (2 * sign - 1)) ^ sign) - int32_t(sign);
 }
 
 }  // namespace taco

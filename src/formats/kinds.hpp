@@ -8,7 +8,7 @@
 
 namespace taco {
 
-enum class ElemFormat : int32_t { E4M3, E5M2, E2M1, INT8, INT4 };
+enum class ElemFormat : int32_t { E4M3, E5M2, E2M1, INT8, INT4, INT3, INT2 };
 enum class ScaleFormat : int32_t { F32, BF16, F16, E8M0, UE4M3 };
 enum class ScaleRound : int32_t { Exact, Up, Nearest, OcpFloor };
 

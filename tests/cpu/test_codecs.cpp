@@ -79,11 +79,13 @@ TEST_CASE("every preset rebuilds itself from name() with the same parameters", "
       REQUIRE(c->params().contains(key));
   }
   for (const char* required :
-       {"fp8-tensor",     "fp8-row",    "fp8-col",      "fp8-g128",  "fp8-g32",
-        "fp8-1x128-e8m0", "taco",       "taco-noh",     "taco-nosa", "taco-e5m2",
-        "taco-g32",       "taco-g64",   "taco-g256",    "taco-g512", "taco-rht",
-        "mxfp8",          "mxfp8-e5m2", "mxfp4",        "nvfp4",     "int8-g128",
-        "int8-g128-had",  "int4-g32",   "int4-g32-had", "tahquant",  "bf16"})
+       {"fp8-tensor",     "fp8-row",      "fp8-col",      "fp8-g128",      "fp8-g32",
+        "fp8-1x128-e8m0", "taco",         "taco-noh",     "taco-nosa",     "taco-e5m2",
+        "taco-g32",       "taco-g64",     "taco-g256",    "taco-g512",     "taco-rht",
+        "mxfp8",          "mxfp8-e5m2",   "mxfp4",        "nvfp4",         "int8-g128",
+        "int8-g128-had",  "int4-g32",     "int4-g32-had", "tahquant",      "bf16",
+        "int3-g32",       "int3-g32-had", "int3-g64-had", "int3-g128-had", "int2-g32",
+        "int2-g32-had",   "int2-g64-had", "int2-g128-had"})
     REQUIRE(names.count(required));
 }
 
@@ -185,6 +187,14 @@ TEST_CASE("wire sizes follow the documented layout", "[codecs]") {
       {"int8-g128-asym", 1 + 5.0 / 128},
       {"int4-g32", 0.625},
       {"int4-g32-had", 0.625},
+      {"int3-g32", 3.0 / 8 + 4.0 / 32},
+      {"int3-g32-had", 0.5},
+      {"int3-g64-had", 3.0 / 8 + 4.0 / 64},
+      {"int3-g128-had", 3.0 / 8 + 4.0 / 128},
+      {"int2-g32", 2.0 / 8 + 4.0 / 32},
+      {"int2-g32-had", 0.375},
+      {"int2-g64-had", 2.0 / 8 + 4.0 / 64},
+      {"int2-g128-had", 2.0 / 8 + 4.0 / 128},
   };
   const std::vector<float> x = gaussian(128 * 1024, 1);
   for (const auto& [name, expected] : bpe) {
@@ -268,7 +278,10 @@ TEST_CASE("every preset round-trips random data with a plausible error", "[codec
       {"taco-noh-g512", 0.05}, {"mxfp8", 0.05},          {"mxfp8-e5m2", 0.1},
       {"mxfp4", 0.25},         {"nvfp4", 0.2},           {"int8-g128", 0.02},
       {"int8-g128-had", 0.02}, {"int8-g128-asym", 0.02}, {"int4-g32", 0.2},
-      {"int4-g32-had", 0.2},   {"tahquant", 0.3}};
+      {"int4-g32-had", 0.2},   {"tahquant", 0.3},        {"int3-g32", 0.24},
+      {"int3-g32-had", 0.24},  {"int3-g64-had", 0.27},   {"int3-g128-had", 0.29},
+      {"int2-g32", 0.7},       {"int2-g32-had", 0.7},    {"int2-g64-had", 0.75},
+      {"int2-g128-had", 0.8}};
   for (const auto& [name, desc] : codec_presets()) {
     CAPTURE(name);
     REQUIRE(max_err.count(name));
@@ -342,7 +355,8 @@ TEST_CASE("results do not depend on the number of threads", "[codecs]") {
   const std::vector<float> x = gaussian(512 * 1024, 8, 0.01f);
   const int saved = omp_get_max_threads();
   for (const char* v : {"taco", "fp8-g128", "fp8-tensor", "fp8-col", "fp8-tile128", "nvfp4",
-                        "mxfp4", "int8-g128-asym", "tahquant", "e4m3:tile32:had:se8m0"}) {
+                        "mxfp4", "int8-g128-asym", "tahquant", "e4m3:tile32:had:se8m0",
+                        "int3-g128-had", "int2:col", "int3:asym:tile32"}) {
     CAPTURE(v);
     const auto c = make_codec(v);
     omp_set_num_threads(1);
@@ -383,7 +397,9 @@ TEST_CASE("the AVX2 and baseline kernels give identical bytes and values", "[cod
     if (name != "bf16" && name != "tahquant") variants.push_back(name);
   for (const char* v :
        {"int8:asym:col", "int4:asym:tile32:had", "e2m1:g16:sue4m3:had", "e4m3:tile32:had:se8m0",
-        "e5m2:tensor:nosat", "e4m3:row:sbf16", "int8:asym:tensor", "e4m3:g64:had:dual:lambda=0.01"})
+        "e5m2:tensor:nosat", "e4m3:row:sbf16", "int8:asym:tensor", "e4m3:g64:had:dual:lambda=0.01",
+        "int3:asym:tile32:had", "int2:row:sbf16", "int3:col", "int2:asym:tensor",
+        "int3:g16:sue4m3:rht:seed=3", "int2:asym:g64:had"})
     variants.push_back(v);
   std::vector<float> x = gaussian(256 * 384, 31, 0.3f);
   for (size_t i = 0; i < x.size(); i += 997) x[i] *= 1e4f;

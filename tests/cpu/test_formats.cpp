@@ -274,7 +274,9 @@ TEST_CASE("integer codes round to nearest even and saturate", "[formats]") {
   REQUIRE(quantize_int_asym(std::nextafter(0.5f, 0.0f), 1, 255) == 1);
   REQUIRE(quantize_int_asym(-10.0f, 3, 255) == 0);
   REQUIRE(quantize_int_asym(1e9f, 3, 15) == 15);
-  for (uint32_t n = 0; n < 16; ++n) REQUIRE(int4_from_nibble(n) == (n < 8 ? int(n) : int(n) - 16));
+  for (int bits : {2, 3, 4, 8})
+    for (uint32_t n = 0; n < (1u << bits); ++n)
+      REQUIRE(int_from_code(n, bits) == (n < (1u << (bits - 1)) ? int(n) : int(n) - (1 << bits)));
   // Element-wise casts
   REQUIRE(cast_encode_one(CastFormat::INT8, -3.0f, true) == 0xfd);
   REQUIRE(cast_encode_one(CastFormat::INT4, -3.0f, true) == 0xd);

@@ -88,7 +88,7 @@ TEST_CASE("hd INT4 codes equal the CPU's symmetric quantizer", "[formats][hd]") 
   REQUIRE(bad == 0);
   for (uint32_t c = 0; c < 16; ++c) {
     CAPTURE(c);
-    REQUIRE(float_bits(gpu::int4_value(c)) == float_bits(float(int4_from_nibble(c))));
+    REQUIRE(float_bits(gpu::int4_value(c)) == float_bits(float(int_from_code(c, 4))));
   }
   REQUIRE(gpu::int4_code(kNaN) == 0u);
   REQUIRE(gpu::int4_code(-kInf) == 9u);  // -7

@@ -153,3 +153,94 @@ def decode(wire, n, group=128, fmt="e4m3", hadamard=True, dual=True, rht_seed=No
         y = y * f[:, None]
         y = np.where(np.isfinite(y), y, F32(0))
     return y.ravel()[:n]
+
+
+# ---- block-scaled integer codes (docs/variants.md: "Blocks, scales, transforms", the bit layout
+# of "Integer codes"), written from the docs, for int8 / int4 / int3 / int2 on g<G> groups ----
+
+FLT_MIN = F32(np.finfo(F32).tiny)
+FLT_MAX = F32(np.finfo(F32).max)
+
+
+def pack_codes(codes, bits):
+    """b-bit codes (ints, two's complement or unsigned) as one little-endian bit stream: code i in
+    stream bits [b*i, b*i + b), stream bit k = bit k % 8 of byte k // 8; zero bits fill the last
+    byte."""
+    c = np.asarray(codes, dtype=np.int64) & ((1 << bits) - 1)
+    stream = ((c[:, None] >> np.arange(bits)) & 1).astype(np.uint8).ravel()
+    return np.packbits(stream, bitorder="little").tobytes()
+
+
+def unpack_codes(data, count, bits, signed):
+    stream = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
+    c = (stream[: count * bits].reshape(count, bits).astype(np.int64) << np.arange(bits)).sum(axis=1)
+    return np.where(c >= 1 << (bits - 1), c - (1 << bits), c) if signed else c
+
+
+def _transform(v, group, rht_seed):
+    """Orthonormal Hadamard of each row: the optional sign flips, butterflies, then times
+    float32(1 / sqrt(G))."""
+    if rht_seed is not None:
+        v = np.where(splitmix64_signs(group, rht_seed)[None, :], -v, v)
+    return fwht_rows(v) * hadamard_scale(group)
+
+
+def _inverse(y, group, rht_seed):
+    y = fwht_rows(y) * hadamard_scale(group)
+    if rht_seed is not None:
+        y = np.where(splitmix64_signs(group, rht_seed)[None, :], -y, y)
+    return y
+
+
+def int_encode(x, bits, group, hadamard=False, rht_seed=None, asym=False, target=None):
+    """Wire bytes of one chunk of a symmetric (or asym) b-bit integer codec with fp32 scales per
+    flat group: [codes, packed][g x fp32 scale][asym: g x uint8 zero point]."""
+    qmax = (1 << bits) - 1 if asym else (1 << (bits - 1)) - 1
+    T = F32(qmax if target is None else target)
+    x = np.asarray(x, dtype=F32).ravel()
+    n = x.size
+    g = -(-n // group)
+    transformed = hadamard or rht_seed is not None
+    with np.errstate(all="ignore"):
+        v = np.zeros(g * group, dtype=F32)
+        v[:n] = np.where(np.isfinite(x), x, F32(0))  # non-finite inputs encode as 0
+        v = v.reshape(g, group)
+        if transformed:
+            v = _transform(v, group, rht_seed)
+            v = np.where(np.isfinite(v), v, F32(0))
+        if asym:
+            lo = np.minimum(v.min(axis=1), F32(0))
+            hi = np.maximum(v.max(axis=1), F32(0))
+            ideal = (hi - lo) / T
+        else:
+            ideal = np.abs(v).max(axis=1) / T
+        s = np.clip(ideal, FLT_MIN, FLT_MAX).astype(F32)
+        q = v / s[:, None]
+        if asym:
+            z = np.rint(np.clip(-lo / s, F32(0), F32(qmax))).astype(np.int64)
+            codes = np.clip(np.rint(np.clip(q, F32(-4194304), F32(4194304))).astype(np.int64) + z[:, None], 0, qmax)
+        else:
+            codes = np.rint(np.clip(q, F32(-qmax), F32(qmax))).astype(np.int64)
+    codes = codes.ravel() if transformed else codes.ravel()[:n]
+    parts = [pack_codes(codes, bits), s.astype("<f4").tobytes()]
+    if asym:
+        parts.append(z.astype(np.uint8).tobytes())
+    return b"".join(parts)
+
+
+def int_decode(wire, n, bits, group, hadamard=False, rht_seed=None, asym=False):
+    """Inverse of int_encode(): float32 values (code - z) * s, then the inverse transform."""
+    g = -(-n // group)
+    transformed = hadamard or rht_seed is not None
+    ncodes = g * group if transformed else n
+    nbytes = (ncodes * bits + 7) // 8
+    codes = np.zeros(g * group, dtype=np.int64)
+    codes[:ncodes] = unpack_codes(wire[:nbytes], ncodes, bits, signed=not asym)
+    s = np.frombuffer(wire, dtype="<f4", count=g, offset=nbytes).astype(F32)
+    z = np.frombuffer(wire, dtype=np.uint8, count=g, offset=nbytes + 4 * g).astype(F32) if asym else np.zeros(g, F32)
+    with np.errstate(all="ignore"):
+        y = (codes.reshape(g, group).astype(F32) - z[:, None]) * s[:, None]
+        if transformed:
+            y = _inverse(y, group, rht_seed)
+    assert len(wire) == nbytes + (5 if asym else 4) * g
+    return y.ravel()[:n]

@@ -38,7 +38,7 @@ def test_every_preset_round_trips_through_files(taco, tmp_path):
         assert r.returncode == 0, (name, r.stderr)
         y = np.load(tmp_path / "y.npy")
         err = np.linalg.norm(y - x) / np.linalg.norm(x)
-        assert 0 < err < 0.3, name
+        assert 0 < err < (0.8 if name.startswith("int2") else 0.3), name  # int2 is ternary
         if name == "bf16":
             assert np.array_equal(y, x.astype(ml_dtypes.bfloat16).astype(F32))
             assert (tmp_path / "x.bin").read_bytes() == x.astype(ml_dtypes.bfloat16).tobytes()

@@ -167,13 +167,15 @@ def test_bf16_matches_ml_dtypes(taco, tmp_path, values):
     assert np.array_equal(sat[~inf & ~nan], ref[~inf & ~nan])
 
 
-@pytest.mark.parametrize("fmt,lo,hi", [("int8", -127, 127), ("int4", -7, 7), ("uint8", 0, 255), ("uint4", 0, 15)])
-def test_ints_round_half_even_and_clamp(taco, tmp_path, values, fmt, lo, hi):
-    x = values
+@pytest.mark.parametrize("fmt,lo,hi,bits", [("int8", -127, 127, 8), ("int4", -7, 7, 4), ("int3", -3, 3, 3),
+                                          ("int2", -1, 1, 2), ("uint8", 0, 255, 8), ("uint4", 0, 15, 4),
+                                          ("uint3", 0, 7, 3), ("uint2", 0, 3, 2)])
+def test_ints_round_half_even_and_clamp(taco, tmp_path, values, fmt, lo, hi, bits):
+    x = np.concatenate([values, np.arange(-9, 9.5, 0.5, dtype=F32)])  # every tie of the small ints
     with np.errstate(invalid="ignore"):
         q = np.clip(np.rint(x.astype(np.float64)), lo, hi)
     q = np.where(np.isnan(x), 0, q).astype(np.int64)
-    expect = (q & (0xFF if "8" in fmt else 0xF)).astype(np.uint8)
+    expect = (q & ((1 << bits) - 1)).astype(np.uint8)  # b-bit two's complement codes
     assert np.array_equal(cast(taco, tmp_path, x, fmt), expect)
     assert np.array_equal(cast(taco, tmp_path, x, fmt, decode=True), q.astype(F32))
 
