@@ -98,7 +98,7 @@ def _check_variant(v):
     try:
         tc.get_codec(v)
     except ValueError as ex:
-        raise TacoInputError(f"variant {v!r}: {ex}") from None
+        raise TacoInputError(str(ex)) from None
 
 
 class TP:

@@ -28,6 +28,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from .. import tp as T
 from .config import ModelConfig  # noqa: F401  (the model's configuration, torch-free)
@@ -214,13 +215,19 @@ class Block(nn.Module):
         if self.subspace is None:
             x = x + self.attn(self.norm1(x), rope)
             return x + self.mlp(self.norm2(x))
-        x = x + self.attn.local([self.norm1(xi) for xi in self._enter(x, "attn_qkv")], rope)
-        return x + self.mlp.local([self.norm2(xi) for xi in self._enter(x, "mlp_fc1")])
+        x = x + self.attn.local(self._enter(x, "attn_qkv", self.norm1), rope)
+        return x + self.mlp.local(self._enter(x, "mlp_fc1", self.norm2))
 
-    def _enter(self, x, site):
+    def _enter(self, x, site, norm):
+        """The block's TP region entered before its norm: each local rank normalises its own copy."""
         if self.tp is None:
-            return [x]
-        return T.copy_to_subspace_region(x, self.subspace, self.tp, (self.layer, site))
+            return [norm(x)]
+        xs = T.copy_to_subspace_region(x, self.subspace, self.tp, (self.layer, site))
+        if len(xs) == 1:
+            return [norm(xs[0])]
+        # Simulated ranks: recompute the norm in the backward, so that N copies of its float32
+        # intermediates are not kept (the same values, 4x less memory at TP 4).
+        return [checkpoint(norm, xi, use_reentrant=False) for xi in xs]
 
 
 class Transformer(nn.Module):
