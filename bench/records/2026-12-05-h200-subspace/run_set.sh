@@ -8,7 +8,7 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 # The package as committed (a copy of HEAD's python/ and tests/ in .exp/tree, carried), so that
 # work in progress in the checkout does not travel into the runs.
 T=$PWD/.exp/tree; [ -d $T/python ] || T=$PWD
-export PYTHONPATH=$T/python
+export PYTHONPATH=$T/python PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 name=$1 cands=$2 seeds=$3 bseeds=$4; shift 4
 null=""; tests=0; proj=0
 for x in "$@"; do case $x in --null-pair) null=--null-pair;; --tests) tests=1;; --projection) proj=1;; esac; done
