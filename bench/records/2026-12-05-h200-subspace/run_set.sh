@@ -26,7 +26,7 @@ fi
 stamp sweep
 nvidia-cuda-mps-control -d && echo "MPS on"
 R=/tmp/$name
-timeout 530 python3 -m taco.train.sweep --out $R --variants "$cands" --seeds "$seeds" --baseline-seeds "$bseeds" $null \
+timeout ${SWEEP_LIMIT:-530} python3 -m taco.train.sweep --out $R --variants "$cands" --seeds "$seeds" --baseline-seeds "$bseeds" $null \
   --parallel 16 -- --tp-sim 4 --device cuda --arch llama --layers 8 --hidden 768 --heads 12 --kv-heads 4 \
   --ffn 2048 --seq 512 --batch 32 --steps 1000 --warmup 100 --lr 1.5e-3 --eval-every 100 --eval-batches 16 \
   --log-every 50 --sample-every 100 --data-bytes 64000000 > $O/$name.sweep.log 2>&1 &
