@@ -189,6 +189,7 @@ void limit_cpu(uint64_t numel) {
 // a few times the file's size, and a tensor its values and the reader's buffers. A request
 // over it fails inside the library (an InputError naming the file) instead of taking the
 // machine's memory. The sanitizers map terabytes of shadow memory: no budget under them.
+#if !defined(TACO_SANITIZED)
 constexpr uint64_t kMetadataMemoryFloor = uint64_t(256) << 20;
 constexpr uint64_t kMetadataPerFileByte = 4;
 constexpr uint64_t kBytesPerTensorElement = 16;  // float32 values, f64 staging, conversion
@@ -201,6 +202,7 @@ uint64_t mapped_bytes() {
   }
   return uint64_t(pages) * uint64_t(::sysconf(_SC_PAGESIZE));
 }
+#endif
 
 void limit_memory([[maybe_unused]] uint64_t file_size, [[maybe_unused]] uint64_t numel) {
 #if !defined(TACO_SANITIZED)
