@@ -74,7 +74,7 @@ void run_list() {
     fmt::print("  {:<16} {:<28} {}\n", p.name, p.definition, p.description);
   fmt::print(
       "\nGrammar: colon-separated tokens, any order (docs/variants.md):\n"
-      "  element   e4m3 | e5m2 | e2m1 | int8 | int4 [asym]\n"
+      "  element   e4m3 | e5m2 | e2m1 | int8 | int4 | int3 | int2 [asym]\n"
       "  blocks    tensor | row | col | g<G> | tile<T>      (G, T powers of two, {}..{})\n"
       "  scale     sf32 | sbf16 | sf16 | se8m0 | sue4m3     [sround=up|rne|ocp]\n"
       "  transform had | rht [seed=N]\n"
@@ -259,8 +259,9 @@ void add_codec(CLI::App& root) {
   auto ca = std::make_shared<CastArgs>();
   CLI::App* cast =
       cmd->add_subcommand("cast", "Element-wise cast to a number format (codes or decoded values)");
-  cast->add_option("--format,-f", ca->format,
-                   "e4m3, e5m2, e2m1, e8m0, ue4m3, int8, int4, uint8, uint4, bf16")
+  cast->add_option(
+          "--format,-f", ca->format,
+          "e4m3, e5m2, e2m1, e8m0, ue4m3, int8, int4, int3, int2, uint8, uint4, uint3, uint2, bf16")
       ->required();
   cast->add_flag("--nosat", ca->nosat,
                  "Non-saturating: overflow -> NaN (e4m3, e8m0, ue4m3) or Inf (e5m2, bf16)");
