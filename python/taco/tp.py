@@ -212,13 +212,18 @@ def _rows_cols(x):
 
 # ---- Megatron's four mappings, compressed ---------------------------------------------------------
 
+def _copies(x, tp):
+    """x as each local rank's own tensor: x itself for one rank, a copy each when simulated."""
+    if len(tp.ranks) == 1:
+        return x.view_as(x)
+    return tuple(x.clone() for _ in tp.ranks)
+
+
 class _CopyToTP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, tp, where):
         ctx.tp, ctx.where = tp, where
-        if len(tp.ranks) == 1:
-            return x.view_as(x)
-        return tuple(x.clone() for _ in tp.ranks)
+        return _copies(x, tp)
 
     @staticmethod
     def backward(ctx, *gs):
@@ -391,9 +396,7 @@ class _CopyToSubspace(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, sub, tp, where):
         ctx.sub, ctx.tp, ctx.where = sub, tp, where
-        if len(tp.ranks) == 1:
-            return x.view_as(x)
-        return tuple(x.clone() for _ in tp.ranks)
+        return _copies(x, tp)
 
     @staticmethod
     def backward(ctx, *gs):

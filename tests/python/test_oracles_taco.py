@@ -5,12 +5,12 @@ edge-case inputs (zeros, values near 1e-12, huge values, NaN/Inf, outliers, a pa
 groups straddling rows).
 """
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
 import taco_pyref
+from cli_oracle import assert_cli_matches, run
 
 F32 = np.float32
 
@@ -65,32 +65,14 @@ def cases():
 CASES = cases()
 
 
-def run(*args):
-    r = subprocess.run([*map(str, args)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return r
-
-
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("case", list(CASES))
 def test_wire_bytes_and_decode_match_the_reference(taco, tmp_path, variant, case):
     x = CASES[case]
     kw = VARIANTS[variant]
-    np.save(tmp_path / "x.npy", x)
-    run(taco, "codec", "encode", "--variant", variant, tmp_path / "x.npy", tmp_path / "x.bin")
-    got = (tmp_path / "x.bin").read_bytes()
-    want = taco_pyref.encode(x, **kw)
-    assert len(got) == len(want)
-    if got != want:
-        diff = np.nonzero(np.frombuffer(got, np.uint8) != np.frombuffer(want, np.uint8))[0]
-        pytest.fail(f"{variant}/{case}: {diff.size} bytes differ, first at {diff[:8]}")
-    rows, cols = x.shape
-    run(taco, "codec", "decode", "--variant", variant, "--shape", f"{rows},{cols}", tmp_path / "x.bin",
-        tmp_path / "y.npy")
-    y = np.load(tmp_path / "y.npy")
-    assert y.dtype == F32 and y.shape == x.shape
-    ref = taco_pyref.decode(want, x.size, **{k: v for k, v in kw.items() if k not in ("target", "lam")})
-    assert np.array_equal(y.ravel().view(np.uint32), ref.view(np.uint32))
+    dkw = {k: v for k, v in kw.items() if k not in ("target", "lam")}
+    y = assert_cli_matches(taco, tmp_path, variant, x, taco_pyref.encode(x, **kw),
+                           lambda want: taco_pyref.decode(want, x.size, **dkw))
     assert np.all(np.isfinite(y))
 
 
