@@ -33,7 +33,6 @@ namespace taco {
 namespace {
 
 constexpr float kTacoClamp = 448.0f;       // the authors' hard-coded +-448, E5M2 included
-constexpr float kTwoLevelMax = 448.0f;     // UE4M3 max: the per-tensor scale maps block scales here
 constexpr int64_t kParallelMin = 1 << 15;  // elements below which OpenMP is not worth starting
 
 // CUDA fminf/fmaxf semantics (IEEE minNum/maxNum: a NaN operand is ignored), as the authors'
@@ -480,7 +479,7 @@ struct QuantKernels {
         float var = S / float(m);
         var = var + lambda;
         var = var < 1e-12f ? 1e-12f : var;
-        s_a = clampf(Fmax / std::sqrt(var), 1e-3f, 1e3f);
+        s_a = clampf(Fmax / std::sqrt(var), kTacoAdaptiveMin, kTacoAdaptiveMax);
         put_f32(wire + L.aux_off + 4 * b, s_a);
       }
       // 3-4. signs, Hadamard butterflies; s_a and 1/sqrt(G) act later, as one factor k
@@ -503,7 +502,7 @@ struct QuantKernels {
       }
       const float M = A * k;
       const float mv = M < 1e-12f ? 1e-12f : M;
-      const float s_q = clampf(safe_div(mv, T), 1e-12f, 1e6f);
+      const float s_q = clampf(safe_div(mv, T), kTacoScaleMin, kTacoScaleMax);
       put_f32(wire + L.scale_off + 4 * b, s_q);
       // 6. codes: one multiply by r = k / s_q (s_q >= 1e-12f after its clamp). No product
       // overflows (quant_codec.hpp), so only non-finite transform outputs need zeroing.

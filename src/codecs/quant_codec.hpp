@@ -82,6 +82,12 @@
 
 namespace taco {
 
+// TACO's clamps (steps 2 and 5 above: s_a and s_q) and the UE4M3 value a two-level codec maps its
+// largest block scale to; the codec and codecs/range.cpp (what a codec represents) read them here.
+inline constexpr float kTacoAdaptiveMin = 1e-3f, kTacoAdaptiveMax = 1e3f;
+inline constexpr float kTacoScaleMin = 1e-12f, kTacoScaleMax = 1e6f;
+inline constexpr float kTwoLevelMax = 448.0f;
+
 // Byte offsets and sizes of one chunk's wire buffer.
 struct QuantLayout {
   int64_t numel = 0, blocks = 0;

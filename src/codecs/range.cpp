@@ -1,5 +1,6 @@
 #include "codecs/range.hpp"
 
+#include "codecs/quant_codec.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "formats/e8m0.hpp"
@@ -18,12 +19,8 @@ namespace {
 
 constexpr double kFloatMax = double(FLT_MAX);
 
-// TACO's clamps (quant_codec.cpp, taco_encode steps 2 and 5: s_a and s_q) and the UE4M3 value
-// a two-level codec maps its largest block scale to (kTwoLevelMax there). The bounds tests
-// (test_codec_range.cpp) encode at them, so a change there fails here.
-constexpr double kTacoAdaptiveMin = 1e-3f, kTacoAdaptiveMax = 1e3f;
-constexpr double kTacoScaleMin = 1e-12f, kTacoScaleMax = 1e6f;
-constexpr double kTwoLevelMax = 448.0f;
+// TACO's clamps and the two-level scale's top come from quant_codec.hpp (kTaco*, kTwoLevelMax),
+// the values the codec uses; the bounds tests (test_codec_range.cpp) encode at them.
 
 // Smallest normal magnitude of a float element format (2^-6, 2^-14, 1): codes below it keep
 // fewer significant bits.
