@@ -5,11 +5,12 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 PYTHON     ?= python3
 VENV       ?= $(BUILD)/venv
+DTENSOR_VENV ?= $(BUILD)/venv-dtensor
 FUZZ_SECONDS ?= 20
 # WERROR=ON (CI) makes every warning of the C++ and the CUDA host code an error.
 WERROR     ?= OFF
 
-.PHONY: all setup build demo test test-cpu test-package test-python test-asan fuzz report format clean
+.PHONY: all setup build demo test test-cpu test-package test-dtensor test-python test-asan fuzz report format clean
 
 all: build
 
@@ -27,12 +28,17 @@ demo: setup
 	@bash scripts/demo.sh $(BUILD)
 
 test: build
-	$(MAKE) --no-print-directory test-cpu test-package test-python test-asan fuzz
+	$(MAKE) --no-print-directory test-cpu test-package test-dtensor test-python test-asan fuzz
 
-# Includes go down the pipeline only (scripts/check_layers.py has the stage order); sources are
-# as clang-format writes them (scripts/check_format.sh).
+# Includes go down the pipeline only (scripts/check_layers.py has the stage order), and so do the
+# Python package's imports (scripts/check_py_layers.py); every .py file that git does not ignore
+# (python/, tests/, analysis/, scripts/, examples/, bench/) passes ruff (pyproject.toml [tool.ruff],
+# the version of scripts/requirements-lint.txt, from setup); sources are as clang-format 14 writes
+# them (scripts/check_format.sh).
 test-cpu:
 	$(PYTHON) scripts/check_layers.py
+	$(PYTHON) scripts/check_py_layers.py
+	$(PYTHON) -m ruff check --no-cache
 	bash scripts/check_format.sh
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
@@ -42,6 +48,12 @@ test-cpu:
 test-package:
 	SKBUILD_CMAKE_DEFINE="TACO_WERROR=$(WERROR)" bash scripts/install_python.sh $(VENV)
 	cd tests/package && TACO_BIN=$(abspath $(BUILD))/bin/taco $(abspath $(VENV))/bin/python -m pytest -q .
+
+# taco's DTensor styles on an unmodified Hugging Face Llama (two gloo processes under torchrun),
+# in a venv of its own with the pinned torch and transformers of tests/dtensor/requirements.txt.
+test-dtensor:
+	SKBUILD_CMAKE_DEFINE="TACO_WERROR=$(WERROR)" bash scripts/install_python.sh $(DTENSOR_VENV) tests/dtensor/requirements.txt
+	cd tests/dtensor && $(abspath $(DTENSOR_VENV))/bin/python -m pytest -q .
 
 test-python:
 	TACO_BIN=$(abspath $(BUILD))/bin/taco TACO_TORCH_PYTHON=$(abspath $(VENV))/bin/python \

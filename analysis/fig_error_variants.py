@@ -12,7 +12,6 @@ Skips (exit 0) when no results file exists; exits 2 with one line when it is mal
 """
 from __future__ import annotations
 
-import math
 import sys
 
 import numpy as np

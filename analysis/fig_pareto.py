@@ -150,7 +150,7 @@ def make(rd: results.ResultsDir) -> list[figkit.FigureOut]:
         name_points(ax, fb, fr, fv)
     skipped = (f" {not_drawn} point(s) with a non-finite error (a codec that failed) are not drawn."
                if not_drawn else "")
-    exact = (f" ▼ on the bottom edge: zero error (exact), named 'variant (0)'."
+    exact = (" ▼ on the bottom edge: zero error (exact), named 'variant (0)'."
              if zeros_total else "")
     out.caption = (
         "Each codec variant's median relative L2 error ‖x−x̂‖₂/‖x‖₂ over the tensors of a site "

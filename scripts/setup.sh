@@ -41,3 +41,11 @@ if ! "$py" -c "import numpy, matplotlib, h5py, ml_dtypes, scipy, pytest" 2>/dev/
   echo "setup: installing Python packages from analysis/requirements.txt" >&2
   "$py" -m pip install -q --disable-pip-version-check -r "$here/analysis/requirements.txt"
 fi
+
+# ruff, the Python linter of `make test` (Makefile test-cpu runs `$PYTHON -m ruff check`), at the
+# pinned version of scripts/requirements-lint.txt: reinstalled when another version is present.
+ruff_pin=$(sed -n 's/^ruff==//p' "$here/scripts/requirements-lint.txt")
+if [ "$("$py" -m ruff --version 2>/dev/null)" != "ruff $ruff_pin" ]; then
+  echo "setup: installing ruff $ruff_pin from scripts/requirements-lint.txt" >&2
+  "$py" -m pip install -q --disable-pip-version-check -r "$here/scripts/requirements-lint.txt"
+fi

@@ -3,13 +3,11 @@ collectives/sim_collectives) bit for bit, and real gloo process groups of 2 and 
 simulated group bit for bit, for every algorithm, with and without error feedback."""
 import os
 
-import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-import taco.codec as tc
 import taco.dist as td
 from taco import _C
 

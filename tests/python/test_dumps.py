@@ -8,7 +8,6 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-import pytest
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
 

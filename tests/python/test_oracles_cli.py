@@ -2,7 +2,6 @@
 passthrough is ml_dtypes' bf16 rounding, and bad input fails with exit code 2, one line on stderr
 and no output file.
 """
-import os
 import re
 import subprocess
 

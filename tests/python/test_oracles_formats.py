@@ -8,7 +8,6 @@ return the positive canonical NaN; ml_dtypes keeps the sign). Documented differe
 NaN (taco: NaN -> +0); E8M0 on float32 subnormal inputs (ml_dtypes rounds their bit pattern,
 taco rounds the value; checked here against the value rule).
 """
-import os
 import subprocess
 
 import ml_dtypes

@@ -4,7 +4,6 @@ decoded values bitwise equal, for the reference configuration and its ablations,
 edge-case inputs (zeros, values near 1e-12, huge values, NaN/Inf, outliers, a partial tail group,
 groups straddling rows).
 """
-import os
 
 import numpy as np
 import pytest

@@ -131,7 +131,6 @@ def linear_shapes(cfg, n, tokens):
 def part_times(layer, spec, n, warmup, reps, device, graphs):
     """GEMMs alone, attention alone, the codec kernels alone (ms)."""
     import torch
-    import torch.nn.functional as F
     cfg = layer.cfg
     tokens = spec["seq"] * spec["micro_batch"]
     mats = []
