@@ -64,6 +64,7 @@ class Compression:
         self.step = 0
         self.recorder = None  # taco.capture.recorder.Recorder, or None
         self.fired = collections.Counter()   # (site, direction, collective) -> calls
+        self.fired_modules = collections.Counter()  # (module name, direction, collective) -> calls
         # (site, direction) -> per rank: elements of the full-width tensor each message stands for,
         # elements the message carried (fewer under --subspace), and the wire bytes encoded
         self.elements = collections.Counter()
@@ -130,18 +131,20 @@ class TP:
         return len(self.ranks) > 1
 
     # ---- the compressed collectives of the TP sites (lists: one tensor per local rank) ----
-    def collective(self, kind, xs, layer, site, direction, stands_for=None):
+    def collective(self, kind, xs, layer, site, direction, stands_for=None, module=None):
         """One compressed collective over the local ranks' tensors xs. `stands_for`: the elements
         of the full-width tensor the message replaces (a subspace's k coordinates stand for a
-        hidden-wide row), so that bytes per element sit on one axis; default xs[0].numel()."""
+        hidden-wide row), so that bytes per element sit on one axis; default xs[0].numel().
+        `module`: the name of the module that sends (DTensor styles, where several modules share a
+        layer and site); it keys the error-feedback stream and `fired_modules`."""
         c = self.compression
         variant = c.variant_for(site, direction)
-        key = (layer, site, direction)
+        key = (layer, site, direction) if module is None else (module, direction)
         xs = [x.contiguous() for x in xs]
         if c.recorder is not None:
             for r, x in zip(self.ranks, xs):
                 c.recorder.record(x, layer=layer, site=site, direction=direction, collective=kind,
-                                  tp_rank=r, tp_size=self.size, module=f"layers.{layer}.{site}")
+                                  tp_rank=r, tp_size=self.size, module=module or f"layers.{layer}.{site}")
         kw = dict(feedback=c.feedback, key=key) if variant is not None else {}
         if self.local is not None:
             fn = getattr(self.local, kind)
@@ -151,6 +154,8 @@ class TP:
             x = xs[0]
             outs = [fn(x, variant, c.algo, self.group, **kw) if kind == "all_reduce" else fn(x, variant, self.group, **kw)]
         c.fired[(site, direction, kind)] += 1
+        if module is not None:
+            c.fired_modules[(module, direction, kind)] += 1
         c.elements[(site, direction)] += xs[0].numel() if stands_for is None else int(stands_for)
         c.wire_elements[(site, direction)] += xs[0].numel()
         c.wire_bytes[(site, direction)] += td.wire_bytes_sent(xs[0], variant, kind, self.size)
@@ -212,6 +217,12 @@ def _rows_cols(x):
 
 # ---- Megatron's four mappings, compressed ---------------------------------------------------------
 
+def _fire(tp, kind, xs, where, direction, stands_for=None):
+    """tp.collective for a TP site `where`: (layer, site), or (layer, site, module name)."""
+    layer, site, *module = where
+    return tp.collective(kind, xs, layer, site, direction, stands_for, module[0] if module else None)
+
+
 def _copies(x, tp):
     """x as each local rank's own tensor: x itself for one rank, a copy each when simulated."""
     if len(tp.ranks) == 1:
@@ -227,8 +238,7 @@ class _CopyToTP(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *gs):
-        layer, site = ctx.where
-        outs = ctx.tp.collective("all_reduce", [g.contiguous() for g in gs], layer, site, "bwd")
+        outs = _fire(ctx.tp, "all_reduce", [g.contiguous() for g in gs], ctx.where, "bwd")
         return outs[0], None, None
 
 
@@ -236,8 +246,7 @@ class _ReduceFromTP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tp, where, stands_for, *ys):
         ctx.n = len(ys)
-        layer, site = where
-        return tp.collective("all_reduce", list(ys), layer, site, "fwd", stands_for)[0]
+        return _fire(tp, "all_reduce", list(ys), where, "fwd", stands_for)[0]
 
     @staticmethod
     def backward(ctx, g):
@@ -248,15 +257,13 @@ class _GatherFromSP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, tp, where):
         ctx.tp, ctx.where = tp, where
-        layer, site = where
         shards = tp.split_seq(x) if tp.simulated_ranks else [x]
-        out = tp.collective("all_gather", shards, layer, site, "fwd")[0]
+        out = _fire(tp, "all_gather", shards, where, "fwd")[0]
         return out if len(tp.ranks) == 1 else tuple([out] + [out.clone() for _ in tp.ranks[1:]])
 
     @staticmethod
     def backward(ctx, *gs):
-        layer, site = ctx.where
-        shards = ctx.tp.collective("reduce_scatter", [g.contiguous() for g in gs], layer, site, "bwd")
+        shards = _fire(ctx.tp, "reduce_scatter", [g.contiguous() for g in gs], ctx.where, "bwd")
         return (torch.cat(shards, dim=SEQ_DIM) if ctx.tp.simulated_ranks else shards[0]), None, None
 
 
@@ -264,16 +271,14 @@ class _ReduceScatterToSP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tp, where, *ys):
         ctx.tp, ctx.where, ctx.n = tp, where, len(ys)
-        layer, site = where
-        shards = tp.collective("reduce_scatter", list(ys), layer, site, "fwd")
+        shards = _fire(tp, "reduce_scatter", list(ys), where, "fwd")
         return torch.cat(shards, dim=SEQ_DIM) if tp.simulated_ranks else shards[0]
 
     @staticmethod
     def backward(ctx, g):
-        layer, site = ctx.where
         g = g.contiguous()
         shards = ctx.tp.split_seq(g) if ctx.tp.simulated_ranks else [g]
-        out = ctx.tp.collective("all_gather", [s.contiguous() for s in shards], layer, site, "bwd")[0]
+        out = _fire(ctx.tp, "all_gather", [s.contiguous() for s in shards], ctx.where, "bwd")[0]
         return (None, None) + (out,) * ctx.n
 
 
@@ -574,6 +579,18 @@ def param_count(model, tp):
     for p in model.parameters():
         n += p.numel() * (tp.size // len(tp.ranks) if getattr(p, "tp_sharded", False) else 1)
     return n
+
+
+_DTENSOR_NAMES = ("ColwiseParallel", "RowwiseParallel", "SequenceParallel", "compress_plan", "site_of")
+
+
+def __getattr__(name):
+    """The DTensor styles (taco.dtensor) as taco.tp.ColwiseParallel etc.; imported on first use,
+    since they need torch >= 2.5 and the rest of this module does not."""
+    if name in _DTENSOR_NAMES:
+        from . import dtensor
+        return getattr(dtensor, name)
+    raise AttributeError(f"module 'taco.tp' has no attribute {name!r}")
 
 
 __all__ = ["Compression", "TP", "ColumnParallelLinear", "RowParallelLinear", "SITES", "COLUMN_SITES", "ROW_SITES",
