@@ -85,7 +85,9 @@ def make_one(path: str, doc: dict, name: str,
         out.add_series(ax_diff, t["variant"], len(d), mean_diff_pct=float(d.mean()), worst_diff_pct=float(d.max()),
                        std_diff_pct=std, bytes_per_element=t["bytes_per_element"])
     ax_diff.set_xticks(range(len(rows)))
-    ax_diff.set_xticklabels([f"{t['variant']}\n{t['bytes_per_element']:.2f} B" for t in rows], rotation=60,
+    # bytes per element null: an unfinished run whose codec the summarizing machine could not size
+    ax_diff.set_xticklabels([f"{t['variant']}\n" + (f"{t['bytes_per_element']:.2f} B" if t["bytes_per_element"]
+                                                      is not None else "? B") for t in rows], rotation=60,
                             fontsize=5.5, ha="right")
     at = doc.get("compared_at", "final")
     ax_diff.set_title(f"val. loss ({at}) vs same-seed baseline" if at != "final" else "final val. loss vs same-seed baseline")

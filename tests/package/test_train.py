@@ -222,3 +222,31 @@ def test_cuda_subspace_training_sends_k_coordinates(tmp_path, variant):
     assert len(log["fired"]) == 4 and all(f["calls"] == 6 * 2 for f in log["fired"])
     assert all(t["wire_elements"] * 64 == t["elements"] * 16 for t in log["traffic"])
     assert all(0 < r["loss"] < 6 for r in metrics(out, "step"))
+
+
+def test_sweep_summarizes_unfinished_runs_at_a_step_and_says_which(tmp_path):
+    """Runs cut off before their end (no train_log.json): --summarize names the last validation
+    step every run reached, and --at-step sizes a subspace's wire from the run's command."""
+    out = tmp_path / "cut"
+    losses = {("none", 1): [3.0, 2.0, 1.5], ("none@subspace=16", 1): [3.0, 2.2, 1.8]}
+    for (variant, seed), vals in losses.items():
+        d = out / variant.replace("=", "-") / f"seed{seed}"
+        d.mkdir(parents=True)
+        cmd = ["python3", "-m", "taco.train", "--hidden", "64", "--seed", str(seed)]
+        (d / "run.json").write_text(json.dumps({"variant": variant, "seed": seed, "repeat": False, "command": cmd}))
+        recs = [{"type": "step", "step": s, "tokens": (s + 1) * 8, "loss": 9.0} for s in (0, 10, 20)]
+        recs += [{"type": "val", "step": s, "val_loss": v} for s, v in zip((0, 10, 20), vals)]
+        if variant == "none":  # the subspace run got one validation fewer
+            recs.append({"type": "val", "step": 30, "val_loss": 1.4})
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    r = subprocess.run([sys.executable, "-m", "taco.train.sweep", "--summarize", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "no finished runs" in r.stderr and "try --at-step 20" in r.stderr
+    assert not (out / "training_summary.json").exists()
+    r = subprocess.run([sys.executable, "-m", "taco.train.sweep", "--summarize", str(out), "--at-step", "20"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = {t["variant"]: t for t in json.loads((out / "training_summary.json").read_text())["table"]}
+    assert rows["none@subspace=16"]["bytes_per_element"] == 2.0 * 16 / 64  # bf16 on 16 of 64 columns
+    assert rows["none@subspace=16"]["paired_diff_pct"] == pytest.approx([(1.8 - 1.5) / 1.5 * 100])

@@ -180,8 +180,11 @@ def summarize(out, at_step=None):
                 "command": (log or {}).get("command") or (meta or {}).get("command"),
             })
     if not runs:
-        raise TacoInputError(f"{out}: no finished runs (train_log.json) under it" if at_step is None else
-                             f"{out}: no run has a validation at step {at_step}")
+        if at_step is None:
+            last = last_common_val_step(out)
+            hint = f"; every run has a validation at step {last}: try --at-step {last}" if last else ""
+            raise TacoInputError(f"{out}: no finished runs (train_log.json) under it{hint}")
+        raise TacoInputError(f"{out}: no run has a validation at step {at_step}")
     base_runs = {r["seed"]: r for r in runs if r["variant"] == "none" and not r["repeat"]}
     base = {seed: r["final_val_loss"] for seed, r in base_runs.items()}
     band = None
@@ -239,13 +242,35 @@ def _reach_step(run, target, interpolate=False):
     return None
 
 
+def last_common_val_step(out):
+    """The last validation step that every run under `out` reached (finished or not), or None."""
+    reached = []
+    for variant_dir in sorted(os.listdir(out)):
+        vd = os.path.join(out, variant_dir)
+        for seed_dir in sorted(os.listdir(vd)) if os.path.isdir(vd) else []:
+            d = os.path.join(vd, seed_dir)
+            if os.path.isdir(d):
+                reached.append({r["step"] for r in load_run(d)[1] if r["type"] == "val"})
+    common = set.intersection(*reached) if reached else set()
+    return max(common) if common else None
+
+
+def _hidden_of(run):
+    """The model's hidden width: the train log's config, else the run's command (--hidden)."""
+    hidden = (run.get("config") or {}).get("hidden")
+    cmd = run.get("command") or []
+    if not hidden and "--hidden" in cmd[:-1]:
+        hidden = int(cmd[cmd.index("--hidden") + 1])
+    return hidden
+
+
 def wire_bytes_per_element(variant, run):
     """The codec's wire bytes per element for an unfinished run (no traffic counters): the wire of
-    one [1, hidden x 1024] block, none: bf16's 2."""
+    one [1, hidden x 1024] block, none: bf16's 2; a subspace's K coordinates stand for hidden."""
     codec, _, sub = variant.partition("@subspace=")
     ratio = 1.0
     if sub:
-        hidden = (run.get("config") or {}).get("hidden")
+        hidden = _hidden_of(run)
         if not hidden:
             return None
         ratio = int(sub) / hidden
