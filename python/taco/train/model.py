@@ -274,19 +274,36 @@ class Transformer(nn.Module):
             elif isinstance(m, nn.Embedding):
                 m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * EMBED_STD)
 
-    def forward(self, idx, targets=None):
-        """idx, targets: [b, s] int64. Returns (logits [s, b, vocab] float32, mean loss or None)."""
-        b, s = idx.shape
-        dtype = DTYPES[self.cfg.compute_dtype]
+    def embed(self, idx):
+        """Token ids [b, s] -> the residual stream [s, b, hidden] in the compute dtype (the first
+        pipeline stage's input)."""
+        s = idx.shape[1]
         x = self.tok(idx.t())
         if self.pos is not None:
             x = x + self.pos.weight[:s].unsqueeze(1)
         if self.subspace is not None:                            # fixed[token] + U c
             x = self.fixed[idx.t()] + self.subspace.expand(x)
-        x = x.to(dtype)                                          # [s, b, h]
-        rope = None
-        if self.cfg.arch == "llama":
-            rope = rope_tables(s, self.cfg.head_dim, self.cfg.rope_theta, x.device)
+        return x.to(DTYPES[self.cfg.compute_dtype])              # [s, b, h]
+
+    def rope(self, s, device):
+        """The rotary tables for sequence length s (llama), else None."""
+        if self.cfg.arch != "llama":
+            return None
+        return rope_tables(s, self.cfg.head_dim, self.cfg.rope_theta, device)
+
+    def head_loss(self, x, targets):
+        """LM head and mean loss on the final norm's output x [s, b, hidden] (the last pipeline
+        stage's end) -> (logits [s, b, vocab] float32, loss or None)."""
+        logits = self.head(x).float()
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.t().reshape(-1))
+        return logits, loss
+
+    def forward(self, idx, targets=None):
+        """idx, targets: [b, s] int64. Returns (logits [s, b, vocab] float32, mean loss or None)."""
+        x = self.embed(idx)
+        rope = self.rope(idx.shape[1], x.device)
         if self.sp:
             x = T.scatter_to_sequence_parallel_region(x, self.tp)
         for blk in self.layers:
@@ -294,8 +311,4 @@ class Transformer(nn.Module):
         x = self.norm(x)
         if self.sp:
             x = T.gather_from_sequence_parallel_region_replicated(x, self.tp)
-        logits = self.head(x).float()
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.t().reshape(-1))
-        return logits, loss
+        return self.head_loss(x, targets)
