@@ -246,42 +246,99 @@ __device__ __forceinline__ bool is_sat_code(uint32_t c, const QuantRules& q) {
   return (q.sat_code[(c >> 5) & 7u] >> (c & 31u)) & 1u;
 }
 
-// ---- 4-bit elements and UE4M3 scales (formats/hd_formats.hpp, shared with the host tests)
-// -------- Codes travel as words of eight nibbles: word i holds the codes of registers 8i (low
-// nibble) .. 8i + 7, so that a word's bytes are the wire's bytes (element 2j in the low nibble).
-// The format branch is taken once per group, not per element. t: the quotients, none NaN; for
-// E2M1 scaled by kE2M1Shift (hd_formats.hpp e2m1_word_scaled), for INT4 not.
-template <int N>
-__device__ __forceinline__ void encode_nibbles(const float (&t)[N], uint32_t (&w)[N / 8],
-                                               ElemFormat kind) {
-  static_assert(N % 8 == 0, "whole words of nibbles");
-  if (kind == ElemFormat::E2M1) {
+// ---- codes narrower than a byte: 4-bit (E2M1, INT4), INT3, INT2 (formats/hd_formats.hpp,
+// intq.hpp) A lane's b-bit codes travel as one little-endian bit stream over words in register
+// order: register r at bits [b r, b r + b) (formats/intq.hpp's wire order, so a run of consecutive
+// elements is the wire's bytes). 4-bit codes: word i holds the codes of registers 8i (low nibble)
+// .. 8i + 7; an INT3 code may straddle two words. The element-format branch is taken once per
+// group, not per element.
+template <int Bits>
+__device__ __forceinline__ constexpr uint32_t code_mask() {
+  return (1u << Bits) - 1u;
+}
+// Code r of the stream w (compile-time r after unrolling: the shifts are constants).
+template <int Bits, int W>
+__device__ __forceinline__ uint32_t stream_code(const uint32_t (&w)[W], int r) {
+  const int bit = Bits * r, k = bit / 32, s = bit % 32;
+  if (s + Bits > 32) return __funnelshift_r(w[k], w[k + 1], s) & code_mask<Bits>();
+  return (w[k] >> s) & code_mask<Bits>();
+}
+// 32-bit words of the stream of N codes of Bits bits (the last one partly used: 16 INT3 codes).
+template <int N, int Bits>
+inline constexpr int kStreamWords = (N * Bits + 31) / 32;
+// ORs code c (< 2^Bits) into the stream w at register r.
+template <int Bits, int W>
+__device__ __forceinline__ void put_stream_code(uint32_t (&w)[W], int r, uint32_t c) {
+  const int bit = Bits * r, k = bit / 32, s = bit % 32;
+  w[k] |= c << s;
+  if (s + Bits > 32) w[k + 1] |= c >> (32 - s);
+}
+
+// Symmetric b-bit integer codes of t (already v / s, none NaN), b < 8: clamp to [-qmax, qmax],
+// then 1.5 * 2^23 added rounds to an integer (ties to even, as rne_small) and leaves its two's
+// complement in the low bits of the sum's bits (as int4_word does for b = 4).
+template <int Bits>
+__device__ __forceinline__ uint32_t int_code_small(float t) {
+  constexpr float qmax = float((1 << (Bits - 1)) - 1);
+  return fbits(__fadd_rn(fminf(fmaxf(t, -qmax), qmax), 12582912.0f)) & code_mask<Bits>();
+}
+// Value of a b-bit two's complement code: 2^23 + (c ^ sign) as float bits, minus 2^23 + sign
+// (exact; int4_value for b = 4).
+template <int Bits>
+__device__ __forceinline__ float int_value_small(uint32_t c) {
+  constexpr uint32_t sign = 1u << (Bits - 1);
+  return __fadd_rn(bitsf(0x4b000000u | (c ^ sign)), -(8388608.0f + float(sign)));
+}
+
+// The codes of N quotients t (none NaN) as the stream of Bits-bit codes: for E2M1 scaled by
+// kE2M1Shift (hd_formats.hpp e2m1_word_scaled), for the integers not.
+template <int N, int Bits>
+__device__ __forceinline__ void encode_packed(const float (&t)[N],
+                                              uint32_t (&w)[kStreamWords<N, Bits>],
+                                              ElemFormat kind) {
+  static_assert(N % 8 == 0, "whole bytes of codes");
+  if constexpr (Bits == 4) {
+    if (kind == ElemFormat::E2M1) {
 #pragma unroll
-    for (int i = 0; i < N / 8; ++i)
-      w[i] = e2m1_word_scaled({t[8 * i], t[8 * i + 1], t[8 * i + 2], t[8 * i + 3], t[8 * i + 4],
-                               t[8 * i + 5], t[8 * i + 6], t[8 * i + 7]});
-  } else {
+      for (int i = 0; i < N / 8; ++i)
+        w[i] = e2m1_word_scaled({t[8 * i], t[8 * i + 1], t[8 * i + 2], t[8 * i + 3], t[8 * i + 4],
+                                 t[8 * i + 5], t[8 * i + 6], t[8 * i + 7]});
+    } else {
 #pragma unroll
-    for (int i = 0; i < N / 8; ++i)
-      w[i] = int4_word({t[8 * i], t[8 * i + 1], t[8 * i + 2], t[8 * i + 3], t[8 * i + 4],
-                        t[8 * i + 5], t[8 * i + 6], t[8 * i + 7]});
+      for (int i = 0; i < N / 8; ++i)
+        w[i] = int4_word({t[8 * i], t[8 * i + 1], t[8 * i + 2], t[8 * i + 3], t[8 * i + 4],
+                          t[8 * i + 5], t[8 * i + 6], t[8 * i + 7]});
+    }
+  } else {  // INT3, INT2 (variant.cpp: no other element format has fewer than 4 bits)
+#pragma unroll
+    for (int i = 0; i < kStreamWords<N, Bits>; ++i) w[i] = 0;
+#pragma unroll
+    for (int r = 0; r < N; ++r) put_stream_code<Bits>(w, r, int_code_small<Bits>(t[r]));
   }
 }
 
 // Code values times s (kScaled = false: the code values alone).
-template <int N, bool kScaled = true>
-__device__ __forceinline__ void decode_nibbles(const uint32_t (&w)[N / 8], float s, ElemFormat kind,
-                                               float (&v)[N]) {
-  if (kind == ElemFormat::E2M1) {
+template <int N, int Bits, bool kScaled = true>
+__device__ __forceinline__ void decode_packed(const uint32_t (&w)[kStreamWords<N, Bits>], float s,
+                                              ElemFormat kind, float (&v)[N]) {
+  if constexpr (Bits == 4) {
+    if (kind == ElemFormat::E2M1) {
 #pragma unroll
-    for (int r = 0; r < N; ++r) {
-      const float c = e2m1_value(w[r / 8] >> (4 * (r % 8)));
-      v[r] = kScaled ? __fmul_rn(c, s) : c;
+      for (int r = 0; r < N; ++r) {
+        const float c = e2m1_value(w[r / 8] >> (4 * (r % 8)));
+        v[r] = kScaled ? __fmul_rn(c, s) : c;
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        const float c = int4_value(w[r / 8] >> (4 * (r % 8)));
+        v[r] = kScaled ? __fmul_rn(c, s) : c;
+      }
     }
-  } else {
+  } else {  // INT3, INT2
 #pragma unroll
     for (int r = 0; r < N; ++r) {
-      const float c = int4_value(w[r / 8] >> (4 * (r % 8)));
+      const float c = int_value_small<Bits>(stream_code<Bits>(w, r));
       v[r] = kScaled ? __fmul_rn(c, s) : c;
     }
   }

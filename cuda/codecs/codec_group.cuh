@@ -13,9 +13,10 @@
 // consecutive elements per lane, so a lane's input is one or more 16-byte loads); a grid-stride
 // loop walks all (chunk, group) pairs of the launch, so any grid size is correct.
 //
-// 4-bit codes (E2M1, INT4; GroupCfg::kBits) are a compile-time layout too: a lane's codes are
-// half as many bytes, two per byte. They take the block-scaled rules only (variant.cpp), with
-// NVFP4's two-level UE4M3 scale among them.
+// Codes narrower than a byte (GroupCfg::kBits: 4 for E2M1 and INT4, 3 for INT3, 2 for INT2) are a
+// compile-time layout too: a lane's codes are b / 8 as many bytes, one little-endian bit stream
+// (store_packed). They take the block-scaled rules only (variant.cpp), 4-bit codes with NVFP4's
+// two-level UE4M3 scale among them.
 #include <type_traits>
 
 #include "cuda/codecs/codec_formats.cuh"
@@ -60,9 +61,10 @@ struct GroupCfg {
   // range) and p.stats == nullptr are compile-time facts instead of run-time branches.
   static constexpr bool kRef = Ref_;
   static_assert(!Ref_ || Taco_, "reference rules are TACO rules");
-  static constexpr int kBits = Bits_;  // bits per code: 8, or 4 (two codes per byte)
-  static_assert(Bits_ == 8 || (Bits_ == 4 && !Taco_), "4-bit codes take the block-scaled rules");
-  static constexpr int kCodeWords = (1 << R_) * Bits_ / 32;  // 32-bit words of a lane's codes
+  static constexpr int kBits = Bits_;  // bits per code: 8, or 4, 3, 2 (a bit stream)
+  static_assert(Bits_ == 8 || ((Bits_ == 4 || Bits_ == 3 || Bits_ == 2) && !Taco_),
+                "codes narrower than a byte take the block-scaled rules");
+  static constexpr int kCodeWords = kStreamWords<1 << R_, Bits_>;  // 32-bit words of a lane's codes
   static_assert(LB >= 0 && LB <= 5, "a group spans at most one warp");
   static_assert(EPL >= 8, "16-byte bf16 loads need 8 elements per lane");
   static constexpr bool kRegroup = K_ == Lay::LaneToSector;
@@ -307,49 +309,90 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, const uint32_t (&quad)
   }
 }
 
-// 4-bit codes travel as words of eight nibbles (codec_formats.cuh encode_nibbles): the group's
-// codes hold 2^LG / 2 bytes from dst (its first code byte), run j of a lane at byte
-// (lane offset + register offset) / 2. Every run is at least 8 elements and starts at an even
-// element, so registers r and r + 1 (r even) fill one byte.
-template <class L>
-__device__ __forceinline__ void store_nibbles(uint8_t* dst, const uint32_t (&w)[L::kRegs / 8],
-                                              int lane, int n, bool vec) {
+// Codes narrower than a byte travel as a bit stream per lane (codec_formats.cuh encode_packed):
+// register r at bits [b r, b r + b) of w. The group's codes hold 2^LG b / 8 bytes from dst (its
+// first code byte), the wire's bit stream. A lane's run j of K >= 8 consecutive elements (first
+// element e) is K b / 8 whole bytes, at stream byte j K b / 8 in w and at byte e b / 8 from dst,
+// so runs are copied byte for byte, in units of the largest power of two that divides K b / 8
+// (at most 16; every run and group starts at a multiple of it): a word per run of 8 nibbles, three
+// bytes per run of 8 INT3 codes, three words per run of 32, 16 bits per run of 8 INT2 codes.
+template <int K, int Bits>
+constexpr int packed_unit_bytes() {
+  constexpr int n = K * Bits / 8;
+  return n % 16 == 0 ? 16 : n % 8 == 0 ? 8 : n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1;
+}
+// Stream bytes [x, x + A) of w to / from d (A | 16, x a multiple of A; compile-time x).
+template <int A, int W>
+__device__ __forceinline__ void store_stream_unit(uint8_t* d, const uint32_t (&w)[W], int x) {
+  if constexpr (A == 16)
+    *reinterpret_cast<uint4*>(d) = make_uint4(w[x / 4], w[x / 4 + 1], w[x / 4 + 2], w[x / 4 + 3]);
+  else if constexpr (A == 8)
+    *reinterpret_cast<uint2*>(d) = make_uint2(w[x / 4], w[x / 4 + 1]);
+  else if constexpr (A == 4)
+    *reinterpret_cast<uint32_t*>(d) = w[x / 4];
+  else if constexpr (A == 2)
+    *reinterpret_cast<uint16_t*>(d) = uint16_t(w[x / 4] >> (8 * (x % 4)));
+  else
+    *d = uint8_t(w[x / 4] >> (8 * (x % 4)));
+}
+// Streaming loads; w's words of units below 4 bytes start at 0.
+template <int A, int W>
+__device__ __forceinline__ void load_stream_unit(const uint8_t* s, uint32_t (&w)[W], int x) {
+  if constexpr (A == 16) {
+    const uint4 q4 = __ldcs(reinterpret_cast<const uint4*>(s));
+    w[x / 4] = q4.x;
+    w[x / 4 + 1] = q4.y;
+    w[x / 4 + 2] = q4.z;
+    w[x / 4 + 3] = q4.w;
+  } else if constexpr (A == 8) {
+    const uint2 q2 = __ldcs(reinterpret_cast<const uint2*>(s));
+    w[x / 4] = q2.x;
+    w[x / 4 + 1] = q2.y;
+  } else if constexpr (A == 4) {
+    w[x / 4] = __ldcs(reinterpret_cast<const unsigned int*>(s));
+  } else if constexpr (A == 2) {
+    w[x / 4] |= uint32_t(__ldcs(reinterpret_cast<const unsigned short*>(s))) << (8 * (x % 4));
+  } else {
+    w[x / 4] |= uint32_t(__ldcs(s)) << (8 * (x % 4));
+  }
+}
+
+// Writes the codes of the group's first n elements at dst. A tail writes each byte that holds one
+// of its codes whole, with the codes of the zeros past it (0) on top, as the reference packs it.
+template <class L, int Bits>
+__device__ __forceinline__ void store_packed(uint8_t* dst,
+                                             const uint32_t (&w)[kStreamWords<L::kRegs, Bits>],
+                                             int lane, int n, bool vec) {
   constexpr int K = 1 << L::run_log2();
-  static_assert(K >= 8, "nibble runs of at least 4 bytes");
-  constexpr int kRuns = L::kRegs / K;
+  static_assert(K >= 8, "runs of whole bytes of codes");
+  constexpr int kRunBytes = K * Bits / 8;
+  constexpr int A = packed_unit_bytes<K, Bits>();
   const int lo = L::lane_offset(lane);
   if (vec && n == (1 << L::LG)) {
 #pragma unroll
-    for (int j = 0; j < kRuns; ++j) {
-      const uint32_t* wj = w + j * K / 8;
-      uint8_t* d = dst + ((lo + L::reg_offset(j * K)) >> 1);
-      if constexpr (K == 8) {
-        *reinterpret_cast<uint32_t*>(d) = wj[0];
-      } else if constexpr (K == 16) {
-        *reinterpret_cast<uint2*>(d) = make_uint2(wj[0], wj[1]);
-      } else {
+    for (int j = 0; j < L::kRegs / K; ++j) {
+      uint8_t* d = dst + (lo + L::reg_offset(j * K)) * Bits / 8;
 #pragma unroll
-        for (int t = 0; t < K / 32; ++t)
-          reinterpret_cast<uint4*>(d)[t] =
-              make_uint4(wj[4 * t], wj[4 * t + 1], wj[4 * t + 2], wj[4 * t + 3]);
-      }
+      for (int t = 0; t < kRunBytes / A; ++t)
+        store_stream_unit<A>(d + t * A, w, j * kRunBytes + t * A);
     }
   } else {
-    // A tail of odd length writes its last byte with the code of the zero past it (0) on top,
-    // as the reference packs it.
 #pragma unroll
-    for (int r = 0; r < L::kRegs; r += 2) {
-      const int i = L::reg_offset(r) | lo;
-      if (i < n) dst[i >> 1] = uint8_t(w[r / 8] >> (4 * (r % 8)));
+    for (int j = 0; j < L::kRegs / K; ++j) {
+      const int e = lo + L::reg_offset(j * K);  // the run's first element
+#pragma unroll
+      for (int x = 0; x < kRunBytes; ++x)  // byte x of the run starts with element e + 8x / b
+        if (e + 8 * x / Bits < n)
+          store_stream_unit<1>(dst + e * Bits / 8 + x, w, j * kRunBytes + x);
     }
   }
 }
 
-// Code of register r, 8- or 4-bit.
+// Code of register r, 8-bit or narrower.
 template <class Cfg>
 __device__ __forceinline__ uint32_t group_code(const uint32_t (&w)[Cfg::kCodeWords], int r) {
-  if constexpr (Cfg::kBits == 4)
-    return (w[r / 8] >> (4 * (r % 8))) & 0xfu;
+  if constexpr (Cfg::kBits < 8)
+    return stream_code<Cfg::kBits>(w, r);
   else
     return code_at<typename Cfg::In>(w, r);
 }
@@ -585,8 +628,9 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       keep->s_bits = fbits(s_q);
       keep->s_a_bits = fbits(s_a);
     }
-  } else if constexpr (Cfg::kBits == 4) {
-    // QuantCodec::encode_flat for E2M1 / INT4 codes, prepare_group for transformed groups
+  } else if constexpr (Cfg::kBits < 8) {
+    // QuantCodec::encode_flat for E2M1 / INT4 / INT3 / INT2 codes, prepare_group for transformed
+    // groups
     if constexpr (Cfg::kHad) {
 #pragma unroll
       for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(v[r]);
@@ -596,7 +640,7 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
       for (int r = 0; r < EPL; ++r) v[r] = finite_or_zero(__fmul_rn(v[r], q.hconst));
     }
     // amax as a NaN-propagating max of |v| (one instruction per element): finite exactly when
-    // the group is, so the quotients below are never NaN (encode_nibbles needs that); a warp with
+    // the group is, so the quotients below are never NaN (encode_packed needs that); a warp with
     // a NaN or an infinite value takes the general path (the finite amax, zeroed values).
     float amax = lane_absmax_nan(v);
 #pragma unroll
@@ -629,9 +673,10 @@ __device__ __forceinline__ void encode_group(const KernelParams& p, const Item& 
 #pragma unroll
       for (int r = 0; r < EPL; ++r) t[r] = __fmul_rn(__fdiv_rn(finite_or_zero(v[r]), so.s), shift);
     }
-    encode_nibbles<EPL>(t, quad, q.elem);
+    encode_packed<EPL, Cfg::kBits>(t, quad, q.elem);
     if (it.valid) {
-      store_nibbles<L>(wire + int64_t(it.b) * (Cfg::G / 2), quad, lane, n, code_vec);
+      store_packed<L, Cfg::kBits>(wire + int64_t(it.b) * (Cfg::G * Cfg::kBits / 8), quad, lane, n,
+                                  code_vec);
       if (leader) {
         uint8_t* sp = wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes;
         if (q.scale_bytes == 4)
@@ -742,35 +787,27 @@ __device__ __forceinline__ void load_code_runs(const uint8_t* cp, int lane,
   }
 }
 
-// The lane's 4-bit codes of a whole group whose first code byte is at cp (store_nibbles' layout),
-// as streaming vector loads.
+// The lane's codes narrower than a byte of a whole group whose first code byte is at cp
+// (store_packed's layout), as streaming vector loads.
 template <class Cfg>
-__device__ __forceinline__ void load_nibble_runs(const uint8_t* cp, int lane,
+__device__ __forceinline__ void load_packed_runs(const uint8_t* cp, int lane,
                                                  uint32_t (&w)[Cfg::kCodeWords]) {
   using L = typename Cfg::In;
-  constexpr int K = 1 << L::run_log2();  // consecutive codes per run: 8 or more, K / 2 bytes
-  static_assert(K >= 8, "nibble runs of at least 4 bytes");
+  constexpr int K = 1 << L::run_log2();
+  static_assert(K >= 8, "runs of whole bytes of codes");
+  constexpr int kRunBytes = K * Cfg::kBits / 8;
+  constexpr int A = packed_unit_bytes<K, Cfg::kBits>();
   const int lo = L::lane_offset(lane);
+  if constexpr (A < 4) {
+#pragma unroll
+    for (int k = 0; k < Cfg::kCodeWords; ++k) w[k] = 0;
+  }
 #pragma unroll
   for (int j = 0; j < Cfg::EPL / K; ++j) {
-    const uint8_t* s = cp + ((lo + L::reg_offset(j * K)) >> 1);
-    uint32_t* wj = w + j * (K / 8);
-    if constexpr (K == 8) {
-      wj[0] = __ldcs(reinterpret_cast<const unsigned int*>(s));
-    } else if constexpr (K == 16) {
-      const uint2 q2 = __ldcs(reinterpret_cast<const uint2*>(s));
-      wj[0] = q2.x;
-      wj[1] = q2.y;
-    } else {
+    const uint8_t* s = cp + (lo + L::reg_offset(j * K)) * Cfg::kBits / 8;
 #pragma unroll
-      for (int t = 0; t < K / 32; ++t) {
-        const uint4 q4 = __ldcs(reinterpret_cast<const uint4*>(s) + t);
-        wj[4 * t] = q4.x;
-        wj[4 * t + 1] = q4.y;
-        wj[4 * t + 2] = q4.z;
-        wj[4 * t + 3] = q4.w;
-      }
-    }
+    for (int t = 0; t < kRunBytes / A; ++t)
+      load_stream_unit<A>(s + t * A, w, j * kRunBytes + t * A);
   }
 }
 
@@ -782,17 +819,25 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
   const QuantRules& q = p.rules;
   const int lo = L::lane_offset(lane);
   const int n = Cfg::kHad ? Cfg::G : it.m;
-  if constexpr (Cfg::kBits == 4) {
-    const uint8_t* cp = wire + int64_t(it.b) * (Cfg::G / 2);
+  if constexpr (Cfg::kBits < 8) {
+    constexpr int B = Cfg::kBits;
+    const uint8_t* cp = wire + int64_t(it.b) * (Cfg::G * B / 8);
     if (it.valid && p.code_vec && n == Cfg::G) {
-      load_nibble_runs<Cfg>(cp, lane, raw.w);
+      load_packed_runs<Cfg>(cp, lane, raw.w);
     } else {
+      // the bytes that hold one of the first n codes (store_packed's tail)
+      constexpr int K = 1 << L::run_log2(), kRunBytes = K * B / 8;
 #pragma unroll
       for (int k = 0; k < Cfg::kCodeWords; ++k) raw.w[k] = 0;
 #pragma unroll
-      for (int r = 0; r < EPL; r += 2) {  // one byte: registers r and r + 1 (store_nibbles)
-        const int i = L::reg_offset(r) | lo;
-        if (it.valid && i < n) raw.w[r / 8] |= uint32_t(cp[i >> 1]) << (4 * (r % 8));
+      for (int j = 0; j < EPL / K; ++j) {
+        const int e = lo + L::reg_offset(j * K);
+#pragma unroll
+        for (int x = 0; x < kRunBytes; ++x) {
+          const int y = j * kRunBytes + x;  // the lane's stream byte
+          if (it.valid && e + 8 * x / B < n)
+            raw.w[y / 4] |= uint32_t(cp[e * B / 8 + x]) << (8 * (y % 4));
+        }
       }
     }
   } else {
@@ -819,7 +864,7 @@ __device__ __forceinline__ void load_codes(const KernelParams& p, const uint8_t*
       raw.s_bits = get_le(wire + p.geo.scale_off + int64_t(it.b) * q.scale_bytes, q.scale_bytes);
     if (Cfg::kTaco && q.dual)
       raw.s_a_bits = fbits(load_f32_scalar(wire + p.geo.aux_off + 4 * int64_t(it.b), p.scale_vec4));
-    if constexpr (Cfg::kBits == 4) {
+    if constexpr (Cfg::kBits < 8) {
       if (q.scale == ScaleFormat::UE4M3)
         raw.s_a_bits = get_le(wire + p.geo.aux_off, 4);  // the chunk's S_t
     }
@@ -879,7 +924,7 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
   }
   float s = 1.0f, s_a = 1.0f;
   if (raw.valid) {
-    if constexpr (Cfg::kBits == 4)
+    if constexpr (Cfg::kBits < 8)
       s = fp32_scales<Cfg>(q) ? bitsf(raw.s_bits)
                               : nibble_decode_scale(raw.s_bits, q, bitsf(raw.s_a_bits));
     else
@@ -914,8 +959,8 @@ __device__ __forceinline__ void decode_codes(const KernelParams& p, const RawCod
     }
     return;
   }
-  if constexpr (Cfg::kBits == 4)
-    decode_nibbles<EPL>(raw.w, s, q.elem, v);
+  if constexpr (Cfg::kBits < 8)
+    decode_packed<EPL, Cfg::kBits>(raw.w, s, q.elem, v);
   else
     decode_elems<EPL>(raw.w, s, q.elem, v);
   if constexpr (Cfg::kHad) {

@@ -1,7 +1,8 @@
 // The quantization kernels' one dispatch point, select_group_kernels(), and the 8-bit group
-// kernels it returns (group_kernels.cuh has the templates). The 4-bit kernels, the error-feedback
-// encodes of 8-bit codes and the row / column / tensor kernels are instantiated in their own
-// translation units (codec_kernels_nibble.cu, codec_kernels_feedback.cu, codec_kernels_strided.cu).
+// kernels it returns (group_kernels.cuh has the templates). The kernels of 4-, 3- and 2-bit codes,
+// the error-feedback encodes of 8-bit codes and the row / column / tensor kernels are instantiated
+// in their own translation units (codec_kernels_nibble.cu, codec_kernels_int3.cu,
+// codec_kernels_int2.cu, codec_kernels_feedback.cu, codec_kernels_strided.cu).
 #include "cuda/codecs/codec_kernels.hpp"
 
 #include "core/error.hpp"
@@ -50,12 +51,22 @@ GroupKernels select_group_kernels(int group_size, bool transform, bool taco, int
         "GPU codecs: no kernel for group size {} (supported: 16, 32, 64, 128, 256, "
         "512, 1024)",
         group_size);
-  if (code_bits == 4) {
-    TACO_REQUIRE_INPUT(!taco, "GPU codecs: TACO rules take 8-bit codes, not 4-bit ones");
-    return detail::nibble_group_kernels(lg, transform);
+  if (code_bits < 8)
+    TACO_REQUIRE_INPUT(!taco, "GPU codecs: TACO rules take 8-bit codes, not {}-bit ones",
+                       code_bits);
+  switch (code_bits) {
+    case 4:
+      return detail::packed_group_kernels<4>(lg, transform);
+    case 3:
+      return detail::packed_group_kernels<3>(lg, transform);
+    case 2:
+      return detail::packed_group_kernels<2>(lg, transform);
+    case 8:
+      break;
+    default:
+      throw_input_error("GPU codecs: no kernel for {}-bit codes (supported: 8, 4, 3, 2)",
+                        code_bits);
   }
-  TACO_REQUIRE_INPUT(code_bits == 8, "GPU codecs: no kernel for {}-bit codes (supported: 8, 4)",
-                     code_bits);
   GroupKernels k = byte_group_kernels(lg, transform, taco);
   detail::add_byte_feedback_kernels(lg, transform, taco, k);
   return k;

@@ -84,14 +84,21 @@ constexpr bool taco_reference_rules(const QuantRules& q) {
 }
 
 // The kernels for groups of group_size, with or without the transform, for the TACO rules or
-// the block-scaled ones (QuantRules::taco), with 8- or 4-bit codes (4: block-scaled only).
+// the block-scaled ones (QuantRules::taco), with 8-, 4-, 3- or 2-bit codes (below 8: block-scaled
+// only).
 GroupKernels select_group_kernels(int group_size, bool transform, bool taco, int code_bits);
 
 namespace detail {
 // Parts of select_group_kernels instantiated in translation units of their own, which build in
-// parallel: the 4-bit kernels (codec_kernels_nibble.cu) and the error-feedback encodes of 8-bit
-// codes (codec_kernels_feedback.cu). lg = log2 of the group size, already validated.
-GroupKernels nibble_group_kernels(int lg, bool transform);
+// parallel: the kernels of codes narrower than a byte, one unit per width (Bits = 4:
+// codec_kernels_nibble.cu, 3: codec_kernels_int3.cu, 2: codec_kernels_int2.cu; the template is
+// group_kernels.cuh's), and the error-feedback encodes of 8-bit codes (codec_kernels_feedback.cu).
+// lg = log2 of the group size, already validated.
+template <int Bits>
+GroupKernels packed_group_kernels(int lg, bool transform);
+extern template GroupKernels packed_group_kernels<4>(int, bool);
+extern template GroupKernels packed_group_kernels<3>(int, bool);
+extern template GroupKernels packed_group_kernels<2>(int, bool);
 void add_byte_feedback_kernels(int lg, bool transform, bool taco, GroupKernels& k);
 }  // namespace detail
 

@@ -4,7 +4,8 @@
 // kernels process `chunks` of them side by side (a collective's per-peer chunks), each chunk's
 // wire buffer laid out exactly as the CPU reference lays it out (codecs/quant_codec.hpp):
 //   [codes][scales: blocks x scale_bytes][aux: TACO s_a, blocks x fp32][tensor: UE4M3's fp32 S_t]
-// Codes are bytes, or two per byte for 4-bit elements (element 2i in the low nibble). The GPU
+// Codes are bytes, or for b-bit elements (E2M1, INT4, INT3, INT2) one little-endian bit stream,
+// code i in bits [b i, b i + b) (element 2i in the low nibble of 4-bit codes). The GPU
 // runs no asymmetric codec, so UE4M3 codecs have no aux bytes and S_t sits at aux_off.
 // Offsets are bytes within a chunk; strides are elements (inputs, outputs) or bytes (wire).
 // The enums are the CPU library's (formats/kinds.hpp, codecs/block_kinds.hpp, core/dtype.hpp):
@@ -39,7 +40,7 @@ struct QuantRules {
   float lambda;             // dual only
   float fmax;               // F in s_a (448 / 57344)
   float hconst;             // float(1 / sqrt(G))
-  float qmax;               // INT8: 127, INT4: 7
+  float qmax;               // integers: 127, 7, 3, 1 (INT8, INT4, INT3, INT2)
   int32_t fast_div;         // 1: per-group scale divisions may use the reciprocal + FMA correction
                             // (exact for every quotient that matters, see codec_formats.cuh); 0
                             // when the target range is so large that quotients could overflow
@@ -62,7 +63,7 @@ struct ChunkGeometry {
   int64_t nblocks;     // scale blocks per chunk
   int64_t block_len;   // G, cols (row), rows (col) or numel (tensor)
   int64_t code_bytes;  // 8-bit codes: numel, or nblocks * G when groups are transformed;
-                       // 4-bit codes: half that, rounded up
+                       // b-bit codes: b / 8 of that, rounded up
   int64_t scale_off, aux_off, total;
 };
 

@@ -11,6 +11,7 @@
 #include "cuda/runtime/cuda_check.hpp"
 #include "formats/elem.hpp"
 #include "formats/fp8.hpp"
+#include "formats/intq.hpp"
 
 namespace taco::gpu {
 
@@ -37,14 +38,16 @@ bool saturated_code(const QuantSpec& s, int c) {
       return s.taco ? (c & 0x7f) == int(float_to_fp8_e4m3(448.0f)) : (c & 0x7f) >= 0x7e;
     case ElemFormat::E5M2:
       return s.taco ? (c & 0x7f) == int(float_to_fp8_e5m2(448.0f)) : (c & 0x7f) >= 0x7b;
-    case ElemFormat::INT8: {
-      const int v = int(int8_t(uint8_t(c)));
-      return v == 127 || v == -127;
-    }
     case ElemFormat::E2M1:
       return c < 16 && (c & 0x7) == 0x7;
+    case ElemFormat::INT8:
     case ElemFormat::INT4:
-      return c == 0x7 || c == 0x9;  // +-7
+    case ElemFormat::INT3:
+    case ElemFormat::INT2: {  // +-qmax (INT4: codes 0x7, 0x9)
+      const int bits = elem_bits(s.elem);
+      const int v = int_from_code(uint32_t(c), bits);
+      return c < (1 << bits) && (v == int_sym_qmax(bits) || v == -int_sym_qmax(bits));
+    }
     default:
       return false;
   }
@@ -76,24 +79,22 @@ std::string GpuQuant::unsupported_reason(const VariantSpec& v) {
   if (v.family != VariantSpec::Family::Quant)
     return "only block-scaled quantization codecs run on the GPU";
   const QuantSpec& s = v.quant;
-  if (elem_bits(s.elem) < 4)
-    return fmt::format("no GPU kernel for {} codes yet: CPU reference only",
-                       elem_format_name(s.elem));
   if (s.asym) return "asymmetric integer codes";
   if (s.gran == Granularity::Tile) return "tile blocks (GPU: g<G>, row, col, tensor)";
-  const bool nibble = elem_bits(s.elem) == 4;
+  const int bits = elem_bits(s.elem);
   if (s.gran == Granularity::Group) {
     if (s.block < 16 || s.block > kMaxGroupSize)
       return fmt::format("group size {} (GPU: 16..1024)", s.block);
-    if (s.scale == ScaleFormat::UE4M3 && !nibble)
+    if (s.scale == ScaleFormat::UE4M3 && bits != 4)
       return fmt::format("ue4m3 scales with {} elements (GPU: with e2m1 or int4)",
                          elem_format_name(s.elem));
     return "";
   }
   // row, col, tensor
-  if (nibble)
-    return fmt::format("{} blocks of {} elements (GPU: e4m3, e5m2, int8; 4-bit elements take g<G>)",
-                       granularity_name(s.gran), elem_format_name(s.elem));
+  if (bits < 8)
+    return fmt::format(
+        "{} blocks of {} elements (GPU: e4m3, e5m2, int8; elements below 8 bits take g<G>)",
+        granularity_name(s.gran), elem_format_name(s.elem));
   if (s.scale == ScaleFormat::UE4M3)
     return fmt::format("ue4m3 scales on {} blocks (GPU: g<G> with e2m1 or int4)",
                        granularity_name(s.gran));
@@ -116,8 +117,9 @@ VariantSpec GpuQuant::require_supported(const std::string& variant) {
     throw_input_error(
         "variant '{}' has no GPU implementation ({}); GPU variants: {}, and the grammar "
         "forms e4m3|e5m2|int8 : g<G> (G = 16..1024) | row | col | tensor [: had | rht] "
-        "[: sf32 | sbf16 | sf16 | se8m0] [: taco | dual], and e2m1|int4 : g<G> [: had | rht] "
-        "[: sf32 | sbf16 | sf16 | se8m0 | sue4m3]",
+        "[: sf32 | sbf16 | sf16 | se8m0] [: taco | dual], e2m1|int4 : g<G> [: had | rht] "
+        "[: sf32 | sbf16 | sf16 | se8m0 | sue4m3], and int3|int2 : g<G> [: had | rht] "
+        "[: sf32 | sbf16 | sf16 | se8m0]",
         variant, why, list);
   }
   return v;
@@ -148,8 +150,7 @@ GpuQuant::GpuQuant(const VariantSpec& v) {
   q.lambda = s.lambda;
   q.fmax = elem_max(s.elem, false);
   q.hconst = q.transform ? hadamard_scale(s.block) : 1.0f;
-  q.qmax =
-      s.elem == ElemFormat::INT8 || s.elem == ElemFormat::INT4 ? elem_max(s.elem, false) : 0.0f;
+  q.qmax = elem_is_float(s.elem) ? 0.0f : elem_max(s.elem, false);
   // Quotients stay below ~2 T (TACO: below T or v / 1e6), far from overflow, for T <= 1e20.
   q.fast_div = s.target <= 1e20f ? 1 : 0;
   q.target_in_range = s.target >= 0x1p-39f && s.target <= 0x1p40f ? 1 : 0;

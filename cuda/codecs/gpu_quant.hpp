@@ -10,10 +10,10 @@
 //
 // Kernels (unsupported_reason() says what runs): flat groups g<G> take the fused group kernels
 // (codec_kernels.hpp select_group_kernels: 8-bit codes E4M3 / E5M2 / INT8 under TACO or
-// block-scaled rules, 4-bit codes E2M1 / INT4 under block-scaled rules, NVFP4's two-level UE4M3
-// scales with a statistics pass first); row, column and tensor blocks of 8-bit codes take the
-// strided kernels (strided_kernels(): rows in one pass, tensor and column scales after an amax
-// pass).
+// block-scaled rules, 4-bit codes E2M1 / INT4 and 3- / 2-bit codes INT3 / INT2 under block-scaled
+// rules, NVFP4's two-level UE4M3 scales (4-bit codes) with a statistics pass first); row, column
+// and tensor blocks of 8-bit codes take the strided kernels (strided_kernels(): rows in one pass,
+// tensor and column scales after an amax pass).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

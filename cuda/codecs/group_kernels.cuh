@@ -2,11 +2,12 @@
 // The fused warp-group kernels of the quantization codecs as templates (encode, decode + reduce,
 // decode + reduce + re-encode, decode + add + re-encode, the streaming decode, the encode with
 // error feedback, the statistics pass of two-level scales) and group_kernels(), the table of one
-// (group size, transform, rule family, code width). The translation units codec_kernels*.cu
-// instantiate them, split so that they build in parallel. Bit-exactness rules:
+// (group size, transform, rule family, code width: 8, 4, 3 or 2 bits). The translation units
+// codec_kernels*.cu instantiate them, split so that they build in parallel. Bit-exactness rules:
 // src/codecs/codec.hpp; the per-group steps are in codec_group.cuh.
 #include <type_traits>
 
+#include "core/error.hpp"
 #include "cuda/codecs/codec_group.cuh"
 #include "cuda/codecs/codec_kernels.hpp"
 #include "cuda/runtime/bulk_copy.cuh"
@@ -576,9 +577,10 @@ GroupKernel stream_decode_kernel(int64_t min_elems) {
 }
 
 // The kernel shapes of one configuration, from kernel_tuning.hpp (elements per lane, layouts).
-// The re-encoding kernels decode as Dec does and encode in the layout the decode leaves. 4-bit
-// codes take the same shapes: at 16 or 32 elements per lane a lane's codes are 8 or 16 bytes, one
-// vector access.
+// The re-encoding kernels decode as Dec does and encode in the layout the decode leaves. Codes
+// narrower than a byte take the same shapes: a lane's run of 8, 16 or 32 codes is 4, 8 or 16 bytes
+// of 4-bit codes (one vector access), 3, 6 or 12 of INT3 codes (bytes, 16-bit or 32-bit words:
+// store_packed), 2, 4 or 8 of INT2 codes.
 template <int LG, bool Had, bool Taco, int Bits>
 struct GroupShapes {
   static constexpr int kEncodeR = tuning::encode_lane_log2(LG);
@@ -636,6 +638,42 @@ void add_feedback_kernels(GroupKernels& k) {
   using Enc = typename GroupShapes<LG, Had, Taco, Bits>::Enc;
   k.encode_feedback_bf16 = group_kernel<Enc>(group_encode_feedback_kernel<Enc, uint16_t>);
   k.encode_feedback_f32 = group_kernel<Enc>(group_encode_feedback_kernel<Enc, float>);
+}
+
+// The kernels of codes narrower than a byte (block-scaled rules only) for groups of 2^lg, with
+// their error-feedback encodes: the body of packed_group_kernels (codec_kernels.hpp), which
+// codec_kernels_nibble.cu (4 bits), codec_kernels_int3.cu and codec_kernels_int2.cu instantiate.
+template <int LG, int Bits>
+GroupKernels packed_kernels_of(bool transform) {
+  GroupKernels k =
+      transform ? group_kernels<LG, true, false, Bits>() : group_kernels<LG, false, false, Bits>();
+  if (transform)
+    add_feedback_kernels<LG, true, false, Bits>(k);
+  else
+    add_feedback_kernels<LG, false, false, Bits>(k);
+  return k;
+}
+
+template <int Bits>
+GroupKernels packed_group_kernels(int lg, bool transform) {
+  switch (lg) {
+    case 4:
+      return packed_kernels_of<4, Bits>(transform);
+    case 5:
+      return packed_kernels_of<5, Bits>(transform);
+    case 6:
+      return packed_kernels_of<6, Bits>(transform);
+    case 7:
+      return packed_kernels_of<7, Bits>(transform);
+    case 8:
+      return packed_kernels_of<8, Bits>(transform);
+    case 9:
+      return packed_kernels_of<9, Bits>(transform);
+    case 10:
+      return packed_kernels_of<10, Bits>(transform);
+    default:
+      throw_error("packed_group_kernels<{}>: log2 group size {}", Bits, lg);
+  }
 }
 
 }  // namespace taco::gpu::detail

@@ -46,6 +46,9 @@ constexpr int small_decode_lane_log2(int lg) {
 
 // Layouts: sector (runs of 8 elements, lanes next) speeds up the transformed kernels and slows
 // the rest; transformed decodes of 128 load codes lane by lane and regroup inside the transform.
+// Codes below 8 bits take the same shapes (measured for 4-bit codes; INT3 / INT2 not yet): a run
+// of 8 INT3 codes is 3 bytes, so the transformed encodes of G = 64..256 and decodes of 64 and 256
+// move their INT3 codes as single bytes (codec_group.cuh store_packed), runs of 32 as words.
 constexpr bool sector_layout(bool had) {
   return had;
 }

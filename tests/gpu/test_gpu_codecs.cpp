@@ -180,6 +180,12 @@ std::vector<std::string> test_variants() {
         "e2m1:g32:had", "int4:g64:rht:seed=3", "e2m1:g16:sue4m3:sround=up", "int4:g16:sue4m3",
         "e2m1:g16:sue4m3:had", "e2m1:g128:sbf16", "int4:g1024:had", "int4:g256:se8m0",
         "e2m1:g64:sf16:sround=rne", "e2m1:g512:se8m0", "e2m1:g32:T=3", "int4:g32:T=1e30",
+        // 3- and 2-bit codes (the presets come with gpu_presets()): every group size's layout
+        // (runs of 8, 16 and 32 codes: bytes, 16-bit and 32-bit words), transforms, scale formats,
+        // targets above qmax (clipped codes)
+        "int3:g16:had", "int2:g16", "int3:g64", "int2:g128", "int2:g256:rht", "int3:g256:had",
+        "int3:g512:rht:seed=5", "int2:g512:had", "int3:g1024", "int2:g1024:had", "int3:g32:sbf16",
+        "int2:g64:se8m0", "int3:g128:sf16:sround=rne", "int3:g128:had:T=4", "int2:g128:had:T=2",
         // rows, columns, tensors
         "e4m3:col", "int8:col:sbf16", "e5m2:col:se8m0", "e4m3:row:nosat", "e5m2:tensor:sf16",
         "e4m3:col:nosat"})
@@ -191,6 +197,12 @@ std::vector<std::string> test_variants() {
 const char* const kNewVariants[] = {"nvfp4",        "mxfp4",   "int4-g32",   "int4-g32-had",
                                     "fp8-row",      "fp8-col", "fp8-tensor", "e2m1:g16:sue4m3:had",
                                     "int4:g128:rht"};
+// 3- and 2-bit codes for the tests that take a shorter list: every preset and a few grammar forms
+// (runs of 8, 16 and 32 codes per lane, a randomized transform, a non-fp32 scale).
+const char* const kLowBitVariants[] = {
+    "int3-g32",     "int3-g32-had", "int3-g64-had",  "int3-g128-had", "int2-g32",
+    "int2-g32-had", "int2-g64-had", "int2-g128-had", "int3:g16:had",  "int2:g256:rht",
+    "int3:g1024",   "int2:g16",     "int3:g64:sbf16"};
 
 struct Shape {
   int64_t rows, cols;
@@ -377,6 +389,49 @@ TEST_CASE("GPU codecs reproduce the CPU wire bytes and decodes (host float API)"
     }
   }
   CHECK(compared > 500);
+}
+
+// The bit stream of docs/variants.md with codes known by hand (amax = qmax: s = 1, codes = values):
+// 8 INT3 codes in 3 bytes (0 1 2 3 -3 -2 -1 0 -> 88 56 1f), 4 INT2 codes per byte (0 1 -1 0 -> 34),
+// a tail of 5 INT3 codes in 2 bytes, fp32 scales after the codes.
+TEST_CASE("GPU INT3 / INT2 codes form the documented bit stream", "[gpu][codec][lowbit]") {
+  struct Case {
+    const char* variant;
+    std::vector<float> x;
+    std::vector<uint8_t> codes;
+  };
+  const std::vector<float> int3_unit = {0, 1, 2, 3, -3, -2, -1, 0};
+  std::vector<float> int3_tail = int3_unit;
+  int3_tail.insert(int3_tail.end(), int3_unit.begin(), int3_unit.end());
+  for (const float v : {3.0f, -3.0f, 1.0f, 0.0f, 2.0f}) int3_tail.push_back(v);
+  std::vector<float> int2_group;
+  for (int i = 0; i < 4; ++i) int2_group.insert(int2_group.end(), {0.0f, 1.0f, -1.0f, 0.0f});
+  const Case cases[] = {{"int3:g16",
+                         std::vector<float>(int3_tail.begin(), int3_tail.begin() + 16),
+                         {0x88, 0x56, 0x1f, 0x88, 0x56, 0x1f}},
+                        {"int3:g16",
+                         int3_tail,
+                         {0x88, 0x56, 0x1f, 0x88, 0x56, 0x1f, 0x6b, 0x20}},  // 3|5<<3|1<<6|2<<12
+                        {"int2:g16", int2_group, {0x34, 0x34, 0x34, 0x34}}};
+  for (const Case& c : cases) {
+    CAPTURE(c.variant, c.x.size());
+    const auto cpu = make_codec(c.variant);
+    const auto gc = gpu::make_gpu_codec(c.variant);
+    const int64_t n = int64_t(c.x.size());
+    const auto got = gc->encode(c.x.data(), 1, n);
+    REQUIRE(got == cpu->encode(c.x.data(), 1, n));
+    const size_t groups = (c.x.size() + 15) / 16;
+    REQUIRE(got.size() == c.codes.size() + 4 * groups);
+    CHECK(std::vector<uint8_t>(got.begin(), got.begin() + int64_t(c.codes.size())) == c.codes);
+    for (size_t g = 0; g < groups; ++g) {
+      float sc = 0;
+      std::memcpy(&sc, got.data() + c.codes.size() + 4 * g, 4);
+      CHECK(sc == 1.0f);
+    }
+    std::vector<float> y(c.x.size());
+    gc->decode(got.data(), got.size(), 1, n, y.data());
+    CHECK(y == c.x);
+  }
 }
 
 TEST_CASE(
@@ -603,8 +658,9 @@ TEST_CASE("GPU codecs: large inputs (several iterations per warp) equal the CPU"
   gpu::CudaStream stream;
   const int64_t rows = 4096, cols = 2048, n = rows * cols;  // 8 M elements
   uint64_t seed = 31337;
-  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "int8-g128-had", "mxfp4", "nvfp4",
-                              "int4-g32-had", "fp8-row", "fp8-col", "fp8-tensor"}) {
+  for (const char* variant :
+       {"taco", "fp8-g128", "mxfp8", "int8-g128-had", "mxfp4", "nvfp4", "int4-g32-had", "fp8-row",
+        "fp8-col", "fp8-tensor", "int3-g128-had", "int2-g64-had", "int3-g32", "int2:g16"}) {
     const auto cpu = make_codec(variant);
     gpu::GpuQuant q(parse_variant(variant));
     CAPTURE(variant);
@@ -725,8 +781,8 @@ TEST_CASE("GPU codecs: chunk-crossing walks and calls split over launches equal 
     int64_t chunks, rows, cols;
     bool split;  // launches of at most two chunks' groups
   };
-  for (const char* variant :
-       {"taco", "fp8-g128", "int8-g128-had", "e4m3:g32:dual", "nvfp4", "int4-g32"}) {
+  for (const char* variant : {"taco", "fp8-g128", "int8-g128-had", "e4m3:g32:dual", "nvfp4",
+                              "int4-g32", "int3-g32-had", "int2:g16", "int3:g16"}) {
     const auto cpu = make_codec(variant);
     gpu::GpuQuant q(parse_variant(variant));
     const int64_t G = q.spec().block;
@@ -890,8 +946,9 @@ TEST_CASE("GPU decodes of arbitrary wires (NaN and infinite codes, odd scales) e
 TEST_CASE("GPU codecs: unaligned device pointers take the scalar paths and stay exact",
           "[gpu][codec]") {
   gpu::CudaStream stream;
-  for (const char* variant : {"taco", "fp8-g128", "mxfp8", "fp8-row", "nvfp4", "mxfp4", "int4-g32",
-                              "fp8-col", "fp8-tensor"}) {
+  for (const char* variant :
+       {"taco", "fp8-g128", "mxfp8", "fp8-row", "nvfp4", "mxfp4", "int4-g32", "fp8-col",
+        "fp8-tensor", "int3-g32", "int3:g16", "int2-g128-had", "int3-g64-had"}) {
     const gpu::GpuQuant q(parse_variant(variant));
     const auto cpu = make_codec(variant);
     const int64_t rows = 4, cols = 512, n = rows * cols;
@@ -982,9 +1039,9 @@ TEST_CASE("GPU codecs on the sample traces", "[gpu][codec][traces]") {
       for (size_t i = 0; i < src->size() && i < 8; ++i) {
         const Tensor t = src->read(i);
         if (t.numel() == 0 || t.numel() > (int64_t(1) << 24)) continue;
-        for (const char* variant :
-             {"taco", "taco-noh", "fp8-g128", "mxfp8", "int8-g128-had", "fp8-row", "fp8-tensor",
-              "fp8-col", "mxfp4", "nvfp4", "int4-g32", "int4-g32-had"}) {
+        for (const char* variant : {"taco", "taco-noh", "fp8-g128", "mxfp8", "int8-g128-had",
+                                    "fp8-row", "fp8-tensor", "fp8-col", "mxfp4", "nvfp4",
+                                    "int4-g32", "int4-g32-had", "int3-g128-had", "int2-g64-had"}) {
           const auto cpu = make_codec(variant);
           const auto gc = gpu::make_gpu_codec(variant);
           CAPTURE(e.path().string(), t.name, variant);
@@ -1017,22 +1074,34 @@ TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][code
       CHECK(std::string(e.what()).find("taco") != std::string::npos);  // the supported list
     }
   }
-  // 3- and 2-bit codes have no kernels yet: one reason from the one dispatch point, for every
-  // form (asym, a transform, inside ef:), and no such preset in the GPU list.
-  for (const char* v : {"int3-g32-had", "int2-g128-had", "int3:asym:g32", "int2:row",
-                        "ef:int3-g32-had", "ef:int2-g64-had"}) {
-    CAPTURE(v);
-    const std::string bits = std::string(v).find("int3") != std::string::npos ? "int3" : "int2";
+  // 3- and 2-bit codes run in symmetric g<G> forms (every preset, ef: around them too); the other
+  // forms get one reason each from the one dispatch point.
+  struct Refused {
+    const char* variant;
+    const char* reason;
+  };
+  for (const Refused& r :
+       {Refused{"int3:asym:g32", "asymmetric integer codes"},
+        Refused{"int2:row", "row blocks of int2 elements"},
+        Refused{"int3:tensor", "tensor blocks of int3 elements"},
+        Refused{"int2:tile32", "tile blocks"}, Refused{"int3:g32:sue4m3", "ue4m3 scales with int3"},
+        Refused{"ef:int3:asym:g64", "asymmetric integer codes"}}) {
+    CAPTURE(r.variant);
     try {
-      (void)gpu::make_gpu_codec(v);
+      (void)gpu::make_gpu_codec(r.variant);
       FAIL("expected InputError");
     } catch (const InputError& e) {
-      CHECK(std::string(e.what()).find("no GPU kernel for " + bits + " codes yet") !=
-            std::string::npos);
+      CHECK(std::string(e.what()).find(r.reason) != std::string::npos);
     }
   }
+  int lowbit_presets = 0;
   for (const std::string& p : gpu::GpuQuant::supported_presets())
-    CHECK((p.rfind("int3", 0) != 0 && p.rfind("int2", 0) != 0));
+    lowbit_presets += (p.rfind("int3", 0) == 0 || p.rfind("int2", 0) == 0) ? 1 : 0;
+  CHECK(lowbit_presets == 8);
+  for (const char* v : {"ef:int3-g32-had", "ef:int2-g128-had", "int3:g16:had", "int2:g1024:rht"}) {
+    CAPTURE(v);
+    CHECK(gpu::make_gpu_codec(v)->name() == make_codec(v)->name());
+  }
   CHECK(gpu::gpu_available());
   // ef: and aqsgd: wrap the GPU codec (the study keeps their state); other structured codecs do not
   // run
@@ -1044,10 +1113,11 @@ TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][code
   CHECK_THROWS_AS(gpu::make_gpu_codec("topk:frac=0.1"), InputError);
 }
 
-// Decoding takes no 4-bit wire for granted either: every code byte, scale bytes of every value
+// Decoding takes no 4-bit (or 3- / 2-bit) wire for granted either: every code byte (the most
+// negative INT3 / INT2 codes and a tail's unused bits too), scale bytes of every value
 // (UE4M3's NaN codes 0x7f..0xff, E8M0's 0xff, fp32 NaN / Inf / zero / negative), and for UE4M3 a
 // tensor scale S_t that is 0, negative, NaN, infinite, subnormal or huge.
-TEST_CASE("GPU decodes of arbitrary 4-bit and two-level wires equal the CPU",
+TEST_CASE("GPU decodes of arbitrary 4-bit, 3-bit, 2-bit and two-level wires equal the CPU",
           "[gpu][codec][nibble]") {
   std::mt19937_64 rng(4096);
   const float st_cases[] = {0.0f,
@@ -1058,8 +1128,10 @@ TEST_CASE("GPU decodes of arbitrary 4-bit and two-level wires equal the CPU",
                             1e-45f,
                             3e38f,
                             0.0123f};
-  for (const char* variant : {"nvfp4", "mxfp4", "int4-g32", "int4-g32-had", "e2m1:g16:sue4m3:had",
-                              "e2m1:g128:sbf16", "int4:g64:sf16:sround=rne"}) {
+  for (const char* variant :
+       {"nvfp4", "mxfp4", "int4-g32", "int4-g32-had", "e2m1:g16:sue4m3:had", "e2m1:g128:sbf16",
+        "int4:g64:sf16:sround=rne", "int3-g32", "int3-g128-had", "int2-g64-had", "int3:g16",
+        "int2:g256:rht", "int3:g64:sbf16"}) {
     const auto cpu = make_codec(variant);
     const auto gpu_codec = gpu::make_gpu_codec(variant);
     const gpu::GpuQuant q(parse_variant(variant));
@@ -1088,7 +1160,7 @@ TEST_CASE("GPU decodes of arbitrary 4-bit and two-level wires equal the CPU",
         const int64_t bd = first_float_diff(dg.data(), dw.data(), dw.size());
         if (bd >= 0) {
           CAPTURE(bd, dg[size_t(bd)], dw[size_t(bd)]);
-          FAIL("GPU decode of an arbitrary 4-bit wire differs from the CPU decode");
+          FAIL("GPU decode of an arbitrary 4/3/2-bit wire differs from the CPU decode");
         }
         if (q.rules().scale != ScaleFormat::UE4M3) break;  // S_t only matters for UE4M3
       }
@@ -1278,6 +1350,7 @@ TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit",
                                        "int8:col",
                                        "e5m2:tensor"};
   for (const char* v : kNewVariants) variants.emplace_back(v);
+  for (const char* v : kLowBitVariants) variants.emplace_back(v);
   DeviceBuffer d_stats(16, "test counters");
   for (const std::string& variant : variants) {
     const auto cpu = make_codec(variant);
@@ -1343,7 +1416,7 @@ TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit",
 TEST_CASE("GPU error feedback keeps the study's residual (ef:<variant>)",
           "[gpu][codec][feedback]") {
   gpu::CudaStream stream;
-  for (const char* inner : {"nvfp4", "int4-g32", "taco", "fp8-row"}) {
+  for (const char* inner : {"nvfp4", "int4-g32", "taco", "fp8-row", "int2-g128-had", "int3-g32"}) {
     const std::string variant = std::string("ef:") + inner;
     const auto wrapped = make_codec(variant);
     const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(wrapped.get());
