@@ -9,7 +9,8 @@ The compiled extension taco._C (python/binding) sits below every stage. The orde
   package   taco/__init__.py: every `import taco.x` runs it first, so it may import only taco._C
   errors    the exceptions and the CLI wrapper, which everything raises and uses
   codec     encode / decode on arrays and tensors (the extension); dist sends its bytes
-  dist      compressed collectives over torch.distributed and SimGroup
+  dist      compressed collectives over torch.distributed and SimGroup; lowrank.py, the low-rank
+            (PowerSGD) all-reduce that dist runs on its transports
   tp        tp.py and dtensor.py, one stage: dtensor's styles are built on tp's, and tp re-exports
             them lazily (a module __getattr__ imports taco.dtensor on first use)
   capture   the trace format, its writer, recorder, emulator and converters (emulate uses tp)
@@ -32,7 +33,7 @@ PACKAGE = "taco"
 # (stage, paths under python/taco that belong to it), lowest first. A path ending in "/" is a folder
 # (all .py files below it); a file named here belongs to its stage even inside another's folder.
 STAGES = [("package", ["__init__.py"]), ("errors", ["errors.py"]), ("codec", ["codec.py"]),
-          ("dist", ["dist.py"]), ("tp", ["tp.py", "dtensor.py"]), ("capture", ["capture/"]),
+          ("dist", ["dist.py", "lowrank.py"]), ("tp", ["tp.py", "dtensor.py"]), ("capture", ["capture/"]),
           ("train", ["train/"]), ("selfcheck", ["capture/selfcheck.py"]), ("bench", ["bench/"])]
 BELOW_ALL = {"_C"}  # the compiled extension (python/binding): below every stage
 ORDER = " < ".join(s for s, _ in STAGES)

@@ -22,6 +22,13 @@ it kept for (key, rank, stage) and keeps the new one (stages: "in" for the rank'
 "shard" for the two-shot owner's re-encode, ("ring", hop) for ring hops). A variant "ef:<v>" asks for
 it; a Feedback object passed with another variant is ignored.
 
+Low rank: all_reduce also takes `[ef:]powersgd:r<R>[:fp32]` (a string, or its parsed
+taco.lowrank.LowRank): PowerSGD's two factor all-reduces with a warm start per stream, and with
+ef: error feedback (taco.lowrank has the algorithm). It needs a Feedback object and a key (the
+warm start lives there), ignores `algo` (each rank's factors reach every rank, as one-shot's chunks
+do, and are summed in float32 in rank order), and is an all-reduce only: reduce_scatter and
+all_gather refuse it.
+
 SimGroup(n) runs the same algorithms on a list of n tensors, one per simulated rank, in one process
 (on one GPU or the CPU), with the same numerics as n processes: same codec calls on the same
 chunks, same summation order.
@@ -33,6 +40,8 @@ import torch
 import torch.distributed as dist
 
 from . import codec as tc
+from . import lowrank as lr
+from .errors import TacoInputError
 
 __all__ = ["all_reduce", "reduce_scatter", "all_gather", "SimGroup", "LoopbackGroup", "Feedback", "auto_algo",
            "chunk_layout", "ALGOS"]
@@ -69,6 +78,7 @@ class Feedback:
 
     def __init__(self):
         self.residuals = {}
+        self.warm = {}  # low-rank all-reduce (taco.lowrank): stream key -> warm-start Q [cols, R]
 
     def get(self, key, like, numel):
         r = self.residuals.get(key)
@@ -81,6 +91,7 @@ class Feedback:
 
     def reset(self):
         self.residuals.clear()
+        self.warm.clear()
 
 
 # ---- geometry and codec calls on flat tensors ---------------------------------------------------
@@ -174,8 +185,16 @@ def _check(x, variant, algo=None):
         raise TypeError(f"dtype must be float32, bfloat16 or float16, got {x.dtype}")
     if algo is not None and algo not in ALGOS:
         raise ValueError(f"unknown all-reduce algorithm {algo!r} (one of {', '.join(ALGOS)})")
-    if not _plain(variant):
+    if not _plain(variant) and lr.spec_of(variant) is None:
         tc.get_codec(variant)  # ValueError for a bad variant, before any communication
+
+
+def _no_lowrank(variant, kind):
+    """The low-rank all-reduce has no reduce-scatter or all-gather form: one line saying so."""
+    spec = lr.spec_of(variant)
+    if spec is not None:
+        raise TacoInputError(f"variant {spec.name} is a low-rank all-reduce: {kind} (sequence parallelism) "
+                                "takes a codec, not powersgd")
 
 
 def _check_scatter(x, n):
@@ -222,6 +241,11 @@ class _Group:
         dist.all_gather_into_tensor(out, send, group=self.group)
         return out
 
+    def exchange(self, wires):
+        """This rank's factor wire -> every rank's, in rank order (the low-rank all-reduce)."""
+        (w,) = wires
+        return list(self.all_gather(w.contiguous().view(-1)).view((self.n,) + tuple(w.shape)).unbind(0))
+
     def all_to_all(self, send):
         """Slot q of `send` (n equal slots) goes to rank q; slot q of the result came from rank q."""
         recv = torch.empty_like(send)
@@ -259,6 +283,9 @@ def all_reduce(x, variant=None, algo="auto", group=None, *, feedback=None, key=N
         return x.clone()
     if _plain(variant):
         return _plain_all_reduce(x, g)
+    spec = lr.spec_of(variant)
+    if spec is not None:
+        return lr.reduce([x], [g.rank], spec, feedback, key, g.exchange)
     n, r = g.n, g.rank
     cx = _Codec(variant, x, feedback, key)
     rows, cols = _rows_cols(x)
@@ -308,6 +335,7 @@ def all_reduce(x, variant=None, algo="auto", group=None, *, feedback=None, key=N
 
 def reduce_scatter(x, variant=None, group=None, *, feedback=None, key=None):
     """This rank's chunk of the sum of x over the group (dim 0 split N ways; flat if it does not divide)."""
+    _no_lowrank(variant, "reduce_scatter")
     _check(x, variant)
     g = _Group(group)
     if g.n == 1:
@@ -334,6 +362,7 @@ def reduce_scatter(x, variant=None, group=None, *, feedback=None, key=None):
 
 def all_gather(x, variant=None, group=None, *, feedback=None, key=None):
     """Every rank's x concatenated along dim 0 in rank order (each rank encodes its x once)."""
+    _no_lowrank(variant, "all_gather")
     _check(x, variant)
     g = _Group(group)
     if g.n == 1:
@@ -397,6 +426,9 @@ class SimGroup:
             return [x0.clone()]
         if _plain(variant):
             return [_sum_f32(xs).to(x0.dtype)] * n
+        spec = lr.spec_of(variant)
+        if spec is not None:  # every rank's wire is here already
+            return [lr.reduce(xs, list(range(n)), spec, feedback, key, lambda ws: ws)] * n
         cx = _Codec(variant, x0, feedback, key)
         rows, cols = _rows_cols(x0)
         p = cx.plan(rows, cols, n)
@@ -449,6 +481,7 @@ class SimGroup:
 
     def reduce_scatter(self, xs, variant=None, *, feedback=None, key=None):
         """Rank q's entry: chunk q of the sum."""
+        _no_lowrank(variant, "reduce_scatter")
         xs = self._inputs(xs, variant)
         n, x0 = self.n, xs[0]
         if n == 1:
@@ -478,6 +511,7 @@ class SimGroup:
 
     def all_gather(self, xs, variant=None, *, feedback=None, key=None):
         """Every entry: the n tensors concatenated along dim 0 (identical on every rank)."""
+        _no_lowrank(variant, "all_gather")
         xs = self._inputs(xs, variant)
         n, x0 = self.n, xs[0]
         shape = (n * x0.shape[0],) + tuple(x0.shape[1:]) if x0.dim() else (n,)
@@ -518,6 +552,9 @@ class LoopbackGroup:
         if _plain(variant) or self.n == 1:
             return [x]
         n = self.n
+        spec = lr.spec_of(variant)
+        if spec is not None:  # the peers' factors are copies of this rank's
+            return [lr.reduce([x], [0], spec, feedback, key, lambda ws: ws * n)]
         cx = _Codec(variant, x, feedback, key)
         rows, cols = _rows_cols(x)
         p = cx.plan(rows, cols, n)
@@ -543,6 +580,7 @@ class LoopbackGroup:
         return [out]
 
     def reduce_scatter(self, xs, variant=None, *, feedback=None, key=None):
+        _no_lowrank(variant, "reduce_scatter")
         (x,) = xs
         if self.n > 1:
             _check_scatter(x, self.n)
@@ -561,6 +599,7 @@ class LoopbackGroup:
         return [out]
 
     def all_gather(self, xs, variant=None, *, feedback=None, key=None):
+        _no_lowrank(variant, "all_gather")
         (x,) = xs
         shape = (self.n * x.shape[0],) + tuple(x.shape[1:])
         if _plain(variant) or self.n == 1:
@@ -584,11 +623,17 @@ def _numel(shape):
 
 def wire_bytes_sent(x, variant, kind, n):
     """Bytes a rank encodes for one collective on x (plain: x's own bytes): all_gather encodes x
-    whole, the others its n chunks."""
+    whole, the others its n chunks; the low-rank all-reduce its two factors, (rows + cols) x R
+    elements of 2 bytes (bf16) or 4 (fp32)."""
     if _plain(variant) or n == 1:
         return x.numel() * x.element_size()
-    c = tc.get_codec(variant)
     rows, cols = _rows_cols(x)
+    spec = lr.spec_of(variant)
+    if spec is not None:
+        if kind != "all_reduce":
+            _no_lowrank(spec, kind)
+        return lr.wire_bytes(spec, rows, cols)
+    c = tc.get_codec(variant)
     if kind == "all_gather":
         return c.chunk_bytes(rows, cols)
     return sum(c.chunk_bytes(r, cc) for _, r, cc in chunk_layout(rows, cols, n))

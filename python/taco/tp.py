@@ -30,6 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import dist as td
+from . import lowrank as lr
 from .errors import TacoInputError
 
 SITES = ("attn_qkv", "attn_out", "mlp_fc1", "mlp_out")
@@ -41,24 +42,21 @@ SEQ_DIM = 0
 
 class Compression:
     """Which codec each TP communication site uses, the all-reduce algorithm, the error-feedback
-    state (one residual per layer, site, direction, rank and stage), and what happened: collectives
-    fired, elements and wire bytes moved, and sampled errors against the exact sum."""
+    state (one residual per layer, site, direction, rank and stage; the low-rank all-reduce's warm
+    starts), and what happened: collectives fired, elements and wire bytes moved, and sampled
+    errors against the exact sum.
+
+    A variant is a codec string (checked here), `[ef:]powersgd:r<R>[:fp32]` (parsed here, once,
+    into a taco.lowrank.LowRank that the collectives receive), or None / "none" (plain)."""
 
     def __init__(self, variant=None, algo="auto", per_site=None, sample_every=0):
         if algo not in td.ALGOS:
             raise TacoInputError(f"unknown all-reduce algorithm {algo!r} (one of {', '.join(td.ALGOS)})")
-        self.default = None if variant in (None, "none") else variant
+        self.default = _parse_variant(variant)
         self.algo = algo
         self.per_site = {}
         for (site, direction), v in (per_site or {}).items():
-            if site not in SITES:
-                raise TacoInputError(f"unknown TP site {site!r} (one of {', '.join(SITES)})")
-            if direction not in DIRECTIONS:
-                raise TacoInputError(f"unknown direction {direction!r} for site {site} (fwd or bwd)")
-            self.per_site[(site, direction)] = None if v in (None, "none") else v
-        for v in set(self.per_site.values()) | {self.default}:
-            if v is not None:
-                _check_variant(v)
+            self.set_variant(site, direction, v)
         self.sample_every = int(sample_every)
         self.feedback = td.Feedback()
         self.step = 0
@@ -86,20 +84,52 @@ class Compression:
             raise TacoInputError(f"--config {path}: not a selection.json from taco study --select ({ex})") from None
         return cls(None, algo, per_site, sample_every)
 
+    def set_variant(self, site, direction, variant):
+        """The variant of one (site, direction), over the default."""
+        if site not in SITES:
+            raise TacoInputError(f"unknown TP site {site!r} (one of {', '.join(SITES)})")
+        if direction not in DIRECTIONS:
+            raise TacoInputError(f"unknown direction {direction!r} for site {site} (fwd or bwd)")
+        self.per_site[(site, direction)] = _parse_variant(variant)
+
+    def set_direction(self, direction, variant):
+        """`variant` for every site in `direction` ("fwd" or "bwd"), over the default and any
+        per-site choice (the trainer's --compress-bwd)."""
+        if direction not in DIRECTIONS:
+            raise TacoInputError(f"unknown direction {direction!r} (fwd or bwd)")
+        for site in SITES:
+            self.set_variant(site, direction, variant)
+
     def variant_for(self, site, direction):
         return self.per_site.get((site, direction), self.default)
 
+    def lowrank_specs(self):
+        """The low-rank (powersgd) variants in use, as taco.lowrank.LowRank."""
+        return {v for v in list(self.per_site.values()) + [self.default] if isinstance(v, lr.LowRank)}
+
     def describe(self):
-        return {"default": self.default or "none", "algo": self.algo,
-                "per_site": {f"{s}.{d}": v or "none" for (s, d), v in sorted(self.per_site.items())}}
+        return {"default": _variant_name(self.default), "algo": self.algo,
+                "per_site": {f"{s}.{d}": _variant_name(v) for (s, d), v in sorted(self.per_site.items())}}
 
 
-def _check_variant(v):
+def _parse_variant(v):
+    """None for plain, a LowRank for `powersgd:...`, else the codec string once checked;
+    TacoInputError (one line) for a bad one."""
+    if v is None or v == "none":
+        return None
+    spec = lr.spec_of(v)
+    if spec is not None:
+        return spec
     from . import codec as tc
     try:
         tc.get_codec(v)
     except ValueError as ex:
         raise TacoInputError(str(ex)) from None
+    return v
+
+
+def _variant_name(v):
+    return "none" if v is None else str(v)
 
 
 class TP:

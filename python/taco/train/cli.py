@@ -8,9 +8,11 @@ Three ways to run TP, one model code (taco.tp), the same numerics:
   torchrun ...     one process per rank started by torchrun (--tp defaults to the world size)
 
 Compression: --compress VARIANT for every site (none = plain collectives), or --config
-selection.json from `taco study --select` (a codec per site and direction); --algo picks the
-all-reduce algorithm as in `taco comm`. `ef:<variant>` keeps one error-feedback residual per stream
-(layer, site, direction, rank).
+selection.json from `taco study --select` (a codec per site and direction); --compress-bwd VARIANT
+overrides the backward direction of either; --algo picks the all-reduce algorithm as in `taco comm`.
+`ef:<variant>` keeps one error-feedback residual per stream (layer, site, direction, rank).
+`[ef:]powersgd:r<R>[:fp32]` is a low-rank all-reduce (PowerSGD: two factor messages of
+(tokens + hidden) x R values, error feedback with ef:; taco.lowrank), not with --sp.
 
 Protocol: a seed fixes the initial weights and the data order; the train/validation split of the
 corpus does not depend on it (--data-seed), so runs with different codecs and the same seed are
@@ -25,6 +27,9 @@ Examples:
   # CPU, 2 simulated ranks, a tiny Llama, TACO on every TP collective
   python -m taco.train --tp-sim 2 --layers 2 --hidden 64 --heads 4 --seq 64 --batch 4 --steps 30 \\
       --compress taco --out /tmp/run
+  # low-rank forward all-reduces (rank 8), INT4 backward gradients
+  python -m taco.train --tp-sim 2 --layers 2 --hidden 64 --heads 4 --seq 64 --batch 4 --steps 30 \\
+      --compress powersgd:r8 --compress-bwd int4-g32-had --out /tmp/run
   # one GPU, 4 simulated ranks, per-site codecs from a study
   python -m taco.train --tp-sim 4 --device cuda --config r/selection.json --steps 2000 --out /tmp/run
   # 2 GPUs, real NCCL TP
@@ -82,6 +87,9 @@ def parse_args(argv, world=0):
     g = p.add_argument_group("compression")
     g.add_argument("--compress", default="none", help="codec for every TP collective (default none)")
     g.add_argument("--config", default=None, help="selection.json from taco study --select: a codec per site")
+    g.add_argument("--compress-bwd", default=None, metavar="VARIANT",
+                   help="variant for the backward direction of every site, over --compress or --config "
+                        "(e.g. a quantizer under powersgd:r8; none = plain)")
     g.add_argument("--algo", default="auto", help="all-reduce algorithm: auto, one_shot, two_shot, ring")
     g.add_argument("--sample-every", type=int, default=0, help="record each collective's error every N steps")
     g = p.add_argument_group("optimisation")
@@ -185,9 +193,11 @@ def environment(device):
 
 
 def run_name(a):
-    """What a run compares against the baseline: the codec (or config), and its subspace if any
-    (the sweep's candidate names: VARIANT[@subspace=K])."""
+    """What a run compares against the baseline: the codec (or config), its backward override and
+    its subspace if any (the sweep's candidate names: VARIANT[@bwd=V][@subspace=K])."""
     name = a.compress if not a.config else f"config:{os.path.basename(a.config)}"
+    if a.compress_bwd is not None:
+        name += f"@bwd={a.compress_bwd}"
     return f"{name}@subspace={a.subspace}" if a.subspace else name
 
 
@@ -202,8 +212,28 @@ def make_compression(a):
     from ..tp import Compression
 
     if a.config:
-        return Compression.from_selection(a.config, algo=a.algo, sample_every=a.sample_every)
-    return Compression(a.compress, algo=a.algo, sample_every=a.sample_every)
+        comp = Compression.from_selection(a.config, algo=a.algo, sample_every=a.sample_every)
+    else:
+        comp = Compression(a.compress, algo=a.algo, sample_every=a.sample_every)
+    if a.compress_bwd is not None:
+        try:
+            comp.set_direction("bwd", a.compress_bwd)
+        except TacoInputError as ex:
+            raise TacoInputError(f"--compress-bwd: {ex}") from None
+    specs = comp.lowrank_specs()
+    if a.sp and specs:
+        raise TacoInputError("powersgd is a low-rank all-reduce: --sp sends all-gathers and reduce-scatters "
+                             "(give them a codec)")
+    for spec in sorted(specs, key=str):  # every TP message is [batch x seq tokens, hidden (or K)]
+        spec.check_shape(a.batch * a.seq, a.subspace or a.hidden)
+    return comp
+
+
+def wire_bytes_per_element(comp):
+    """Wire bytes over the elements of the full-width tensors they stand for, over every site and
+    direction so far (None before the first collective)."""
+    el = sum(comp.elements.values())
+    return sum(comp.wire_bytes.values()) / el if el else None
 
 
 def make_optimizer(model, a):
@@ -379,7 +409,7 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
             tok_s = a.batch * a.seq / max(step_times[-1], 1e-9)
             metrics.write({"type": "step", "step": step, "loss": loss_value, "lr": lr, "grad_norm": gnorm,
                            "tokens": (step + 1) * a.batch * a.seq, "elapsed_s": round(time.time() - t0, 3),
-                           "tokens_per_s": round(tok_s, 1)})
+                           "tokens_per_s": round(tok_s, 1), "wire_bytes_per_element": wire_bytes_per_element(comp)})
             say(f"step {step:6d} loss {loss_value:.4f} lr {lr:.2e} gnorm {gnorm:.3f} {tok_s:,.0f} tok/s "
                 f"t={time.time() - t0:.1f}s")
         if a.eval_every and step % a.eval_every == 0 and step > 0 and not last:
@@ -398,6 +428,7 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
                        "wire_elements": comp.wire_elements[(s, d)], "wire_bytes": comp.wire_bytes[(s, d)],
                        "bytes_per_element": comp.wire_bytes[(s, d)] / max(1, comp.elements[(s, d)])}
                       for (s, d) in sorted(comp.elements)]
+    log["wire_bytes_per_element"] = wire_bytes_per_element(comp)
     log["compression"] = comp.describe()
     metrics.close()
     if world > 1:
