@@ -128,6 +128,9 @@ def train(args):
             with open(tmp, "w") as f:
                 json.dump(record, f, indent=1)
             os.replace(tmp, args.json)
+    # Every rank past its last collective before any tears down: under gloo a rank that destroys
+    # the group while another is still writing its record can leave that one hanging in destroy.
+    dist.barrier()
     dist.destroy_process_group()
     return record
 
