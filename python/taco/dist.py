@@ -43,8 +43,8 @@ from . import codec as tc
 from . import lowrank as lr
 from .errors import TacoInputError
 
-__all__ = ["all_reduce", "reduce_scatter", "all_gather", "SimGroup", "LoopbackGroup", "Feedback", "auto_algo",
-           "chunk_layout", "ALGOS"]
+__all__ = ["all_reduce", "reduce_scatter", "all_gather", "sendrecv", "transfer", "p2p_wire_bytes", "SimGroup",
+           "LoopbackGroup", "Feedback", "auto_algo", "chunk_layout", "ALGOS"]
 
 ALGOS = ("auto", "one_shot", "two_shot", "ring")
 
@@ -644,3 +644,78 @@ def _sum_f32(xs):
     for x in xs[1:]:
         acc = acc + x.float()
     return acc
+
+
+# ---- point-to-point: pipeline stage boundaries -------------------------------------------------
+# A message is the codec's wire of the whole tensor ([rows, cols] view, cols = the last dimension,
+# one chunk); the receiver decodes it into the tensor's dtype. variant None / "none" sends the
+# tensor's own bytes. An `ef:<v>` variant keeps one float32 residual per (key, rank, "p2p") in a
+# Feedback (a pipeline keys a stream per boundary and direction). `transfer` runs the same codec
+# calls on the same bits in one process, so a simulated pipeline gives the processes' numbers.
+
+def _p2p_codec(variant):
+    return None if _plain(variant) else tc.get_codec(variant)
+
+
+def p2p_wire_bytes(x, variant):
+    """Bytes one transfer of x puts on the wire."""
+    c = _p2p_codec(variant)
+    if c is None:
+        return x.numel() * x.element_size()
+    return c.chunk_bytes(*_rows_cols(x))
+
+
+def _p2p_encode(x, variant, feedback, key, rank):
+    """x's wire (uint8); with an ef: variant, through the residual (key, rank, "p2p")."""
+    _check(x, variant)
+    c = _p2p_codec(variant)
+    if c is None:
+        return x.detach().contiguous().view(-1).view(torch.uint8)
+    if c.feedback and feedback is None:
+        raise ValueError(f"variant {variant!r} is error feedback: pass a taco.dist.Feedback (and a stream key)")
+    rows, cols = _rows_cols(x)
+    wire = _u8(c.chunk_bytes(rows, cols), x)
+    flat, stream = x.detach().contiguous().view(-1), tc._stream(x)
+    if c.feedback:
+        res = feedback.get((key, rank, "p2p"), x, x.numel())
+        c.encode_ef(P(flat), P(res), P(wire), 1, rows, cols, stream)
+    else:
+        c.encode(P(flat), P(wire), 1, rows, cols, stream)
+    return wire
+
+
+def _p2p_empty_wire(like, variant):
+    return _u8(p2p_wire_bytes(like, variant), like)
+
+
+def _p2p_decode(wire, like, variant):
+    c = _p2p_codec(variant)
+    if c is None:
+        return wire.view(like.dtype).view(like.shape).clone()
+    out = _out_like(like)
+    rows, cols = _rows_cols(like)
+    c.decode_reduce([P(wire)], P(out.view(-1)), 1, rows, cols, tc._stream(like))
+    return out
+
+
+def transfer(x, variant=None, *, feedback=None, key=None, rank=0):
+    """The tensor a receiver decodes when rank `rank` sends x (a simulated send/recv)."""
+    return _p2p_decode(_p2p_encode(x, variant, feedback, key, rank), x, variant)
+
+
+def sendrecv(x=None, dst=None, like=None, src=None, variant=None, group=None, *, feedback=None, key=None):
+    """Sends x to rank dst and/or receives a tensor shaped like `like` from rank src (ranks of
+    `group`), in one batch of isend/irecv, and waits for both. Returns the received tensor, or
+    None. `key` names the sent stream for error feedback."""
+    if (x is None) != (dst is None) or (like is None) != (src is None):
+        raise ValueError("sendrecv: give x with dst, like with src, or both pairs")
+    g = _Group(group)
+    ops, wire = [], None
+    if x is not None:
+        ops.append(dist.P2POp(dist.isend, _p2p_encode(x, variant, feedback, key, g.rank), g.global_rank(dst), group))
+    if like is not None:
+        wire = _p2p_empty_wire(like, variant)
+        ops.append(dist.P2POp(dist.irecv, wire, g.global_rank(src), group))
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    return None if wire is None else _p2p_decode(wire, like, variant)

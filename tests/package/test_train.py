@@ -250,3 +250,11 @@ def test_sweep_summarizes_unfinished_runs_at_a_step_and_says_which(tmp_path):
     rows = {t["variant"]: t for t in json.loads((out / "training_summary.json").read_text())["table"]}
     assert rows["none@subspace=16"]["bytes_per_element"] == 2.0 * 16 / 64  # bf16 on 16 of 64 columns
     assert rows["none@subspace=16"]["paired_diff_pct"] == pytest.approx([(1.8 - 1.5) / 1.5 * 100])
+
+
+def test_sweep_candidates_name_the_backward_codec_as_the_trainer_does():
+    from taco.train import sweep
+    assert sweep.candidate_args("powersgd:r8@bwd=int2-g128-had@subspace=96") == [
+        "--compress", "powersgd:r8", "--compress-bwd", "int2-g128-had", "--subspace", "96"]
+    with pytest.raises(Exception, match="unknown option 'fwd=x'"):
+        sweep.candidate_args("none@fwd=x")

@@ -117,6 +117,8 @@ def parse_args(argv, world=0):
     g.add_argument("--gzip", type=int, default=4, help="gzip level of the traces (default 4)")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads per process (0: torch's default)")
+    from .parallel import add_arguments, check_args, is_3d
+    add_arguments(p)
     a = p.parse_args(argv)
 
     def ints(text, what):
@@ -135,6 +137,10 @@ def parse_args(argv, world=0):
     for name in ("tp", "tp_sim", "kv_heads", "ffn", "eval_every", "sample_every", "warmup", "threads"):
         if getattr(a, name) < 0:
             raise TacoInputError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(a, name)}")
+    a.procs = 0  # processes a 3D run starts (0: not a 3D run)
+    if is_3d(a):
+        a.procs = check_args(a, world)  # sets --tp from torchrun's world size
+        world = 0
     if world:
         if a.tp not in (0, world):
             raise TacoInputError(f"--tp {a.tp} but torchrun started {world} processes")
@@ -452,8 +458,16 @@ def comp_suspended(comp):
             counter.update(old)
 
 
+def run_rank(rank, a, train, val, info, init_file, world):
+    """One rank's training: the TP trainer, or the 3D one (taco.train.parallel)."""
+    if a.procs:
+        from .parallel import run
+        return run(rank, a, train, val, info, init_file, world)
+    return worker(rank, a, train, val, info, init_file, world)
+
+
 def _spawned(rank, a, train, val, info, init_file, world, tmp):
-    log = worker(rank, a, train, val, info, init_file, world)
+    log = run_rank(rank, a, train, val, info, init_file, world)
     with open(os.path.join(tmp, f"log.rank{rank}.json"), "w") as f:
         json.dump(log, f)
 
@@ -477,9 +491,10 @@ def main(argv=None):
         a.backend = "nccl" if a.device == "cuda" else "gloo"
     torchrun = world > 1
     n = max(a.tp, a.tp_sim)
+    nprocs = a.procs or a.tp  # processes to run (3D: TP x DP x PP; 1 when simulated)
     make_compression(a)  # bad variants, sites, algorithms: one line before anything runs
-    if a.tp > 1 and not torchrun and a.backend == "nccl" and torch.cuda.device_count() < a.tp:
-        raise TacoInputError(f"--tp {a.tp} with nccl needs {a.tp} GPUs; use --tp-sim {a.tp} on one device")
+    if nprocs > 1 and not torchrun and a.backend == "nccl" and torch.cuda.device_count() < nprocs:
+        raise TacoInputError(f"{nprocs} processes with nccl need {nprocs} GPUs; simulate the ranks on one device")
     os.makedirs(a.out, exist_ok=True)
     corpus = ByteCorpus(a.data or default_roots(), a.data_bytes, seed=a.data_seed)
     info = corpus.describe()
@@ -490,21 +505,23 @@ def main(argv=None):
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     t0 = time.time()
     if torchrun:
-        log = worker(int(os.environ["RANK"]), a, corpus.train, corpus.val, info, None, a.tp)
+        log = run_rank(int(os.environ["RANK"]), a, corpus.train, corpus.val, info, None, world)
         if not rank0:
             return 0
-    elif a.tp > 1:
+    elif nprocs > 1:
         import torch.multiprocessing as mp
         with tempfile.TemporaryDirectory(prefix="taco_train_") as tmp:
-            mp.spawn(_spawned, args=(a, corpus.train, corpus.val, info, os.path.join(tmp, "store"), a.tp, tmp),
-                     nprocs=a.tp, join=True)
+            mp.spawn(_spawned, args=(a, corpus.train, corpus.val, info, os.path.join(tmp, "store"), nprocs, tmp),
+                     nprocs=nprocs, join=True)
             with open(os.path.join(tmp, "log.rank0.json")) as f:
                 log = json.load(f)
     else:
-        log = worker(0, a, corpus.train, corpus.val, info, None, 1)
+        log = run_rank(0, a, corpus.train, corpus.val, info, None, 1)
+    sim = a.tp_sim > 1 or getattr(a, "sim3d", False)
     out = {"schema": "taco.train/1", "command": " ".join([sys.executable, "-m", "taco.train"] + argv),
-           "mode": "sim" if a.tp_sim > 1 else ("dist" if a.tp > 1 else "single"), "tp": n, "sp": a.sp,
-           "device": a.device, "dtype": a.dtype, "backend": a.backend if a.tp > 1 else None,
+           "mode": "sim" if sim else ("dist" if nprocs > 1 else "single"), "tp": n, "sp": a.sp,
+           "pp": max(a.pp, 1), "dp": max(a.dp, 1),
+           "device": a.device, "dtype": a.dtype, "backend": a.backend if nprocs > 1 else None,
            "seed": a.seed, "variant": run_name(a),
            "config": {k: getattr(a, k) for k in ("arch", "layers", "hidden", "heads", "kv_heads", "ffn", "subspace",
                                                  "seq", "batch",

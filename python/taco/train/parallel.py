@@ -7,7 +7,7 @@ rank = t + T (d + D s). A rank holds TP shard t of pipeline stage s in DP replic
 - Pipeline: stage s holds layers [L s / P, L (s + 1) / P); the embedding sits on the first stage,
   the final norm, head and loss on the last (the model's embedding and head are not tied). Each
   replica's share of the batch is split into M micro-batches, run 1F1B (`schedule_1f1b`). The
-  activation (forward) and its gradient (backward) cross each boundary through taco.train.p2p with the
+  activation (forward) and its gradient (backward) cross each boundary through taco.dist's sendrecv with the
   `--compress-pp` codec; error feedback keys one stream per boundary and direction (and sender).
 - Data parallel (ZeRO-1): each rank's parameters (its TP shards and the replicated ones) form one
   flat float32 buffer; gradients are reduce-scattered over DP with the `--compress-dp` codec, each
@@ -16,7 +16,7 @@ rank = t + T (d + D s). A rank holds TP shard t of pipeline stage s in DP replic
   the new master shard and the weights every replica holds (SDP4Bit's weight differences; the next
   difference carries this one's rounding error).
 - Simulated (`--tp-sim/--pp-sim/--dp-sim`): one Cell per (stage, replica) in this process, TP ranks
-  simulated inside each; transfers and DP collectives run taco.train.p2p.transfer and taco.dist.SimGroup
+  simulated inside each; transfers and DP collectives run taco.dist.transfer and taco.dist.SimGroup
   on the same bits. Micro-batch order per stage, per stream and per gradient accumulation is the
   processes' (1F1B runs forwards and backwards each in micro-batch order), so the numbers agree.
 """
@@ -28,7 +28,6 @@ import torch
 import torch.nn as nn
 
 from .. import dist as td
-from . import p2p
 from .. import tp as T
 
 COLS = 256  # row width of the flat DP buffers: whole codec groups (every group size divides it)
@@ -199,7 +198,7 @@ class Plan:
         return list(zip(xs.chunk(self.m), ys.chunk(self.m)))
 
     def count_transfer(self, boundary, direction, x, variant):
-        self.routes.count("pp", f"boundary{boundary}", direction, "send", x.numel(), p2p.wire_bytes(x, variant))
+        self.routes.count("pp", f"boundary{boundary}", direction, "send", x.numel(), td.p2p_wire_bytes(x, variant))
 
     def count_dp(self, site, kind, x, variant):
         self.routes.count("dp", site, "-", kind, x.numel(),
@@ -234,7 +233,7 @@ def sim_step(plan, cells, x, y, lr, a):
             for s in range(L.pp):
                 cell = cells[s][d]
                 if s > 0:
-                    inp = p2p.transfer(outs[-1].detach(), plan.pp_variant, feedback=plan.pp_feedback,
+                    inp = td.transfer(outs[-1].detach(), plan.pp_variant, feedback=plan.pp_feedback,
                                        key=_send_key(s - 1, "fwd"), rank=L.rank(0, d, s - 1))
                     if d == 0:
                         plan.count_transfer(s - 1, "fwd", inp, plan.pp_variant)
@@ -244,7 +243,7 @@ def sim_step(plan, cells, x, y, lr, a):
             loss_sum[-1][d] += float(outs[-1])
             (outs[-1] / plan.m).backward()
             for s in range(L.pp - 2, -1, -1):
-                g = p2p.transfer(ins[s + 1].grad, plan.pp_variant, feedback=plan.pp_feedback,
+                g = td.transfer(ins[s + 1].grad, plan.pp_variant, feedback=plan.pp_feedback,
                                  key=_send_key(s, "bwd"), rank=L.rank(0, d, s + 1))
                 if d == 0:
                     plan.count_transfer(s, "bwd", g, plan.pp_variant)
@@ -324,13 +323,13 @@ class ProcessPipe:
         sends, self.pending = self.pending, []
         last = sends.pop() if sends and like is not None else None
         for x, dst, key, v in sends:
-            p2p.sendrecv(x, dst, variant=v, feedback=plan.pp_feedback, key=key)
+            td.sendrecv(x, dst, variant=v, feedback=plan.pp_feedback, key=key)
         if like is None:
             return None
         if last is None:
-            return p2p.sendrecv(like=like, src=src, variant=variant)
+            return td.sendrecv(like=like, src=src, variant=variant)
         x, dst, key, v = last
-        return p2p.sendrecv(x, dst, like, src, variant=v, feedback=plan.pp_feedback, key=key)
+        return td.sendrecv(x, dst, like, src, variant=v, feedback=plan.pp_feedback, key=key)
 
     def step(self, x, y, lr, a, act_shape, dtype):
         plan, cell, L = self.plan, self.cell, self.plan.layout
@@ -399,10 +398,10 @@ class ProcessPipe:
         inp = x
         if not cell.first:
             like = torch.empty((x.shape[1], x.shape[0]) + act_shape, dtype=dtype, device=self.device)
-            inp = p2p.sendrecv(like=like, src=self.prev)
+            inp = td.sendrecv(like=like, src=self.prev)
         out = cell.forward(inp, y)
         if not cell.last:
-            p2p.sendrecv(out, self.next)
+            td.sendrecv(out, self.next)
         loss = float(out) if cell.last and self.t == 0 and self.d == 0 else 0.0
         terms = self.all_terms(torch.tensor([0.0, 0.0, loss], dtype=torch.float64, device=self.device))
         return sum(t[2] for t in terms)

@@ -4,9 +4,10 @@
         --baseline-seeds 1,2,3 --null-pair --parallel 4 -- --tp-sim 4 --device cuda --steps 2000 ...
     python -m taco.train.sweep --summarize runs          # the summary again, from the runs on disk
 
-A candidate is a codec, VARIANT, or a codec on a subspace-confined model, VARIANT@subspace=K
-(`--compress VARIANT --subspace K`; none@subspace=K sends the K coordinates in plain bf16). Each
-run is `python -m taco.train <trainer args> --compress V [--subspace K] --seed S --out
+A candidate is a codec, VARIANT, with another codec on the backward direction, VARIANT@bwd=V2
+(`--compress-bwd V2`), and/or on a subspace-confined model, VARIANT@subspace=K (`--compress VARIANT
+--subspace K`; none@subspace=K sends the K coordinates in plain bf16). Each
+run is `python -m taco.train <trainer args> --compress V [--compress-bwd V2] [--subspace K] --seed S --out
 OUT/<candidate>/seed<S>` (candidate "none" = the uncompressed baseline), at most --parallel at a
 time (several small runs share one GPU better than one). `--null-pair` runs the baseline's first
 seed a second time (OUT/none/seed<S>-repeat): the run-to-run floor of the machine. Then
@@ -48,11 +49,12 @@ from ..errors import TacoInputError, run_cli
 SCHEMA = "taco.training_summary/1"
 
 
-CANDIDATE_OPTIONS = {"subspace": "--subspace"}  # VARIANT@key=value -> trainer flag
+CANDIDATE_OPTIONS = {"bwd": "--compress-bwd", "subspace": "--subspace"}  # VARIANT@key=value -> trainer flag
 
 
 def candidate_args(candidate):
-    """The trainer arguments of a candidate name: VARIANT[@subspace=K] -> [--compress V, --subspace K]."""
+    """The trainer arguments of a candidate name: VARIANT[@bwd=V2][@subspace=K] -> [--compress V,
+    --compress-bwd V2, --subspace K] (the trainer's run name, so runs and candidates match)."""
     variant, *opts = candidate.split("@")
     if not variant:
         raise TacoInputError(f"candidate {candidate!r}: no codec before '@' (use none@... for plain)")
@@ -171,7 +173,8 @@ def summarize(out, at_step=None):
                 "tokens": (at_step + 1) * tokens_per_step if at_step is not None else log["tokens"],
                 "params": (log or {}).get("params"), "tp": (log or {}).get("tp"), "mode": (log or {}).get("mode"),
                 "median_step_s": (log or {}).get("median_step_s"), "wall_seconds": (log or {}).get("wall_seconds"),
-                "bytes_per_element": (sum(t["wire_bytes"] for t in traffic) / el) if el else None,
+                "bytes_per_element": (sum(t["wire_bytes"] for t in traffic) / el) if el else
+                next((r["wire_bytes_per_element"] for r in reversed(steps) if "wire_bytes_per_element" in r), None),
                 "val_curve": [[v["step"], (v["step"] + 1) * tokens_per_step, v["val_loss"]] for v in vals],
                 "train_curve": [[r["step"], r["tokens"], r["loss"]] for r in steps[::thin]],
                 "errors": {k: [[st, sorted(v)[len(v) // 2]] for st, v in sorted(by_step.items())]
@@ -347,7 +350,7 @@ def main(argv=None):
         return 0
     if not a.out:
         raise TacoInputError("--out is required (or --summarize DIR)")
-    for bad in ("--out", "--seed", "--compress", "--config", "--subspace"):
+    for bad in ("--out", "--seed", "--compress", "--compress-bwd", "--config", "--subspace"):
         if bad in trainer:
             raise TacoInputError(f"the sweep sets {bad} of each run; leave it out of the trainer arguments")
     try:
