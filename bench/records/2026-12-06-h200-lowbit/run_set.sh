@@ -2,7 +2,7 @@
 # One device call of the sub-4-bit training record (#39): the package's CUDA tests of the new codecs
 # beside one set of paired runs under MPS (the 50.7M Llama of 2026-12-03-h200-train-1000, 4
 # simulated TP ranks, STEPS steps of its schedule).
-# usage: STEPS=500 bash run_set.sh NAME "CANDIDATES" "SEEDS" "BASELINE_SEEDS" [--null-pair] [--tests]
+# usage: STEPS=500 [THROUGHPUT=v1,v2] bash run_set.sh NAME "CANDIDATES" "SEEDS" "BASELINE_SEEDS" [--null-pair] [--tests]
 # Expects .exp/tree (HEAD's python/ and tests/package) and .exp/_C*.so (CPython 3.12, sm_90), carried.
 # Writes $OUT/NAME.tgz (every run's train_log.json, metrics.jsonl, train.out), $OUT/NAME.txt, env.
 set -uo pipefail
@@ -19,6 +19,11 @@ cp .exp/_C*.so $T/python/taco/
   python3 -c 'import sys,torch;print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
   python3 -c 'import taco._C as c; print("taco", c.version, c.git_commit)'; } > $O/env_$name.txt 2>&1
 cat $O/env_$name.txt
+if [ -n "${THROUGHPUT:-}" ]; then  # the GPU alone: before the sweep
+  stamp throughput
+  timeout 120 python3 bench/records/2026-12-06-h200-lowbit/throughput.py --variants "$THROUGHPUT" --sizes 256M,1G \
+    --json $O/throughput.json 2>&1 | tee $O/throughput.txt
+fi
 stamp sweep
 nvidia-cuda-mps-control -d && echo "MPS on"
 R=/tmp/$name
