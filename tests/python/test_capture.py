@@ -236,7 +236,9 @@ def test_train_rejects_bad_flags_with_one_line(tmp_path):
     for args, needle in ((["--tp", "3", "--heads", "8"], "heads 8 does not split over TP=3"),
                          (["--capture-steps", "1,x"], "--capture-steps"),
                          (["--capture-layers", "9", "--layers", "2"], "--capture-layers"),
-                         (["--steps", "0"], "--steps must be >= 1")):
+                         (["--steps", "0"], "--steps must be >= 1"),
+                         (["--pp-sim", "3", "--layers", "2"], "3 pipeline stages for 2 layers"),
+                         (["--pp-sim", "2", "--micro-batches", "1"], "fewer than the 2 pipeline stages")):
         r = run_py(["-m", "taco.train", "--out", str(tmp_path)] + args, py=sys.executable, check=False)
         assert r.returncode == 2, r.stderr
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("taco: error:") and needle in r.stderr

@@ -117,7 +117,7 @@ def parse_args(argv, world=0):
     g.add_argument("--gzip", type=int, default=4, help="gzip level of the traces (default 4)")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads per process (0: torch's default)")
-    from .parallel import add_arguments, check_args, is_3d
+    from .parallel_args import add_arguments, check_args, is_3d
     add_arguments(p)
     a = p.parse_args(argv)
 

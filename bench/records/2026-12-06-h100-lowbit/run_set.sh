@@ -21,7 +21,7 @@ cp .exp/_C*.so $T/python/taco/
 cat $O/env_$name.txt
 if [ -n "${THROUGHPUT:-}" ]; then  # the GPU alone: before the sweep
   stamp throughput
-  timeout 120 python3 bench/records/2026-12-06-h200-lowbit/throughput.py --variants "$THROUGHPUT" --sizes 256M,1G \
+  timeout 120 python3 bench/records/2026-12-06-h100-lowbit/throughput.py --variants "$THROUGHPUT" --sizes 256M,1G \
     --json $O/throughput.json 2>&1 | tee $O/throughput.txt
 fi
 stamp sweep
