@@ -668,19 +668,12 @@ def p2p_wire_bytes(x, variant):
 def _p2p_encode(x, variant, feedback, key, rank):
     """x's wire (uint8); with an ef: variant, through the residual (key, rank, "p2p")."""
     _check(x, variant)
-    c = _p2p_codec(variant)
-    if c is None:
+    if _plain(variant):
         return x.detach().contiguous().view(-1).view(torch.uint8)
-    if c.feedback and feedback is None:
-        raise ValueError(f"variant {variant!r} is error feedback: pass a taco.dist.Feedback (and a stream key)")
+    k = _Codec(variant, x, feedback, key)
     rows, cols = _rows_cols(x)
-    wire = _u8(c.chunk_bytes(rows, cols), x)
-    flat, stream = x.detach().contiguous().view(-1), tc._stream(x)
-    if c.feedback:
-        res = feedback.get((key, rank, "p2p"), x, x.numel())
-        c.encode_ef(P(flat), P(res), P(wire), 1, rows, cols, stream)
-    else:
-        c.encode(P(flat), P(wire), 1, rows, cols, stream)
+    wire = _u8(k.c.chunk_bytes(rows, cols), x)
+    k.encode(x.detach().contiguous().view(-1), rows, cols, 1, wire, rank, "p2p")
     return wire
 
 
