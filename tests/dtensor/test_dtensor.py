@@ -7,10 +7,12 @@ fire at every planned module in the planned direction, once per step. The sequen
 styles are checked the same way on a small block. Runs in build/venv-dtensor (make test-dtensor),
 with the versions of tests/dtensor/requirements.txt.
 """
+import datetime
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -98,7 +100,9 @@ def _sp_worker(rank, store_path, compress, result_path):
     from torch.distributed.tensor import Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, SequenceParallel,
                                                    parallelize_module)
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=2)
+    # A timeout, so that a lost peer fails the run instead of hanging it.
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=120))
     mesh = init_device_mesh("cpu", (2,))
     torch.manual_seed(0)
     block = Block()
@@ -120,13 +124,22 @@ def _sp_worker(rank, store_path, compress, result_path):
         res["fired"] = sorted(f"{m}.{d}.{k}" for (m, d, k) in comp.fired_modules)
     with open(f"{result_path}.{rank}", "w") as f:
         json.dump(res, f)
+    # Both ranks past their last collective before either tears down: under gloo, destroying the
+    # group while the peer is still in one can hang the peer (CI saw this test hang).
+    dist.barrier()
     dist.destroy_process_group()
 
 
 def _sp_run(tmp_path, compress):
     store = tmp_path / f"store{int(compress)}"
     result = tmp_path / f"res{int(compress)}"
-    mp.spawn(_sp_worker, args=(str(store), compress, str(result)), nprocs=2, join=True)
+    ctx = mp.spawn(_sp_worker, args=(str(store), compress, str(result)), nprocs=2, join=False)
+    deadline = time.monotonic() + 300
+    while not ctx.join(timeout=5):  # join() raises if a worker failed
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                p.kill()
+            pytest.fail("the sequence-parallel workers did not finish within 300 s")
     return [json.loads((tmp_path / f"res{int(compress)}.{r}").read_text()) for r in range(2)]
 
 
