@@ -96,6 +96,68 @@ Shape shape(int64_t chunks, int64_t rows, int64_t cols) {
   return Shape{chunks, rows, cols};
 }
 
+// A plan as Python data for taco.dist's executor: a dict of the plan's sizes and its pieces, each
+// a list of steps (comm, ops); an op is (kind, rows, cols, count, srcs, src_stride, dst_stride,
+// dst, peer, bytes) with references (buffer, offset), buffers numbered In 0, Out 1, W0..W3 2..5.
+const char* op_kind_name(taco::comm::Op::Kind k) {
+  using K = taco::comm::Op::Kind;
+  switch (k) {
+    case K::Encode:
+      return "encode";
+    case K::Decode:
+      return "decode";
+    case K::DecodeReduceEncode:
+      return "decode_reduce_encode";
+    case K::DecodeAddEncode:
+      return "decode_add_encode";
+    case K::Copy:
+      return "copy";
+    case K::Send:
+      return "send";
+    case K::Recv:
+      return "recv";
+    case K::AllGather:
+      return "all_gather";
+  }
+  taco::throw_error("op_kind_name: unknown op kind {}", int(k));
+}
+
+nb::tuple ref_tuple(const taco::comm::Ref& r) {
+  return nb::make_tuple(int(r.buf), r.off);
+}
+
+nb::dict plan_dict(const taco::comm::RankPlan& p) {
+  nb::list pieces;
+  for (const auto& piece : p.pieces) {
+    nb::list steps;
+    for (const auto& step : piece) {
+      nb::list ops;
+      for (const auto& o : step.ops) {
+        nb::list srcs;
+        for (const auto& r : o.srcs) srcs.append(ref_tuple(r));
+        ops.append(nb::make_tuple(op_kind_name(o.kind), o.rows, o.cols, o.count, nb::tuple(srcs),
+                                  o.src_stride, o.dst_stride, ref_tuple(o.dst), o.peer, o.bytes));
+      }
+      steps.append(nb::make_tuple(step.comm, nb::tuple(ops)));
+    }
+    pieces.append(nb::tuple(steps));
+  }
+  nb::dict d;
+  d["coll"] = std::string(taco::coll_name(p.coll));
+  d["algo"] = std::string(taco::algo_name(p.algo));
+  d["rank"] = p.rank;
+  d["nranks"] = p.nranks;
+  d["in_elems"] = p.in_elems;
+  d["out_elems"] = p.out_elems;
+  d["out_offset"] = p.out_offset;
+  d["wire_size"] = nb::make_tuple(p.wire_size[0], p.wire_size[1], p.wire_size[2], p.wire_size[3]);
+  d["wire_bytes"] = p.wire_bytes;
+  d["bytes_sent"] = p.bytes_sent;
+  d["quantizations"] = p.quantizations;
+  d["pieces"] = nb::tuple(pieces);
+  return d;
+}
+
 }  // namespace
 
 NB_MODULE(_C, m) {
@@ -199,6 +261,35 @@ NB_MODULE(_C, m) {
     }
     return out;
   });
+
+  m.def(
+      "collective_plan",
+      [](const TensorCodec& c, const std::string& coll, const std::string& algo, int nranks,
+         int rank, int64_t rows, int64_t cols, int64_t elem_bytes) {
+        return plan_dict(
+            taco::py::collective_plan(c, coll, algo, nranks, rank, rows, cols, elem_bytes));
+      },
+      nb::arg("codec"), nb::arg("coll"), nb::arg("algo"), nb::arg("nranks"), nb::arg("rank"),
+      nb::arg("rows"), nb::arg("cols"), nb::arg("elem_bytes"));
+  // sim::chunk_layout: [(element offset, rows, cols)] of the N chunks of a [rows, cols] buffer.
+  m.def(
+      "chunk_layout",
+      [](int64_t rows, int64_t cols, int nranks) {
+        TACO_REQUIRE_INPUT(rows >= 1 && cols >= 1 && nranks >= 1,
+                           "chunk_layout: [{}, {}] over {} ranks", rows, cols, nranks);
+        nb::list out;
+        for (const auto& c : taco::sim::chunk_layout(rows, cols, nranks))
+          out.append(nb::make_tuple(c.offset, c.rows, c.cols));
+        return out;
+      },
+      nb::arg("rows"), nb::arg("cols"), nb::arg("nranks"));
+  // The all-reduce algorithm "auto" picks for a per-rank buffer of `nbytes` (as `taco comm`).
+  m.def(
+      "auto_allreduce_algo",
+      [](double nbytes, int nranks) {
+        return std::string(taco::algo_name(taco::auto_allreduce_algo(nbytes, nranks)));
+      },
+      nb::arg("nbytes"), nb::arg("nranks"));
 
   m.def(
       "simulate_collective",

@@ -548,6 +548,33 @@ std::vector<VariantInfo> variant_infos() {
   return out;
 }
 
+comm::RankPlan collective_plan(const TensorCodec& codec, const std::string& coll,
+                               const std::string& algo, int nranks, int rank, int64_t rows,
+                               int64_t cols, int64_t elem_bytes) {
+  TACO_REQUIRE_INPUT(nranks >= 1 && rank >= 0 && rank < nranks, "collective_plan: rank {} of {}",
+                     rank, nranks);
+  comm::PlanRequest rq;
+  rq.coll = parse_coll(coll, "collective");
+  if (rq.coll != Coll::AllReduce) {
+    TACO_REQUIRE_INPUT(algo == "auto" || algo == "direct",
+                       "{}: only all_reduce has a choice of algorithm, got '{}'", coll, algo);
+    rq.algo = Algo::Direct;
+  } else if (algo == "auto") {
+    rq.algo = auto_allreduce_algo(double(rows) * double(cols) * double(elem_bytes), nranks);
+  } else {
+    rq.algo = parse_allreduce_algo(algo);
+  }
+  rq.nranks = nranks;
+  rq.rows = rows;
+  rq.cols = cols;
+  // The codec's own wire sizes; one piece, so where a chunk could be cut does not matter.
+  comm::WireModel wire;
+  wire.name = codec.name();
+  wire.bytes = [&codec](int64_t r, int64_t c) { return codec.chunk_bytes(r, c); };
+  rq.wire = &wire;
+  return comm::build_plan(rq, rank);
+}
+
 std::vector<std::vector<float>> simulate_collective(const std::string& variant,
                                                     const std::string& algorithm,
                                                     const std::vector<const float*>& inputs,

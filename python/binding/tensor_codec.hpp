@@ -23,6 +23,7 @@
 #include "codecs/codec.hpp"
 #include "codecs/range.hpp"
 #include "codecs/variant.hpp"
+#include "collectives/comm_plans.hpp"
 #include "core/dtype.hpp"
 
 namespace taco::py {
@@ -118,6 +119,15 @@ std::vector<std::vector<float>> simulate_collective(const std::string& variant,
                                                     const std::string& algorithm,
                                                     const std::vector<const float*>& inputs,
                                                     int64_t rows, int64_t cols);
+
+// The plan of one rank of a compressed collective (collectives/comm_plans.hpp, the one statement
+// of every algorithm) with `codec`'s wire sizes: what taco.dist executes over process groups, in
+// one process for a simulated group, and alone for loopback timing. coll: coll_name() or a
+// spelling parse_coll() takes; algo: "auto" (auto_allreduce_algo() of the rows x cols x elem_bytes
+// input), an all-reduce algorithm, or "direct" (any other collective). One piece: no pipelining.
+comm::RankPlan collective_plan(const TensorCodec& codec, const std::string& coll,
+                               const std::string& algo, int nranks, int rank, int64_t rows,
+                               int64_t cols, int64_t elem_bytes);
 
 bool gpu_backend_built();
 

@@ -19,8 +19,9 @@ gloo in float32 staging).
 
 Error feedback: pass a Feedback object and a stream key; each encode a rank makes adds the residual
 it kept for (key, rank, stage) and keeps the new one (stages: "in" for the rank's own contribution,
-"shard" for the two-shot owner's re-encode, ("ring", hop) for ring hops). A variant "ef:<v>" asks for
-it; a Feedback object passed with another variant is ignored.
+("sum", piece, step) for the re-encode of a sum at that step of its plan: the two-shot owner's
+shard, each ring hop). A variant "ef:<v>" asks for it; a Feedback object passed with another
+variant is ignored.
 
 Low rank: all_reduce also takes `[ef:]powersgd:r<R>[:fp32]` (a string, or its parsed
 taco.lowrank.LowRank): PowerSGD's two factor all-reduces with a warm start per stream, and with
@@ -29,13 +30,17 @@ warm start lives there), ignores `algo` (each rank's factors reach every rank, a
 do, and are summed in float32 in rank order), and is an all-reduce only: reduce_scatter and
 all_gather refuse it.
 
-SimGroup(n) runs the same algorithms on a list of n tensors, one per simulated rank, in one process
+The algorithms are not written here: every compressed collective runs the rank's plan from
+taco._C.collective_plan, the C++ statement that `taco comm` runs on GPUs (collectives/comm_alg_*.hpp).
+SimGroup(n) runs the n ranks' plans on a list of n tensors, one per simulated rank, in one process
 (on one GPU or the CPU), with the same numerics as n processes: same codec calls on the same
 chunks, same summation order.
 
 Calls are stream-ordered: codec kernels run on the current CUDA stream, NCCL collectives are
 ordered after them by torch, and nothing synchronises the host.
 """
+from functools import lru_cache
+
 import torch
 import torch.distributed as dist
 
@@ -51,22 +56,12 @@ ALGOS = ("auto", "one_shot", "two_shot", "ring")
 
 def auto_algo(nbytes, n):
     """The all-reduce algorithm `taco comm --algo auto` runs for a per-rank buffer of nbytes."""
-    if n == 2 or nbytes < (1 << 20):
-        return "one_shot"
-    return "two_shot" if nbytes < (32 << 20) else "ring"
+    return tc._C.auto_allreduce_algo(float(nbytes), n)
 
 
 def chunk_layout(rows, cols, n):
     """[(element offset, rows, cols)] of the n chunks of a [rows, cols] buffer (sim::chunk_layout)."""
-    if rows % n == 0:
-        r = rows // n
-        return [(j * r * cols, r, cols) for j in range(n)]
-    numel = rows * cols
-    return [(numel * j // n, 1, numel * (j + 1) // n - numel * j // n) for j in range(n)]
-
-
-def _round16(b):
-    return (b + 15) // 16 * 16
+    return [tuple(c) for c in tc._C.chunk_layout(rows, cols, n)]
 
 
 def _plain(variant):
@@ -74,7 +69,9 @@ def _plain(variant):
 
 
 class Feedback:
-    """Error-feedback residuals (float32), one per (stream key, rank, stage), kept across steps."""
+    """Error-feedback residuals (float32), one per (stream key, rank, stage), kept across steps.
+    Stages: "in" (the rank's own input, every element encoded once a call), ("sum", piece, step)
+    for the re-encode of a sum at that step of the rank's plan (two-shot's shard, ring hops)."""
 
     def __init__(self):
         self.residuals = {}
@@ -94,7 +91,16 @@ class Feedback:
         self.warm.clear()
 
 
-# ---- geometry and codec calls on flat tensors ---------------------------------------------------
+# ---- plans: the C++ statement of every algorithm (collectives/comm_alg_*.hpp) ----------------------
+# taco._C.collective_plan gives one rank's plan of a collective: pieces of steps, each step either
+# codec ops (encode, decode, decode_reduce_encode, decode_add_encode, copy) or communication (send,
+# recv, all_gather), over the rank's buffers In (its input), Out and the wire buffers W0..W3. The
+# same plans drive `taco comm` on GPUs and its CPU host executor; here they run over a process
+# group (_Group), over n simulated ranks in one process (SimGroup) and on one rank alone
+# (LoopbackGroup). Only the transport differs.
+
+_IN, _OUT = 0, 1  # buffer numbers of a plan's references; 2..5 are W0..W3
+
 
 def _rows_cols(x):
     if x.numel() == 0:
@@ -103,16 +109,9 @@ def _rows_cols(x):
     return x.numel() // cols, cols
 
 
-class _Plan:
-    """A [rows, cols] buffer cut into n chunks, and the wire slots of its chunks (16-byte aligned)."""
-
-    def __init__(self, codec, rows, cols, n):
-        self.rows, self.cols, self.n = rows, cols, n
-        self.chunks = chunk_layout(rows, cols, n)
-        self.cb = [codec.chunk_bytes(r, c) for _, r, c in self.chunks]
-        self.slot = max(_round16(b) for b in self.cb)
-        # Equal chunks whose wires fill their slots exactly: one codec launch covers all of them.
-        self.packed = rows % n == 0 and self.slot == self.cb[0]
+@lru_cache(maxsize=512)
+def _plan(codec, coll, algo, n, rank, rows, cols, elem_bytes):
+    return tc._C.collective_plan(codec, coll, algo, n, rank, rows, cols, elem_bytes)
 
 
 class _Codec:
@@ -126,46 +125,104 @@ class _Codec:
         # Error feedback when the variant asks for it (ef:<v>); `feedback` holds the residuals.
         self.feedback, self.key = (feedback, key) if self.c.feedback else (None, None)
 
-    def plan(self, rows, cols, n):
-        return _Plan(self.c, rows, cols, n)
+    def plan(self, coll, algo, x, n, rank):
+        rows, cols = _rows_cols(x)
+        return _plan(self.c, coll, algo, n, rank, rows, cols, x.element_size())
 
-    def encode(self, x, rows, cols, chunks, out, rank, stage):
-        if self.feedback is None:
+    def residual(self, rank, stage, numel, like):
+        return None if self.feedback is None else self.feedback.get((self.key, rank, stage), like, numel)
+
+    def encode(self, x, rows, cols, chunks, out, res=None):
+        if res is None:
             self.c.encode(P(x), P(out), chunks, rows, cols, self.stream)
         else:
-            res = self.feedback.get((self.key, rank, stage), x, x.numel())
             self.c.encode_ef(P(x), P(res), P(out), chunks, rows, cols, self.stream)
 
     def decode_reduce(self, wires, rows, cols, chunks, out):
         self.c.decode_reduce([P(w) for w in wires], P(out), chunks, rows, cols, self.stream)
 
-    def decode_reduce_encode(self, wires, rows, cols, out, rank, stage, chunks=1):
-        if self.feedback is None:
+    def decode_reduce_encode(self, wires, rows, cols, chunks, out, res=None):
+        if res is None:
             self.c.decode_reduce_encode([P(w) for w in wires], P(out), chunks, rows, cols, self.stream)
-        else:  # the same fp32 sum, encoded with the owner's residual
-            s = torch.empty(chunks * rows * cols, dtype=torch.float32, device=out.device)
-            self.c.decode_reduce([P(w) for w in wires], P(s), chunks, rows, cols, self.stream)
-            self.encode(s, rows, cols, chunks, out, rank, stage)
-
-    def decode_add_encode(self, wire, own, rows, cols, out, rank, stage):
-        if self.feedback is None:
-            self.c.decode_add_encode(P(wire), P(own), P(out), rows, cols, self.stream)
-        else:
-            s = torch.empty(rows * cols, dtype=torch.float32, device=out.device)
-            self.c.decode_reduce([P(wire)], P(s), 1, rows, cols, self.stream)
-            s.add_(own.float())
-            self.encode(s, rows, cols, 1, out, rank, stage)
-
-    def encode_chunks(self, p, x, send, rank):
-        """Rank `rank`'s n chunks of x (flat) into the slots of `send` (n * slot bytes)."""
-        if p.packed:
-            self.encode(x, p.rows // p.n, p.cols, p.n, send, rank, "in")
             return
-        for j, (off, r, c) in enumerate(p.chunks):
-            self.encode(x[off:off + r * c], r, c, 1, send[j * p.slot:j * p.slot + p.cb[j]], rank, ("in", j))
+        s = torch.empty(chunks * rows * cols, dtype=torch.float32, device=out.device)  # the same fp32 sum
+        self.decode_reduce(wires, rows, cols, chunks, s)
+        self.encode(s, rows, cols, chunks, out, res)
+
+    def decode_add_encode(self, wire, own, rows, cols, out, res=None):
+        if res is None:
+            self.c.decode_add_encode(P(wire), P(own), P(out), rows, cols, self.stream)
+            return
+        s = torch.empty(rows * cols, dtype=torch.float32, device=out.device)
+        self.decode_reduce([wire], rows, cols, 1, s)
+        s.add_(own.float())
+        self.encode(s, rows, cols, 1, out, res)
 
 
 P = tc._pass
+
+
+class _Rank:
+    """One rank's buffers while it runs a plan: In (x, flat), Out and the wire buffers."""
+
+    def __init__(self, plan, rank, x, out, wires=None):
+        self.plan, self.rank = plan, rank
+        if wires is None:
+            wires = [_u8(n, x) for n in plan["wire_size"]]
+        self.bufs = [x.reshape(-1), out.view(-1)] + list(wires)
+
+    def at(self, ref, n):
+        """n items (elements of In / Out, bytes of a wire buffer) from a reference (buffer, offset)."""
+        b, off = ref
+        return self.bufs[b][off:off + n]
+
+
+def _blocks(op, cb):
+    """The codec calls of an op of `count` blocks: (blocks, sources, destination) with the
+    blocks of one call side by side (one launch when the plan packed them, else one per block)."""
+    kind, rows, cols, count, srcs, sstride, dstride, dst = op[:8]
+    unit = lambda ref: rows * cols if ref[0] <= _OUT else cb  # noqa: E731  (a block's size in its buffer)
+    if count == 1 or (sstride == unit(srcs[0]) and dstride == unit(dst)):
+        return [(count, srcs, dst)]
+    return [(1, tuple((b, o + i * sstride) for b, o in srcs), (dst[0], dst[1] + i * dstride)) for i in range(count)]
+
+
+def _compute(cx, rk, op, stage):
+    """One codec op of rank rk's plan; `stage` names the residual of a re-encode ((piece, step))."""
+    kind, rows, cols = op[0], op[1], op[2]
+    if kind == "copy":
+        rk.at(op[7], op[9]).copy_(rk.at(op[4][0], op[9]))
+        return
+    numel, cb = rows * cols, cx.c.chunk_bytes(rows, cols)
+    for k, srcs, dst in _blocks(op, cb):
+        if kind == "encode":  # the rank's own input: one residual over In, element for element
+            res = cx.residual(rk.rank, "in", rk.plan["in_elems"], rk.bufs[_IN])
+            res = None if res is None else res[srcs[0][1]:srcs[0][1] + k * numel]
+            cx.encode(rk.at(srcs[0], k * numel), rows, cols, k, rk.at(dst, k * cb), res)
+        elif kind == "decode":
+            cx.decode_reduce([rk.at(s, k * cb) for s in srcs], rows, cols, k, rk.at(dst, k * numel))
+        elif kind == "decode_reduce_encode":
+            res = cx.residual(rk.rank, ("sum",) + stage, k * numel, rk.bufs[_IN])
+            cx.decode_reduce_encode([rk.at(s, k * cb) for s in srcs], rows, cols, k, rk.at(dst, k * cb), res)
+        elif kind == "decode_add_encode":
+            res = cx.residual(rk.rank, ("sum",) + stage, numel, rk.bufs[_IN])
+            cx.decode_add_encode(rk.at(srcs[0], cb), rk.at(srcs[1], numel), rows, cols, rk.at(dst, cb), res)
+        else:
+            raise RuntimeError(f"taco.dist: plan op {kind!r} is not a codec op")
+
+
+def _execute(cx, ranks, transport):
+    """Runs the plans of `ranks` (one per process, all of them when simulated) step by step:
+    codec ops on every rank, then each communication step through `transport`."""
+    pieces = ranks[0].plan["pieces"]
+    for p in range(len(pieces)):
+        for s in range(len(pieces[p])):
+            if pieces[p][s][0]:
+                transport(ranks, [rk.plan["pieces"][p][s][1] for rk in ranks])
+                continue
+            for rk in ranks:
+                for op in rk.plan["pieces"][p][s][1]:
+                    _compute(cx, rk, op, (p, s))
 
 
 def _u8(n, like):
@@ -213,6 +270,10 @@ def _shard_shape(x, n, rank):
     return (r * c,)
 
 
+def _gather_shape(x, n):
+    return (n * x.shape[0],) + tuple(x.shape[1:]) if x.dim() else (n,)
+
+
 # ---- transports: real process groups --------------------------------------------------------------
 
 class _Group:
@@ -229,15 +290,17 @@ class _Group:
         get = getattr(dist, "get_global_rank", None) or dist.distributed_c10d._get_global_rank  # torch < 2.0
         return get(self.group, q)
 
-    def all_gather(self, send):
-        """Every rank's `send` (same size) concatenated in rank order."""
+    def all_gather(self, send, out=None):
+        """Every rank's `send` (same size) concatenated in rank order (into `out` when given)."""
         if self.gloo:
             dtype = send.dtype
             send = send.view(torch.uint8)  # gloo moves bytes of any dtype (it has no bfloat16)
             parts = [torch.empty_like(send) for _ in range(self.n)]
             dist.all_gather(parts, send, group=self.group)
-            return torch.cat(parts).view(dtype)
-        out = torch.empty(self.n * send.numel(), dtype=send.dtype, device=send.device)
+            got = torch.cat(parts).view(dtype)
+            return got if out is None else out.copy_(got)
+        if out is None:
+            out = torch.empty(self.n * send.numel(), dtype=send.dtype, device=send.device)
         dist.all_gather_into_tensor(out, send, group=self.group)
         return out
 
@@ -246,34 +309,33 @@ class _Group:
         (w,) = wires
         return list(self.all_gather(w.contiguous().view(-1)).view((self.n,) + tuple(w.shape)).unbind(0))
 
-    def all_to_all(self, send):
-        """Slot q of `send` (n equal slots) goes to rank q; slot q of the result came from rank q."""
-        recv = torch.empty_like(send)
-        if not self.gloo:
-            dist.all_to_all_single(recv, send, group=self.group)
-            return recv
-        slot = send.numel() // self.n
-        ops = []
-        for q in range(self.n):
-            if q == self.rank:
-                recv[q * slot:(q + 1) * slot].copy_(send[q * slot:(q + 1) * slot])
-                continue
-            peer = self.global_rank(q)
-            ops.append(dist.P2POp(dist.isend, send[q * slot:(q + 1) * slot], peer, self.group))
-            ops.append(dist.P2POp(dist.irecv, recv[q * slot:(q + 1) * slot], peer, self.group))
-        for w in dist.batch_isend_irecv(ops):
-            w.wait()
-        return recv
-
-    def shift(self, send, recv):
-        """Sends `send` to rank + 1 and receives `recv` from rank - 1 (a ring hop)."""
-        nxt, prv = self.global_rank((self.rank + 1) % self.n), self.global_rank((self.rank - 1) % self.n)
-        ops = [dist.P2POp(dist.isend, send, nxt, self.group), dist.P2POp(dist.irecv, recv, prv, self.group)]
-        for w in dist.batch_isend_irecv(ops):
-            w.wait()
+    def run_comm(self, ranks, steps):
+        """A communication step of this rank's plan: its sends and receives in one batch, its
+        all-gathers (of wire bytes, the plan's source possibly inside the destination) in order."""
+        (rk,), (ops,) = ranks, steps
+        p2p = []
+        for kind, *_, srcs, _ss, _ds, dst, peer, nbytes in ops:
+            if kind == "send":
+                p2p.append(dist.P2POp(dist.isend, rk.at(srcs[0], nbytes), self.global_rank(peer), self.group))
+            elif kind == "recv":
+                p2p.append(dist.P2POp(dist.irecv, rk.at(dst, nbytes), self.global_rank(peer), self.group))
+            elif kind == "all_gather":
+                self.all_gather(rk.at(srcs[0], nbytes).clone(), out=rk.at(dst, self.n * nbytes))
+            else:
+                raise RuntimeError(f"taco.dist: plan op {kind!r} is not a communication op")
+        if p2p:
+            for w in dist.batch_isend_irecv(p2p):
+                w.wait()
 
 
 # ---- the collectives on one rank of a process group ---------------------------------------------------
+
+def _run_group(coll, x, variant, algo, g, feedback, key, out):
+    cx = _Codec(variant, x, feedback, key)
+    rk = _Rank(cx.plan(coll, algo, x, g.n, g.rank), g.rank, x, out)
+    _execute(cx, [rk], g.run_comm)
+    return out
+
 
 def all_reduce(x, variant=None, algo="auto", group=None, *, feedback=None, key=None):
     """The sum of x over the group, compressed with `variant` (a new tensor, x's shape and dtype)."""
@@ -286,51 +348,7 @@ def all_reduce(x, variant=None, algo="auto", group=None, *, feedback=None, key=N
     spec = lr.spec_of(variant)
     if spec is not None:
         return lr.reduce([x], [g.rank], spec, feedback, key, g.exchange)
-    n, r = g.n, g.rank
-    cx = _Codec(variant, x, feedback, key)
-    rows, cols = _rows_cols(x)
-    p = cx.plan(rows, cols, n)
-    algo = auto_algo(x.numel() * x.element_size(), n) if algo == "auto" else algo
-    flat, out = x.reshape(-1), _out_like(x)
-    oflat = out.view(-1)
-    S = p.slot
-
-    def decode_gathered(gath):  # gath: chunk j's final wire in slot j
-        if p.packed:
-            cx.decode_reduce([gath], p.rows // n, cols, n, oflat)
-            return
-        for j, (off, rr, cc) in enumerate(p.chunks):
-            cx.decode_reduce([gath[j * S:j * S + p.cb[j]]], rr, cc, 1, oflat[off:off + rr * cc])
-
-    if algo == "one_shot":
-        send = _u8(n * S, x)
-        cx.encode_chunks(p, flat, send, r)
-        gath = g.all_gather(send)  # rank q's chunk j at q * n * S + j * S
-        if p.packed:
-            cx.decode_reduce([gath[q * n * S:(q + 1) * n * S] for q in range(n)], p.rows // n, cols, n, oflat)
-        else:
-            for j, (off, rr, cc) in enumerate(p.chunks):
-                srcs = [gath[q * n * S + j * S:q * n * S + j * S + p.cb[j]] for q in range(n)]
-                cx.decode_reduce(srcs, rr, cc, 1, oflat[off:off + rr * cc])
-    elif algo == "two_shot":
-        send = _u8(n * S, x)
-        cx.encode_chunks(p, flat, send, r)
-        recv = g.all_to_all(send)  # slot q: rank q's encoding of chunk r
-        _, rr, cc = p.chunks[r]
-        shard = _u8(S, x)
-        cx.decode_reduce_encode([recv[q * S:q * S + p.cb[r]] for q in range(n)], rr, cc, shard[:p.cb[r]], r, "shard")
-        decode_gathered(g.all_gather(shard))
-    elif algo == "ring":
-        a, b = _u8(S, x), _u8(S, x)
-        off, rr, cc = p.chunks[(r - 1) % n]
-        cx.encode(flat[off:off + rr * cc], rr, cc, 1, a[:p.cb[(r - 1) % n]], r, ("ring", 0))
-        for h in range(1, n):
-            sent, got = (r - h) % n, (r - 1 - h) % n
-            g.shift(a[:p.cb[sent]], b[:p.cb[got]])
-            off, rr, cc = p.chunks[got]
-            cx.decode_add_encode(b[:p.cb[got]], flat[off:off + rr * cc], rr, cc, a[:p.cb[got]], r, ("ring", h))
-        decode_gathered(g.all_gather(a))
-    return out
+    return _run_group("all_reduce", x, variant, algo, g, feedback, key, _out_like(x))
 
 
 def reduce_scatter(x, variant=None, group=None, *, feedback=None, key=None):
@@ -340,24 +358,13 @@ def reduce_scatter(x, variant=None, group=None, *, feedback=None, key=None):
     g = _Group(group)
     if g.n == 1:
         return x.clone()
-    n, r = g.n, g.rank
-    _check_scatter(x, n)
-    shape = _shard_shape(x, n, r)
+    _check_scatter(x, g.n)
+    shape = _shard_shape(x, g.n, g.rank)
     if _plain(variant):
         full = _plain_all_reduce(x, g).view(-1)
-        off, rr, cc = chunk_layout(*_rows_cols(x), n)[r]
+        off, rr, cc = chunk_layout(*_rows_cols(x), g.n)[g.rank]
         return full[off:off + rr * cc].clone().view(shape)
-    cx = _Codec(variant, x, feedback, key)
-    rows, cols = _rows_cols(x)
-    p = cx.plan(rows, cols, n)
-    S = p.slot
-    send = _u8(n * S, x)
-    cx.encode_chunks(p, x.reshape(-1), send, r)
-    recv = g.all_to_all(send)
-    _, rr, cc = p.chunks[r]
-    out = _out_like(x, shape)
-    cx.decode_reduce([recv[q * S:q * S + p.cb[r]] for q in range(n)], rr, cc, 1, out.view(-1))
-    return out
+    return _run_group("reduce_scatter", x, variant, "direct", g, feedback, key, _out_like(x, shape))
 
 
 def all_gather(x, variant=None, group=None, *, feedback=None, key=None):
@@ -367,25 +374,10 @@ def all_gather(x, variant=None, group=None, *, feedback=None, key=None):
     g = _Group(group)
     if g.n == 1:
         return x.clone()
-    n, r = g.n, g.rank
-    shape = (n * x.shape[0],) + tuple(x.shape[1:]) if x.dim() else (n,)
+    shape = _gather_shape(x, g.n)
     if _plain(variant):
         return g.all_gather(x.contiguous().view(-1)).view(shape)
-    cx = _Codec(variant, x, feedback, key)
-    rows, cols = _rows_cols(x)
-    cb = cx.c.chunk_bytes(rows, cols)
-    S = _round16(cb)
-    send = _u8(S, x)
-    cx.encode(x.reshape(-1), rows, cols, 1, send[:cb], r, "in")
-    gath = g.all_gather(send)
-    out = _out_like(x, shape)
-    oflat = out.view(-1)
-    if S == cb:
-        cx.decode_reduce([gath], rows, cols, n, oflat)
-    else:
-        for q in range(n):
-            cx.decode_reduce([gath[q * S:q * S + cb]], rows, cols, 1, oflat[q * rows * cols:(q + 1) * rows * cols])
-    return out
+    return _run_group("all_gather", x, variant, "direct", g, feedback, key, _out_like(x, shape))
 
 
 def _plain_all_reduce(x, g):
@@ -400,9 +392,34 @@ def _plain_all_reduce(x, g):
 
 # ---- the same collectives on n simulated ranks ------------------------------------------------------
 
+def _sim_comm(ranks, steps):
+    """A communication step of every rank's plan in one process: each send lands in the peer's
+    matching receive (in the order both plans list them), each all-gather source in every rank's
+    destination slot. Sources are read before any destination is written."""
+    sent = {}
+    for rk, ops in zip(ranks, steps):
+        for op in ops:
+            if op[0] == "send":
+                sent.setdefault((rk.rank, op[8]), []).append(rk.at(op[4][0], op[9]))
+    gathered = [rk.at(op[4][0], op[9]) for rk, ops in zip(ranks, steps) for op in ops if op[0] == "all_gather"]
+    writes = []
+    for rk, ops in zip(ranks, steps):
+        for op in ops:
+            if op[0] == "recv":
+                writes.append((rk.at(op[7], op[9]), sent[(op[8], rk.rank)].pop(0)))
+            elif op[0] == "all_gather":  # one all-gather a step: rank q's source in slot q
+                dst = rk.at(op[7], len(ranks) * op[9])
+                writes += [(dst[q * op[9]:(q + 1) * op[9]], gathered[q]) for q in range(len(ranks))
+                           if not (rk is ranks[q] and dst.data_ptr() + q * op[9] == gathered[q].data_ptr())]
+    writes = [(d, s.clone()) for d, s in writes]  # every source read before any write
+    for d, s in writes:
+        d.copy_(s)
+
+
 class SimGroup:
     """n TP ranks in one process: every collective takes a list of n tensors (rank q's at index q)
-    and returns a list of n tensors with the bits n real processes would hold."""
+    and returns a list of n tensors with the bits n real processes would hold: every rank runs its
+    own plan, and the communication steps copy between their buffers."""
 
     def __init__(self, n):
         if not isinstance(n, int) or n < 1:
@@ -419,6 +436,13 @@ class SimGroup:
                 raise ValueError("the ranks' tensors differ in shape, dtype or device")
         return xs
 
+    def _run(self, coll, xs, variant, algo, feedback, key, shapes):
+        cx = _Codec(variant, xs[0], feedback, key)
+        outs = [_out_like(xs[0], sh) for sh in shapes]
+        ranks = [_Rank(cx.plan(coll, algo, xs[0], self.n, q), q, xs[q], outs[q]) for q in range(self.n)]
+        _execute(cx, ranks, _sim_comm)
+        return outs
+
     def all_reduce(self, xs, variant=None, algo="auto", *, feedback=None, key=None):
         xs = self._inputs(xs, variant, algo)
         n, x0 = self.n, xs[0]
@@ -429,55 +453,7 @@ class SimGroup:
         spec = lr.spec_of(variant)
         if spec is not None:  # every rank's wire is here already
             return [lr.reduce(xs, list(range(n)), spec, feedback, key, lambda ws: ws)] * n
-        cx = _Codec(variant, x0, feedback, key)
-        rows, cols = _rows_cols(x0)
-        p = cx.plan(rows, cols, n)
-        algo = auto_algo(x0.numel() * x0.element_size(), n) if algo == "auto" else algo
-        out = _out_like(x0)
-        oflat = out.view(-1)
-        flats = [x.reshape(-1) for x in xs]
-        if algo in ("one_shot", "two_shot"):
-            sends = []
-            for q in range(n):
-                s = _u8(n * p.slot, x0)
-                cx.encode_chunks(p, flats[q], s, q)
-                sends.append(s)
-            S = p.slot
-            # (sources, rows, cols, chunks, destination, owner ranks) of each codec launch: one for
-            # every chunk when the chunks are packed, else one per chunk
-            if p.packed:
-                launches = [(sends, p.rows // n, cols, n, oflat, list(range(n)))]
-            else:
-                launches = [([s[j * S:j * S + p.cb[j]] for s in sends], rr, cc, 1, oflat[off:off + rr * cc], [j])
-                            for j, (off, rr, cc) in enumerate(p.chunks)]
-            for srcs, rr, cc, k, dst, owners in launches:
-                if algo == "one_shot":
-                    cx.decode_reduce(srcs, rr, cc, k, dst)
-                    continue
-                cb = p.cb[owners[0]]
-                shard = _u8(k * cb, x0)
-                if cx.feedback is None:
-                    cx.decode_reduce_encode(srcs, rr, cc, shard, None, None, chunks=k)
-                else:  # each owner's re-encode keeps its own residual
-                    for i, owner in enumerate(owners):
-                        cx.decode_reduce_encode([s[i * cb:(i + 1) * cb] for s in srcs], rr, cc,
-                                                shard[i * cb:(i + 1) * cb], owner, "shard")
-                cx.decode_reduce([shard], rr, cc, k, dst)
-            return [out] * n
-        if algo != "ring":
-            raise ValueError(f"unknown all-reduce algorithm {algo!r}")
-        for j, (off, rr, cc) in enumerate(p.chunks):
-            cb = p.cb[j]
-            k = (j + 1) % n  # the rank that starts chunk j
-            w = _u8(cb, x0)
-            cx.encode(flats[k][off:off + rr * cc], rr, cc, 1, w, k, ("ring", 0))
-            for h in range(1, n):
-                k = (k + 1) % n  # the rank that receives chunk j at hop h
-                w2 = _u8(cb, x0)
-                cx.decode_add_encode(w, flats[k][off:off + rr * cc], rr, cc, w2, k, ("ring", h))
-                w = w2
-            cx.decode_reduce([w], rr, cc, 1, oflat[off:off + rr * cc])
-        return [out] * n
+        return self._run("all_reduce", xs, variant, algo, feedback, key, [x0.shape] * n)
 
     def reduce_scatter(self, xs, variant=None, *, feedback=None, key=None):
         """Rank q's entry: chunk q of the sum."""
@@ -487,65 +463,65 @@ class SimGroup:
         if n == 1:
             return [x0.clone()]
         _check_scatter(x0, n)
-        rows, cols = _rows_cols(x0)
-        chunks = chunk_layout(rows, cols, n)
         shapes = [_shard_shape(x0, n, q) for q in range(n)]
         if _plain(variant):
             full = _sum_f32(xs).to(x0.dtype).view(-1)
+            chunks = chunk_layout(*_rows_cols(x0), n)
             return [full[off:off + r * c].view(sh) for (off, r, c), sh in zip(chunks, shapes)]
-        cx = _Codec(variant, x0, feedback, key)
-        p = cx.plan(rows, cols, n)
-        S = p.slot
-        sends = []
-        for q in range(n):
-            s = _u8(n * S, x0)
-            cx.encode_chunks(p, xs[q].reshape(-1), s, q)
-            sends.append(s)
-        full = torch.empty(rows * cols, dtype=x0.dtype, device=x0.device)
-        if p.packed:
-            cx.decode_reduce(sends, rows // n, cols, n, full)
-        else:
-            for j, (off, r, c) in enumerate(chunks):
-                cx.decode_reduce([s[j * S:j * S + p.cb[j]] for s in sends], r, c, 1, full[off:off + r * c])
-        return [full[off:off + r * c].view(sh) for (off, r, c), sh in zip(chunks, shapes)]
+        return self._run("reduce_scatter", xs, variant, "direct", feedback, key, shapes)
 
     def all_gather(self, xs, variant=None, *, feedback=None, key=None):
         """Every entry: the n tensors concatenated along dim 0 (identical on every rank)."""
         _no_lowrank(variant, "all_gather")
         xs = self._inputs(xs, variant)
         n, x0 = self.n, xs[0]
-        shape = (n * x0.shape[0],) + tuple(x0.shape[1:]) if x0.dim() else (n,)
         if n == 1:
             return [x0.clone()]
+        shape = _gather_shape(x0, n)
         if _plain(variant):
             return [torch.cat([x.reshape(-1) for x in xs]).view(shape)] * n
-        cx = _Codec(variant, x0, feedback, key)
-        rows, cols = _rows_cols(x0)
-        cb = cx.c.chunk_bytes(rows, cols)
-        out = torch.empty(shape, dtype=x0.dtype, device=x0.device)
-        oflat = out.view(-1)
-        wires = _u8(n * cb, x0)
-        for q in range(n):
-            cx.encode(xs[q].reshape(-1), rows, cols, 1, wires[q * cb:(q + 1) * cb], q, "in")
-        cx.decode_reduce([wires], rows, cols, n, oflat)
-        return [out] * n
+        return self._run("all_gather", xs, variant, "direct", feedback, key, [shape] * n)
 
 
 class LoopbackGroup:
-    """Rank 0 of n, alone: every collective does this rank's codec work (the same kernels on
-    buffers of the same sizes as with n ranks, the peers' wires being copies of its own) and moves
-    nothing. Plain collectives cost nothing. For timing one rank's compute and codecs on one GPU;
-    the results are not a reduction."""
+    """Rank 0 of n, alone: every collective runs rank 0's plan (the same kernels on buffers of the
+    same sizes as with n ranks); a receive gets a copy of what this rank sends in the same step, an
+    all-gather this rank's slot in every slot, so every wire decoded is a valid one. Plain
+    collectives cost nothing. For timing one rank's compute and codecs on one GPU; the results are
+    not a reduction."""
 
     def __init__(self, n):
         self.n = n
         self._bufs = {}
 
-    def _buf(self, key, nbytes, like):
-        b = self._bufs.get(key)
-        if b is None or b.numel() != nbytes or b.device != like.device:
-            b = self._bufs[key] = torch.zeros(nbytes, dtype=torch.uint8, device=like.device)
-        return b
+    def _wires(self, coll, plan, like):
+        key = (coll, plan["algo"], plan["in_elems"], like.dtype, like.device)
+        w = self._bufs.get(key)
+        if w is None:
+            w = self._bufs[key] = [torch.zeros(n, dtype=torch.uint8, device=like.device) for n in plan["wire_size"]]
+        return w
+
+    def _comm(self, ranks, steps):
+        (rk,), (ops,) = ranks, steps
+        sent = [rk.at(op[4][0], op[9]) for op in ops if op[0] == "send"]
+        recvs = [op for op in ops if op[0] == "recv"]
+        for op, src in zip(recvs, sent):  # equal chunks (checked), so equal sizes
+            rk.at(op[7], op[9]).copy_(src)
+        for op in ops:
+            if op[0] == "all_gather":
+                src = rk.at(op[4][0], op[9])
+                dst = rk.at(op[7], self.n * op[9]).view(self.n, op[9])
+                dst.copy_(src.clone().expand(self.n, op[9]))
+
+    def _run(self, coll, x, variant, algo, feedback, key, shape):
+        cx = _Codec(variant, x, feedback, key)
+        rows, _ = _rows_cols(x)
+        if coll != "all_gather" and rows % self.n:
+            raise ValueError(f"loopback timing needs {rows} rows divisible by {self.n}")
+        plan = cx.plan(coll, algo, x, self.n, 0)
+        out = _out_like(x, shape)
+        _execute(cx, [_Rank(plan, 0, x, out, self._wires(coll, plan, x))], self._comm)
+        return [out]
 
     def all_reduce(self, xs, variant=None, algo="auto", *, feedback=None, key=None):
         (x,) = xs
@@ -555,29 +531,7 @@ class LoopbackGroup:
         spec = lr.spec_of(variant)
         if spec is not None:  # the peers' factors are copies of this rank's
             return [lr.reduce([x], [0], spec, feedback, key, lambda ws: ws * n)]
-        cx = _Codec(variant, x, feedback, key)
-        rows, cols = _rows_cols(x)
-        p = cx.plan(rows, cols, n)
-        if not p.packed:
-            raise ValueError(f"loopback timing needs {rows} rows divisible by {n} and 16-byte chunk wires")
-        algo = auto_algo(x.numel() * x.element_size(), n) if algo == "auto" else algo
-        r, S = rows // n, p.slot
-        out = _out_like(x)
-        send = self._buf(("send", x.shape), n * S, x)
-        cx.encode_chunks(p, x.reshape(-1), send, 0)
-        if algo == "one_shot":
-            cx.decode_reduce([send] * n, r, cols, n, out.view(-1))
-        elif algo == "two_shot":
-            shard = self._buf(("shard", x.shape), n * S, x)
-            cx.decode_reduce_encode([send[:S]] * n, r, cols, shard[:S], 0, "shard")
-            cx.decode_reduce([shard], r, cols, n, out.view(-1))
-        else:  # ring: n - 1 decode-add-encode hops on one chunk, then the gathered shards
-            a, b = send[:S], self._buf(("hop", x.shape), S, x)
-            for h in range(1, n):
-                cx.decode_add_encode(a, x.reshape(-1)[:r * cols], r, cols, b, 0, ("ring", h))
-                a, b = b, a
-            cx.decode_reduce([send], r, cols, n, out.view(-1))
-        return [out]
+        return self._run("all_reduce", x, variant, algo, feedback, key, x.shape)
 
     def reduce_scatter(self, xs, variant=None, *, feedback=None, key=None):
         _no_lowrank(variant, "reduce_scatter")
@@ -587,16 +541,7 @@ class LoopbackGroup:
         shape = _shard_shape(x, self.n, 0)
         if _plain(variant) or self.n == 1:
             return [x.reshape(-1)[:_numel(shape)].view(shape)]
-        cx = _Codec(variant, x, feedback, key)
-        rows, cols = _rows_cols(x)
-        p = cx.plan(rows, cols, self.n)
-        if not p.packed:
-            raise ValueError(f"loopback timing needs {rows} rows divisible by {self.n} and 16-byte chunk wires")
-        send = self._buf(("send", x.shape), self.n * p.slot, x)
-        cx.encode_chunks(p, x.reshape(-1), send, 0)
-        out = _out_like(x, shape)
-        cx.decode_reduce([send[:p.slot]] * self.n, rows // self.n, cols, 1, out.view(-1))
-        return [out]
+        return self._run("reduce_scatter", x, variant, "direct", feedback, key, shape)
 
     def all_gather(self, xs, variant=None, *, feedback=None, key=None):
         _no_lowrank(variant, "all_gather")
@@ -604,14 +549,7 @@ class LoopbackGroup:
         shape = (self.n * x.shape[0],) + tuple(x.shape[1:])
         if _plain(variant) or self.n == 1:
             return [x.repeat((self.n,) + (1,) * (x.dim() - 1))]
-        cx = _Codec(variant, x, feedback, key)
-        rows, cols = _rows_cols(x)
-        cb = cx.c.chunk_bytes(rows, cols)
-        wires = self._buf(("gather", x.shape), self.n * cb, x)
-        cx.encode(x.reshape(-1), rows, cols, 1, wires[:cb], 0, "in")
-        out = _out_like(x, shape)
-        cx.decode_reduce([wires], rows, cols, self.n, out.view(-1))
-        return [out]
+        return self._run("all_gather", x, variant, "direct", feedback, key, shape)
 
 
 def _numel(shape):
@@ -623,8 +561,8 @@ def _numel(shape):
 
 def wire_bytes_sent(x, variant, kind, n):
     """Bytes a rank encodes for one collective on x (plain: x's own bytes): all_gather encodes x
-    whole, the others its n chunks; the low-rank all-reduce its two factors, (rows + cols) x R
-    elements of 2 bytes (bf16) or 4 (fp32)."""
+    whole, the others its n chunks (the plan's wire bytes); the low-rank all-reduce its two
+    factors, (rows + cols) x R elements of 2 bytes (bf16) or 4 (fp32)."""
     if _plain(variant) or n == 1:
         return x.numel() * x.element_size()
     rows, cols = _rows_cols(x)
@@ -633,10 +571,8 @@ def wire_bytes_sent(x, variant, kind, n):
         if kind != "all_reduce":
             _no_lowrank(spec, kind)
         return lr.wire_bytes(spec, rows, cols)
-    c = tc.get_codec(variant)
-    if kind == "all_gather":
-        return c.chunk_bytes(rows, cols)
-    return sum(c.chunk_bytes(r, cc) for _, r, cc in chunk_layout(rows, cols, n))
+    algo = "one_shot" if kind == "all_reduce" else "direct"  # every algorithm encodes the n chunks once
+    return _plan(tc.get_codec(variant), kind, algo, n, 0, rows, cols, x.element_size())["wire_bytes"]
 
 
 def _sum_f32(xs):
@@ -673,7 +609,7 @@ def _p2p_encode(x, variant, feedback, key, rank):
     k = _Codec(variant, x, feedback, key)
     rows, cols = _rows_cols(x)
     wire = _u8(k.c.chunk_bytes(rows, cols), x)
-    k.encode(x.detach().contiguous().view(-1), rows, cols, 1, wire, rank, "p2p")
+    k.encode(x.detach().contiguous().view(-1), rows, cols, 1, wire, k.residual(rank, "p2p", x.numel(), x))
     return wire
 
 
