@@ -1,28 +1,24 @@
 #include "cuda/bench/bench_data.hpp"
 
+#include "core/splitmix64.hpp"
+
 #include "cuda/codecs/codec_formats.cuh"
 #include "cuda/runtime/cuda_check.hpp"
 
 namespace taco::gpu {
 namespace {
 
-__device__ __forceinline__ uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 __global__ void fill_kernel(void* x, int bf16, int64_t n, int64_t cols, uint64_t seed) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const uint64_t h = mix64(seed * 0x9E3779B97F4A7C15ull + uint64_t(i));
+    const uint64_t h = splitmix64_mix(seed * 0x9E3779B97F4A7C15ull + uint64_t(i));
     // Irwin-Hall of 4 uniforms: mean 2, variance 1/3, scaled to unit variance
     float s = 0.0f;
     for (int k = 0; k < 4; ++k) s += float((h >> (16 * k)) & 0xffffu) * (1.0f / 65536.0f);
     float v = (s - 2.0f) * 1.7320508f;
     if (cols > 0) {
       const int64_t c = i % cols;
-      const uint64_t hc = mix64(seed + uint64_t(c) * 0xD1B54A32D192ED03ull);
+      const uint64_t hc = splitmix64_mix(seed + uint64_t(c) * 0xD1B54A32D192ED03ull);
       v *= 0.5f + 1.5f * float(hc & 0xffffu) * (1.0f / 65536.0f);
       if ((hc >> 16) % 4096 == 0) v *= 100.0f;
     }

@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "core/splitmix64.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -53,13 +55,6 @@ int grid_for(int64_t n, int per_thread = 4) {
   const int64_t blocks =
       (n + int64_t(kThreads) * per_thread - 1) / (int64_t(kThreads) * per_thread);
   return int(std::max<int64_t>(1, std::min<int64_t>(blocks, 65536)));
-}
-
-__host__ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 // The exponent of element i (the same for every rank, so sums stay exact).

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/splitmix64.hpp"
+
 namespace taco {
 
 inline float hadamard_scale(int n) {
@@ -68,14 +70,6 @@ inline void fwht(float* v, int n) {
     lo[j] = (a + b) * c;
     hi[j] = (a - b) * c;
   }
-}
-
-inline uint64_t splitmix64_next(uint64_t& state) {
-  state += 0x9E3779B97F4A7C15ull;
-  uint64_t z = state;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 // Per element 0x80000000 (negate) or 0, to be xor-ed into the float bits.

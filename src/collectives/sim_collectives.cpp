@@ -1,6 +1,7 @@
 #include "collectives/sim_collectives.hpp"
 
 #include "core/error.hpp"
+#include "core/splitmix64.hpp"
 
 #include <omp.h>
 
@@ -43,15 +44,10 @@ void decode_reduce_chunk(const Codec& c, const std::vector<Wire>& wire, int64_t 
   c.decode_reduce(from, ch.rows, ch.cols, out);
 }
 
-// splitmix64: a small, well-mixed, seedable generator (no global state).
+// A seeded stream of core/splitmix64.hpp (no global state).
 struct SplitMix64 {
   uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return splitmix64_next(s); }
   uint64_t below(uint64_t n) { return next() % n; }  // bias < n / 2^64: irrelevant here
 };
 

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/splitmix64.hpp"
+
 namespace taco::synth {
 
 using PhiloxCounter = std::array<uint32_t, 4>;
@@ -26,14 +28,6 @@ inline PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
          uint32_t(p0)};
   }
   return c;
-}
-
-// splitmix64's output function: a bijective 64-bit mixer, used to derive keys.
-inline uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
 }
 
 // FNV-1a over bytes: names streams by readable strings ("values/step=0/layer=1/...").

@@ -258,3 +258,16 @@ def test_sweep_candidates_name_the_backward_codec_as_the_trainer_does():
         "--compress", "powersgd:r8", "--compress-bwd", "int2-g128-had", "--subspace", "96"]
     with pytest.raises(Exception, match="unknown option 'fwd=x'"):
         sweep.candidate_args("none@fwd=x")
+
+
+@pytest.mark.parametrize("candidate", ["taco@pp=int4-g32-had@dp=ef:int4-g32-had@dpw=int8-g128",
+                                       "none@dp=int8-g128", "int4-g32-had@bwd=int8-g128@pp=fp8-g128"])
+def test_sweep_3d_candidates_are_the_trainers_run_names(candidate):
+    # A 3D candidate's flags, parsed by the trainer, name the run exactly as the candidate, so the
+    # summary pairs each run with its candidate; the routes need their -sim layouts.
+    from taco.train import cli, sweep
+    args = sweep.candidate_args(candidate)
+    a = cli.parse_args(["--tp-sim", "2", "--pp-sim", "2", "--dp-sim", "2", "--layers", "2", "--batch", "8", "--out", "o",
+                        *args])
+    assert cli.run_name(a) == candidate
+    assert args[:2] == ["--compress", candidate.split("@")[0]]

@@ -199,11 +199,15 @@ def environment(device):
 
 
 def run_name(a):
-    """What a run compares against the baseline: the codec (or config), its backward override and
-    its subspace if any (the sweep's candidate names: VARIANT[@bwd=V][@subspace=K])."""
+    """What a run compares against the baseline: the TP codec (or config), its backward override,
+    the 3D routes' codecs and its subspace if any (the sweep's candidate names:
+    VARIANT[@bwd=V][@pp=V][@dp=V][@dpw=V][@subspace=K], in that order)."""
     name = a.compress if not a.config else f"config:{os.path.basename(a.config)}"
     if a.compress_bwd is not None:
         name += f"@bwd={a.compress_bwd}"
+    for key, v in (("pp", a.compress_pp), ("dp", a.compress_dp), ("dpw", a.compress_dp_weights)):
+        if v not in (None, "none"):
+            name += f"@{key}={v}"
     return f"{name}@subspace={a.subspace}" if a.subspace else name
 
 
@@ -274,20 +278,15 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
 
     from .. import tp as T
     from ..capture.recorder import Recorder, write_records
-    from .data import ByteCorpus
     from .config import ModelConfig
+    from .data import ByteCorpus
+    from .loop import finish, pick_device, record_validation, run_steps, say_on
     from .model import Transformer
 
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    if a.device == "cuda":
-        local = int(os.environ.get("LOCAL_RANK", rank))
-        device = torch.device("cuda", local % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-        torch.backends.cuda.matmul.allow_tf32 = False
-    else:
-        device = torch.device("cpu")
+    device = pick_device(a, rank)
     cfg = ModelConfig(arch=a.arch, seq=a.seq, layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads,
                       ffn=a.ffn, compute_dtype=a.dtype, subspace=a.subspace)
     comp = make_compression(a)
@@ -306,8 +305,8 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
     n = 1 if tp is None else tp.size
     model = Transformer(cfg, tp, sequence_parallel=a.sp, seed=a.seed).to(device)
     opt = make_optimizer(model, a)
-    is_main = rank == 0
-    metrics = Metrics(os.path.join(a.out, "metrics.jsonl"), is_main)
+    metrics = Metrics(os.path.join(a.out, "metrics.jsonl"), rank == 0)
+    say = say_on(rank == 0)
     model_name = f"{cfg.name()} tp{n}" + ("-sim" if a.tp_sim > 1 else "")
     recorder = None
     if a.capture_steps or a.capture_last:
@@ -318,10 +317,6 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
     rng = np.random.default_rng(a.seed + 1)  # the data order: identical on every rank
     log = {"val": [], "captures": [], "final_step": None}
 
-    def say(*args):
-        if is_main:
-            print(*args, flush=True)
-
     def batch(data, r):
         x, y = ByteCorpus.batch(data, r, a.batch, a.seq)
         return torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
@@ -330,55 +325,20 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
     def evaluate(step):
         model.eval()
         r = np.random.default_rng(a.seed + 2 + (1 << 20))  # fixed held-out batches
-        losses = []
         with comp_suspended(comp):
-            for _ in range(a.eval_batches):
-                losses.append(float(model(*batch(corpus_val, r))[1]))
+            losses = [float(model(*batch(corpus_val, r))[1]) for _ in range(a.eval_batches)]
         model.train()
-        v = float(np.mean(losses))
-        log["val"].append({"step": step, "val_loss": v})
-        metrics.write({"type": "val", "step": step, "val_loss": v})
-        say(f"eval: step {step} val_loss {v:.4f}")
-        return v
+        return record_validation(log, metrics, say, step, losses)
 
-    def write_capture(step, loss_value):
-        recs = recorder.take()
-        if not recs:
-            return
-        who = f".rank{rank}" if world > 1 else ""
-        path = os.path.join(a.out, f"trace{who}.step{step:06d}.h5")
-        prov = {"generator": "taco.train", "command": " ".join([sys.executable, "-m", "taco.train"] + a.argv),
-                "seed": str(a.seed), "step": str(step), "train_loss": f"{loss_value:.6f}",
-                "source": f"trained from scratch on {corpus_info['files_used']} files "
-                          f"({corpus_info['train_bytes']} bytes) under {', '.join(corpus_info['roots'])}",
-                "model_config": json.dumps(cfg.as_dict()), "tp_mode": "sim" if a.tp_sim > 1 else "dist"}
-        count = write_records(path, recs, provenance=prov, compression_level=a.gzip)
-        log["captures"].append({"file": os.path.basename(path), "step": step, "tensors": count, "rank": rank})
-        say(f"capture: step {step} -> {os.path.basename(path)} ({count} tensors)")
+    def capturing(step, last):
+        return recorder is not None and (step in a.capture_steps or (last and a.capture_last))
 
-    from ..tp import param_count
-    nparams = param_count(model, tp) if tp is not None else sum(p.numel() for p in model.parameters())
-    say(f"train: {model_name}, {nparams:,} parameters, device {device}, dtype {a.dtype}, "
-        f"compression {json.dumps(comp.describe())}")
-    t0 = time.time()
-    step_times = []
-    step = 0
-    loss_value = float("nan")
-    while True:
-        per_step = float(np.median(step_times[-20:])) if step_times else 0.0
-        last = step == a.steps - 1 or (a.time_limit > 0 and time.time() - t0 + 1.5 * per_step >= a.time_limit)
-        if world > 1 and a.time_limit > 0:  # rank 0 decides, every rank follows
-            flag = torch.tensor([float(last)], device=device)
-            dist.broadcast(flag, 0)
-            last = bool(flag.item() > 0.5)
-        cap = recorder is not None and (step in a.capture_steps or (last and a.capture_last))
-        ts = time.time()
-        lr = lr_at(step, a)
+    def train_step(step, x, y, lr, last):
         for grp in opt.param_groups:
             grp["lr"] = lr
-        x, y = batch(corpus_train, rng)
         opt.zero_grad(set_to_none=True)
         comp.step = step
+        cap = capturing(step, last)
         if cap:
             recorder.start(step)
         _, loss = model(x, y)
@@ -399,36 +359,41 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
                 if p.grad is not None:
                     p.grad.mul_(a.clip / gnorm)
         opt.step()
-        loss_value = float(loss.detach())
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        step_times.append(time.time() - ts)
-        if not math.isfinite(loss_value):
-            metrics.write({"type": "step", "step": step, "loss": loss_value})
-            raise RuntimeError(f"loss is {loss_value} at step {step}")
-        for s in comp.samples:
-            metrics.write(dict(type="error", **s))
+        return float(loss.detach()), gnorm
+
+    def after_step(step, loss_value, last):
+        for smp in comp.samples:
+            metrics.write(dict(type="error", **smp))
         comp.samples.clear()
-        if cap:
+        if capturing(step, last):
             write_capture(step, loss_value)
-        if step % a.log_every == 0 or last:
-            tok_s = a.batch * a.seq / max(step_times[-1], 1e-9)
-            metrics.write({"type": "step", "step": step, "loss": loss_value, "lr": lr, "grad_norm": gnorm,
-                           "tokens": (step + 1) * a.batch * a.seq, "elapsed_s": round(time.time() - t0, 3),
-                           "tokens_per_s": round(tok_s, 1), "wire_bytes_per_element": wire_bytes_per_element(comp)})
-            say(f"step {step:6d} loss {loss_value:.4f} lr {lr:.2e} gnorm {gnorm:.3f} {tok_s:,.0f} tok/s "
-                f"t={time.time() - t0:.1f}s")
-        if a.eval_every and step % a.eval_every == 0 and step > 0 and not last:
-            evaluate(step)
-        if last:
-            break
-        step += 1
-    log["final_step"] = step
-    log["train_seconds"] = round(time.time() - t0, 3)
-    log["final_train_loss"] = loss_value
-    log["final_val_loss"] = evaluate(step)
+
+    def write_capture(step, loss_value):
+        recs = recorder.take()
+        if not recs:
+            return
+        who = f".rank{rank}" if world > 1 else ""
+        path = os.path.join(a.out, f"trace{who}.step{step:06d}.h5")
+        prov = {"generator": "taco.train", "command": " ".join([sys.executable, "-m", "taco.train"] + a.argv),
+                "seed": str(a.seed), "step": str(step), "train_loss": f"{loss_value:.6f}",
+                "source": f"trained from scratch on {corpus_info['files_used']} files "
+                          f"({corpus_info['train_bytes']} bytes) under {', '.join(corpus_info['roots'])}",
+                "model_config": json.dumps(cfg.as_dict()), "tp_mode": "sim" if a.tp_sim > 1 else "dist"}
+        count = write_records(path, recs, provenance=prov, compression_level=a.gzip)
+        log["captures"].append({"file": os.path.basename(path), "step": step, "tensors": count, "rank": rank})
+        say(f"capture: step {step} -> {os.path.basename(path)} ({count} tensors)")
+
+    from ..tp import param_count
+    nparams = param_count(model, tp) if tp is not None else sum(p.numel() for p in model.parameters())
+    say(f"train: {model_name}, {nparams:,} parameters, device {device}, dtype {a.dtype}, "
+        f"compression {json.dumps(comp.describe())}")
+    done = run_steps(a, device, world, metrics, say, lambda: batch(corpus_train, rng), train_step, evaluate,
+                     after_step=after_step, step_fields=lambda: {"wire_bytes_per_element": wire_bytes_per_element(comp)})
+    log.update(final_step=done["final_step"], train_seconds=done["train_seconds"],
+               final_train_loss=done["final_train_loss"])
+    log["final_val_loss"] = evaluate(done["final_step"])
     log["params"] = nparams
-    log["median_step_s"] = float(np.median(step_times))
+    log["median_step_s"] = done["median_step_s"]
     log["fired"] = [{"site": s, "direction": d, "collective": c, "calls": k} for (s, d, c), k in sorted(comp.fired.items())]
     log["traffic"] = [{"site": s, "direction": d, "elements": comp.elements[(s, d)],
                        "wire_elements": comp.wire_elements[(s, d)], "wire_bytes": comp.wire_bytes[(s, d)],
@@ -436,10 +401,7 @@ def worker(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
                       for (s, d) in sorted(comp.elements)]
     log["wire_bytes_per_element"] = wire_bytes_per_element(comp)
     log["compression"] = comp.describe()
-    metrics.close()
-    if world > 1:
-        dist.barrier()
-        dist.destroy_process_group()
+    finish(metrics, world)
     return log
 
 

@@ -414,25 +414,19 @@ def run(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
     import datetime
     import json
     import os
-    import time
 
     import numpy as np
     import torch.distributed as dist
 
-    from .cli import Metrics, comp_suspended, lr_at, make_compression
+    from .cli import Metrics, comp_suspended, make_compression
     from .config import ModelConfig
     from .data import ByteCorpus
+    from .loop import finish, pick_device, record_validation, run_steps, say_on
     from .model import Transformer
 
     if a.threads:
         torch.set_num_threads(a.threads)
-    if a.device == "cuda":
-        local = int(os.environ.get("LOCAL_RANK", rank))
-        device = torch.device("cuda", local % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-        torch.backends.cuda.matmul.allow_tf32 = False
-    else:
-        device = torch.device("cpu")
+    device = pick_device(a, rank)
     L = Layout(max(a.tp, a.tp_sim, 1), a.dp, a.pp)
     rv = a.route_variants
     plan = Plan(L, a.micro_batches, rv["pp"], rv["dp"], rv["dp-weights"])
@@ -474,16 +468,12 @@ def run(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
         cells = [[sim_cell(s, d) for d in range(L.dp)] for s in range(L.pp)]
         comps = [row[0].comp for row in cells]  # replica 0's stages
         main_cells = [row[0] for row in cells]
-    is_main = rank == 0
-    metrics = Metrics(os.path.join(a.out, "metrics.jsonl"), is_main)
+    metrics = Metrics(os.path.join(a.out, "metrics.jsonl"), rank == 0)
+    say = say_on(rank == 0)
     act_shape = (cfg.hidden,)
     dtype = getattr(torch, a.dtype)
     rng = np.random.default_rng(a.seed + 1)  # the global batch order: identical on every rank
     log = {"val": [], "captures": [], "final_step": None}
-
-    def say(*args):
-        if is_main:
-            print(*args, flush=True)
 
     def batch(data, r):
         x, y = ByteCorpus.batch(data, r, a.batch, a.seq)
@@ -500,59 +490,32 @@ def run(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
                 losses.append(pipe.evaluate(x, y, act_shape, dtype) if world > 1 else sim_eval(cells, x, y))
             for c in main_cells:
                 c.model.train()
-        v = float(np.mean(losses))
-        log["val"].append({"step": step, "val_loss": v})
-        metrics.write({"type": "val", "step": step, "val_loss": v})
-        say(f"eval: step {step} val_loss {v:.4f}")
-        return v
+        return record_validation(log, metrics, say, step, losses)
 
     nparams = _param_count(main_cells, L, world)
     say(f"train: {cfg.name()} tp{L.tp} pp{L.pp} dp{L.dp}{'-sim' if world == 1 else ''} x{plan.m} micro-batches, "
         f"{nparams:,} parameters, device {device}, dtype {a.dtype}, routes {json.dumps(describe(a, comps[0]))}")
-    t0, step_times, step, loss_value = time.time(), [], 0, float("nan")
-    while True:
-        per_step = float(np.median(step_times[-20:])) if step_times else 0.0
-        last = step == a.steps - 1 or (a.time_limit > 0 and time.time() - t0 + 1.5 * per_step >= a.time_limit)
-        if world > 1 and a.time_limit > 0:  # rank 0 decides, every rank follows
-            flag = torch.tensor([float(last)], device=device)
-            dist.broadcast(flag, 0)
-            last = bool(flag.item() > 0.5)
-        ts = time.time()
-        lr = lr_at(step, a)
-        x, y = batch(corpus_train, rng)
+
+    def train_step(step, x, y, lr, last):
         for c in comps:
             c.step = step
         if world > 1:
-            loss_value, gnorm = pipe.step(x, y, lr, a, act_shape, dtype)
-        else:
-            loss_value, gnorm = sim_step(plan, cells, x, y, lr, a)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        step_times.append(time.time() - ts)
-        if not math.isfinite(loss_value):
-            metrics.write({"type": "step", "step": step, "loss": loss_value})
-            raise RuntimeError(f"loss is {loss_value} at step {step}")
-        for c in comps[:1]:  # the first stage's TP samples (global rank 0)
-            for smp in c.samples:
-                metrics.write(dict(type="error", **smp))
+            return pipe.step(x, y, lr, a, act_shape, dtype)
+        return sim_step(plan, cells, x, y, lr, a)
+
+    def after_step(step, loss_value, last):
+        for smp in comps[0].samples:  # the first stage's TP samples (global rank 0)
+            metrics.write(dict(type="error", **smp))
         for c in comps:
             c.samples.clear()
-        if step % a.log_every == 0 or last:
-            tok_s = a.batch * a.seq / max(step_times[-1], 1e-9)
-            metrics.write({"type": "step", "step": step, "loss": loss_value, "lr": lr, "grad_norm": gnorm,
-                           "tokens": (step + 1) * a.batch * a.seq, "elapsed_s": round(time.time() - t0, 3),
-                           "tokens_per_s": round(tok_s, 1)})
-            say(f"step {step:6d} loss {loss_value:.4f} lr {lr:.2e} gnorm {gnorm:.3f} {tok_s:,.0f} tok/s "
-                f"t={time.time() - t0:.1f}s")
-        if a.eval_every and step % a.eval_every == 0 and step > 0 and not last:
-            evaluate(step)
-        if last:
-            break
-        step += 1
-    log.update(final_step=step, train_seconds=round(time.time() - t0, 3), final_train_loss=loss_value)
-    log["final_val_loss"] = evaluate(step)
+
+    done = run_steps(a, device, world, metrics, say, lambda: batch(corpus_train, rng), train_step, evaluate,
+                     after_step=after_step)
+    log.update(final_step=done["final_step"], train_seconds=done["train_seconds"],
+               final_train_loss=done["final_train_loss"])
+    log["final_val_loss"] = evaluate(done["final_step"])
     log["params"] = nparams
-    log["median_step_s"] = float(np.median(step_times))
+    log["median_step_s"] = done["median_step_s"]
     counts = _counts(comps, plan.routes)
     if world > 1:  # one replica's view: the TP rank 0, DP rank 0 ranks of every stage
         every = [None] * world
@@ -564,10 +527,7 @@ def run(rank, a, corpus_train, corpus_val, corpus_info, init_file, world):
                        "rank_order": "rank = t + TP * (d + DP * s): TP fastest, then DP, then PP",
                        "stage_layers": [list(stage_layers(a.layers, L.pp, s2)) for s2 in range(L.pp)]}
     log["final_params_sha256"] = _params_digest(main_cells, L, world)
-    metrics.close()
-    if world > 1:
-        dist.barrier()
-        dist.destroy_process_group()
+    finish(metrics, world)
     return log
 
 

@@ -5,8 +5,10 @@
     python -m taco.train.sweep --summarize runs          # the summary again, from the runs on disk
 
 A candidate is a codec, VARIANT, with another codec on the backward direction, VARIANT@bwd=V2
-(`--compress-bwd V2`), and/or on a subspace-confined model, VARIANT@subspace=K (`--compress VARIANT
---subspace K`; none@subspace=K sends the K coordinates in plain bf16). Each
+(`--compress-bwd V2`), with codecs on the 3D routes, VARIANT@pp=V3@dp=V4@dpw=V5 (`--compress-pp`,
+`--compress-dp`, `--compress-dp-weights`; the trainer args then name --pp-sim/--dp-sim or --pp/--dp,
+and every candidate shares that layout), and/or on a subspace-confined model, VARIANT@subspace=K
+(`--compress VARIANT --subspace K`; none@subspace=K sends the K coordinates in plain bf16). Each
 run is `python -m taco.train <trainer args> --compress V [--compress-bwd V2] [--subspace K] --seed S --out
 OUT/<candidate>/seed<S>` (candidate "none" = the uncompressed baseline), at most --parallel at a
 time (several small runs share one GPU better than one). `--null-pair` runs the baseline's first
@@ -27,7 +29,8 @@ runs cut short (a time limit) are compared where all of them got to.
              within the null pair; near-lossless (worst <= +0.5%) or within +1% on every seed;
              the goal (3+ seeds, mean <= +1%, no seed above +1.5%)
   bytes/el   wire bytes per element of the full-width TP tensors (bf16 plain: 2; a subspace's
-             K coordinates count against the hidden-wide rows they stand for)
+             K coordinates count against the hidden-wide rows they stand for); 3D runs: over
+             every route together, and each route's below the table
   reach      the first validation step at which a candidate's loss is at or below its paired
              baseline's final validation loss (- when it never gets there); the summary also
              holds the reverse, baseline_equivalent_step: where the paired baseline's
@@ -49,12 +52,15 @@ from ..errors import TacoInputError, run_cli
 SCHEMA = "taco.training_summary/1"
 
 
-CANDIDATE_OPTIONS = {"bwd": "--compress-bwd", "subspace": "--subspace"}  # VARIANT@key=value -> trainer flag
+# VARIANT@key=value -> trainer flag; the trainer names its run with the keys in this order.
+CANDIDATE_OPTIONS = {"bwd": "--compress-bwd", "pp": "--compress-pp", "dp": "--compress-dp",
+                     "dpw": "--compress-dp-weights", "subspace": "--subspace"}
 
 
 def candidate_args(candidate):
-    """The trainer arguments of a candidate name: VARIANT[@bwd=V2][@subspace=K] -> [--compress V,
-    --compress-bwd V2, --subspace K] (the trainer's run name, so runs and candidates match)."""
+    """The trainer arguments of a candidate name: VARIANT[@bwd=V2][@pp=V3][@dp=V4][@dpw=V5][@subspace=K]
+    -> [--compress V, --compress-bwd V2, --compress-pp V3, --compress-dp V4, --compress-dp-weights V5,
+    --subspace K] (the trainer's run name, so runs and candidates match)."""
     variant, *opts = candidate.split("@")
     if not variant:
         raise TacoInputError(f"candidate {candidate!r}: no codec before '@' (use none@... for plain)")
@@ -173,6 +179,7 @@ def summarize(out, at_step=None):
                 "tokens": (at_step + 1) * tokens_per_step if at_step is not None else log["tokens"],
                 "params": (log or {}).get("params"), "tp": (log or {}).get("tp"), "mode": (log or {}).get("mode"),
                 "median_step_s": (log or {}).get("median_step_s"), "wall_seconds": (log or {}).get("wall_seconds"),
+                "route_bytes_per_element": {r: v["bytes_per_element"] for r, v in ((log or {}).get("routes") or {}).items()},
                 "bytes_per_element": (sum(t["wire_bytes"] for t in traffic) / el) if el else
                 next((r["wire_bytes_per_element"] for r in reversed(steps) if "wire_bytes_per_element" in r), None),
                 "val_curve": [[v["step"], (v["step"] + 1) * tokens_per_step, v["val_loss"]] for v in vals],
@@ -207,7 +214,8 @@ def summarize(out, at_step=None):
                "final_val_loss": [r["final_val_loss"] for r in rs],
                "bytes_per_element": rs[0]["bytes_per_element"] if rs[0]["bytes_per_element"] is not None
                else wire_bytes_per_element(variant, rs[0]),
-               "paired_diff_pct": diffs if variant != "none" else None}
+               "paired_diff_pct": diffs if variant != "none" else None,
+               "route_bytes_per_element": rs[0]["route_bytes_per_element"]}
         if variant != "none" and diffs:
             worst = max(diffs)
             mean = sum(diffs) / len(diffs)
@@ -315,6 +323,12 @@ def print_table(s):
         verdict += "; meets the goal" if t["meets_goal"] else ""
         print(f"{t['variant']:<26} {bpe:>8} {len(t['seeds']):>5} {vals:>22} {t['mean_diff_pct']:>+9.3f}% {std:>7} "
               f"{t['worst_diff_pct']:>+7.3f}% {reach:>11} {beq:>14}  {verdict}")
+    routed = [t for t in s["table"] if len(t.get("route_bytes_per_element") or {}) > 1]
+    if routed:
+        print("wire bytes per element by route (tp, pp, dp: one replica's sends):")
+        for t in routed:
+            print(f"  {t['variant']:<24} " + "  ".join(f"{r} {b:.4f}" for r, b in
+                                                       sorted(t["route_bytes_per_element"].items())))
     f = s["fewest_bytes_within_1pct"]
     if f:
         print(f"fewest wire bytes per element within +1% on every seed: {f['variant']} ({f['bytes_per_element']:.4f})")

@@ -5,20 +5,13 @@
 // operations (+ - * / sqrt) and detmath::log (a fixed recipe, not libm), so a seed gives the
 // same numbers on every machine, compiler and thread count: all TP ranks build the same basis
 // without sending it.
+#include "core/splitmix64.hpp"
 #include "synth/det_math.hpp"
 
 #include <cmath>
 #include <cstdint>
 
 namespace taco::structured {
-
-// splitmix64 step: advances *state and returns a well-mixed 64-bit word.
-inline uint64_t splitmix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 // Stream ids keep the uses of one seed apart (the subspace basis and an RSVD sketch with the
 // same seed are unrelated draws).
@@ -32,7 +25,7 @@ class Rng {
  public:
   Rng(uint64_t seed, RngStream stream) {
     uint64_t sm = seed ^ static_cast<uint64_t>(stream);
-    for (uint64_t& w : s_) w = splitmix64(&sm);
+    for (uint64_t& w : s_) w = splitmix64_next(sm);
   }
 
   uint64_t next() {

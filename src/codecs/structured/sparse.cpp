@@ -109,6 +109,13 @@ class TopKCodec final : public Codec {
     return wire;
   }
 
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    const int64_t n = checked_numel(name_, rows, cols);
+    TACO_REQUIRE_INPUT(s_.bitmap || n <= int64_t(INT32_MAX),
+                       "codec {}: {} elements do not fit i32 indices (use index=bitmap)", name_, n);
+    return {topk_wire_bytes(n, topk_count(n, s_.frac), s_.bitmap), true};
+  }
+
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {
     const int64_t n = checked_numel(name_, rows, cols);
@@ -189,7 +196,7 @@ class RandKCodec final : public Codec {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (float v : xs) h = (h ^ float_bits(v)) * 0x100000001b3ULL;
     uint64_t sm = s_.seed ^ h;
-    const uint64_t key = splitmix64(&sm);
+    const uint64_t key = splitmix64_next(sm);
     const std::vector<int64_t> idx = indices(key, n, k);
     const float scale = s_.unbiased ? float(double(n) / double(k)) : 1.0f;
     ByteWriter w(size_t(randk_wire_bytes(k)));
@@ -197,6 +204,10 @@ class RandKCodec final : public Codec {
     uint8_t* p = w.extend(size_t(2 * k));
     for (size_t j = 0; j < idx.size(); ++j) put_bf16(p + 2 * j, xs[size_t(idx[j])] * scale);
     return w.take();
+  }
+
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    return {randk_wire_bytes(topk_count(checked_numel(name_, rows, cols), s_.frac)), true};
   }
 
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
