@@ -47,6 +47,10 @@ class GpuCodec final : public taco::Codec {
     return wire;
   }
 
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    return {q_.chunk_bytes(rows, cols), true};
+  }
+
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {
     decode_reduce({WireView{wire, nbytes}}, rows, cols, out);  // GpuQuant::decode is the same

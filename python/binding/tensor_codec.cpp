@@ -247,16 +247,13 @@ int64_t TensorCodec::chunk_bytes(int64_t rows, int64_t cols) const {
     case Family::Other:
       break;
   }
-  // Structured and TAH-Quant wires have a size fixed by the shape: learn it once per shape.
-  const auto key = std::make_pair(rows, cols);
-  auto it = bytes_memo_.find(key);
-  if (it == bytes_memo_.end()) {
-    TACO_REQUIRE_INPUT(rows <= (int64_t(1) << 28) / cols, "codec {}: shape [{}, {}] is too large",
-                       name(), rows, cols);
-    const std::vector<float> probe(size_t(rows * cols), 1.0f);
-    it = bytes_memo_.emplace(key, int64_t(cpu_->encode(probe.data(), rows, cols).size())).first;
-  }
-  return it->second;
+  const WireSize w = cpu_->wire_size(rows, cols);  // InputError for a shape the codec cannot take
+  TACO_REQUIRE_INPUT(w.exact,
+                     "codec {}: its wire size depends on the data (at most {} bytes for [{}, {}]), "
+                     "which a tensor codec with fixed-size wires cannot carry; give it a fixed "
+                     "rank or size",
+                     name(), w.bytes, rows, cols);
+  return w.bytes;
 }
 
 nlohmann::json TensorCodec::layout(int64_t rows, int64_t cols) const {
@@ -360,12 +357,8 @@ void TensorCodec::encode(const Buf& x, const Shape& s, const Buf& wire, uintptr_
     std::vector<uint8_t> w;
     for (int64_t c = 0; c < s.chunks; ++c) {
       cpu_->encode_into(v.p + c * per, s.rows, s.cols, w);
-      TACO_REQUIRE_INPUT(
-          int64_t(w.size()) == cb,
-          "codec {}: its wire size depends on the data ({} bytes here, {} "
-          "for another tensor of this shape), which a tensor codec with fixed-size wires cannot "
-          "carry",
-          name(), w.size(), cb);
+      TACO_ASSERT(int64_t(w.size()) == cb, "codec {}: encoded {} bytes, its wire_size says {}",
+                  name(), w.size(), cb);
       std::memcpy(bytes(wire) + c * cb, w.data(), w.size());
     }
     return;

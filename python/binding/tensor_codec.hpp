@@ -101,8 +101,6 @@ class TensorCodec {
   VariantSpec spec_{};          // Family::Quant and Family::Bf16
   Family family_ = Family::Other;
   bool feedback_ = false;
-  mutable std::map<std::pair<int64_t, int64_t>, int64_t>
-      bytes_memo_;  // Family::Other: encoded sizes
   mutable std::map<int, std::unique_ptr<GpuState>> gpu_;
 };
 

@@ -32,6 +32,14 @@ struct EncodeStats {
   int64_t nonfinite = 0;  // NaN/Inf inputs (codecs map them to 0, the TACO policy)
 };
 
+// The wire a codec writes for a [rows, cols] block: `bytes` exactly, or (exact == false: the size
+// depends on the data, as TAH-Quant's flagged tiles, low rank by energy and tensor trains by
+// tolerance) at most `bytes`.
+struct WireSize {
+  int64_t bytes = 0;
+  bool exact = true;
+};
+
 // Bytes another call wrote: one encoded [rows, cols] block.
 struct WireView {
   const uint8_t* data = nullptr;
@@ -67,6 +75,9 @@ class Codec {
                            EncodeStats* stats = nullptr) const {
     wire = encode(x, rows, cols, stats);
   }
+  // What encode() writes for the shape, known without encoding (so buffers, plans and byte
+  // counts need no probe encode); the same InputError as encode() for a shape it cannot take.
+  virtual WireSize wire_size(int64_t rows, int64_t cols) const = 0;
   // Decodes a buffer that encode() produced for the same shape into out (rows x cols).
   // Throws InputError if nbytes is not what this codec writes for that shape.
   virtual void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,

@@ -42,6 +42,9 @@ class Bf16Codec final : public Codec {
     }
     if (stats) stats->nonfinite += nonfin;
   }
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    return {2 * checked_numel(rows, cols), true};
+  }
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {
     const int64_t n = checked_numel(rows, cols);

@@ -120,6 +120,10 @@ class QuantCodec final : public Codec {
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override;
 
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    return {layout(rows, cols).total, true};
+  }
+
   const QuantSpec& spec() const { return s_; }
   // Layout for a shape; InputError when the shape does not suit the codec.
   QuantLayout layout(int64_t rows, int64_t cols) const;

@@ -47,6 +47,12 @@ class TahQuantCodec final : public Codec {
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override;
 
+  // Every tile flagged is the most: the pivots are the only part whose size depends on the data.
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    check_shape(rows, cols);
+    return {wire_bytes(rows, cols, rows * cols / t_.tile), false};
+  }
+
   const TahSpec& spec() const { return t_; }
   int64_t low_tokens(int64_t rows) const { return rows * (100 - t_.hi_pct) / 100; }
   // Wire bytes for a shape with `flagged` transformed tiles.

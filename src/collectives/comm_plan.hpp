@@ -147,11 +147,9 @@ inline WireModel wire_model(const VariantSpec& v) {
       m.unit = 1;
       return m;
     case VariantSpec::Family::TahQuant: {
+      // The most TAH-Quant writes (every tile flagged): its size depends on the data.
       std::shared_ptr<Codec> c = make_codec(v);
-      m.bytes = [c](int64_t r, int64_t cc) {
-        const std::vector<float> zeros(size_t(r * cc), 0.0f);
-        return int64_t(c->encode(zeros.data(), r, cc).size());
-      };
+      m.bytes = [c](int64_t r, int64_t cc) { return c->wire_size(r, cc).bytes; };
       m.cut = WireModel::Cut::None;
       return m;
     }

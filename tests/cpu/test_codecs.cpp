@@ -583,3 +583,58 @@ TEST_CASE("the collective operations of the Codec contract are decode, fp32 sums
     REQUIRE(w == codec->encode(hop.data(), rows, cols));
   }
 }
+
+TEST_CASE("wire_size is what encode writes, without encoding", "[codecs][wire_size]") {
+  // Every preset, every structured family and the ef: wrapper, on shapes that need padding and
+  // on ones that do not: a fixed size equals the encoded bytes; a data-dependent one bounds them,
+  // and an input that takes the most (every TAH-Quant tile flagged, a full-rank Gaussian for low
+  // rank by energy and TT by tolerance) reaches the bound.
+  std::vector<std::string> variants;
+  for (const auto& [name, desc] : codec_presets()) variants.push_back(name);
+  for (const char* v :
+       {"subspace:k=16", "subspace:frac=0.25:coef=e4m3", "lowrank:rank=8", "lowrank:rank=500",
+        "lowrank:bpe=0.5:rsvd", "lowrank:factors=e4m3:rank=4", "tt:order=3:rank=16",
+        "tt:order=4:rank=3", "topk:frac=0.1", "topk:frac=0.05:index=bitmap", "randk:frac=0.1",
+        "ef:int4-g32-had", "ef:lowrank:rank=4", "lowrank:energy=0.999999", "tt:order=3:eps=1e-9"})
+    variants.push_back(v);
+  for (const std::string& v : variants) {
+    const auto c = make_codec(v);
+    for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{64, 256}, {8, 192}}) {
+      CAPTURE(v, rows, cols);
+      WireSize ws;
+      try {
+        ws = c->wire_size(rows, cols);
+      } catch (const InputError&) {  // the shape does not suit the codec: encode says the same
+        const std::vector<float> x = gaussian(rows * cols, 5);
+        REQUIRE_THROWS_AS(c->encode(x.data(), rows, cols), InputError);
+        continue;
+      }
+      const std::vector<float> x = gaussian(rows * cols, 7);
+      const int64_t got = int64_t(c->encode(x.data(), rows, cols).size());
+      if (ws.exact) {
+        REQUIRE(got == ws.bytes);
+        continue;
+      }
+      REQUIRE(got <= ws.bytes);
+      if (v == "tahquant") {  // one spike per 64-channel tile: first >= 2 * second everywhere
+        std::vector<float> spiky(size_t(rows * cols), 0.01f);
+        for (int64_t i = 0; i < rows * cols; i += 64) spiky[size_t(i)] = 5.0f;
+        REQUIRE(int64_t(c->encode(spiky.data(), rows, cols).size()) == ws.bytes);
+      } else {
+        REQUIRE(got == ws.bytes);  // full-rank Gaussian: every rank at its bound
+      }
+    }
+  }
+  // TAH-Quant's bound by hand (tahquant.hpp's wire): [64, 256], tile 64, 80% of the tokens at 4
+  // bits and 12 at 3: token map 8 B, 256 tiles (map 32 B, fp16 zero and scale 4 B each, a 6-bit
+  // pivot each when all are flagged), codes 7808 B.
+  const auto tah = make_codec("tahquant");
+  const WireSize tw = tah->wire_size(64, 256);
+  REQUIRE_FALSE(tw.exact);
+  const int64_t tiles = 64 * 256 / 64, lo = 64 * 20 / 100;
+  REQUIRE(tw.bytes == 8 + tiles / 8 + (lo * 256 * 3 + (64 - lo) * 256 * 4) / 8 + 4 * tiles +
+                          (tiles * 6 + 7) / 8);
+  REQUIRE(make_codec("lowrank:rank=8")->wire_size(64, 256).exact);
+  REQUIRE_FALSE(make_codec("tt:order=3")->wire_size(64, 256).exact);  // eps = 0.1 by default
+  REQUIRE_THROWS_AS(tah->wire_size(4, 100), InputError);              // cols not a multiple of 64
+}

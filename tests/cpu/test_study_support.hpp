@@ -29,6 +29,7 @@ class IdentityCodec : public Codec {
     std::memcpy(w.data(), x, w.size());
     return w;
   }
+  WireSize wire_size(int64_t rows, int64_t cols) const override { return {4 * rows * cols, true}; }
   void decode(const uint8_t* w, size_t n, int64_t rows, int64_t cols, float* out) const override {
     if (n != size_t(rows * cols) * 4) throw InputError("identity: wrong wire size");
     std::memcpy(out, w, n);
@@ -61,6 +62,7 @@ class Bf16Codec : public Codec {
     }
     return w;
   }
+  WireSize wire_size(int64_t rows, int64_t cols) const override { return {2 * rows * cols, true}; }
   void decode(const uint8_t* w, size_t n, int64_t rows, int64_t cols, float* out) const override {
     if (n != size_t(rows * cols) * 2) throw InputError("bf16: wrong wire size");
     for (int64_t i = 0; i < rows * cols; ++i) {
@@ -95,6 +97,10 @@ class GridCodec : public Codec {
       std::memcpy(&w[size_t(i) * 4], &code, 4);
     }
     return w;
+  }
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    if (cols % col_multiple_ != 0) throw InputError("grid: cols not a multiple");
+    return {4 * rows * cols, true};
   }
   void decode(const uint8_t* w, size_t n, int64_t rows, int64_t cols, float* out) const override {
     if (n != size_t(rows * cols) * 4) throw InputError("grid: wrong wire size");
@@ -145,6 +151,11 @@ class GroupInt8Codec : public Codec {
       std::memcpy(&w[size_t(n + 4 * g)], &scale, 4);
     }
     return w;
+  }
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    if (rows * cols % g_ != 0)
+      throw InputError("int8 group codec: numel not a multiple of the group");
+    return {rows * cols + 4 * (rows * cols / g_), true};
   }
   void decode(const uint8_t* w, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {

@@ -153,6 +153,22 @@ class LowRankCodec final : public Codec {
     return w.take();
   }
 
+  // Rank and budget modes fix the rank by the shape; by energy it depends on the spectrum (at most
+  // full rank).
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    checked_numel(name_, rows, cols);
+    const int64_t full = std::min(rows, cols);
+    switch (s_.mode) {
+      case LowRankSpec::Mode::Rank:
+        return {lowrank_wire_bytes(rows, cols, std::min(s_.rank, full), s_.factors), true};
+      case LowRankSpec::Mode::Bpe:
+        return {lowrank_wire_bytes(rows, cols, budget_rank(rows, cols), s_.factors), true};
+      case LowRankSpec::Mode::Energy:
+        break;
+    }
+    return {lowrank_wire_bytes(rows, cols, full, s_.factors), false};
+  }
+
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {
     checked_numel(name_, rows, cols);

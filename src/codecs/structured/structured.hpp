@@ -99,6 +99,9 @@ class FeedbackCodec final : public Codec {
                               EncodeStats* stats = nullptr) const override {
     return inner_->encode(x, rows, cols, stats);
   }
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    return inner_->wire_size(rows, cols);
+  }
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {
     inner_->decode(wire, nbytes, rows, cols, out);

@@ -116,6 +116,13 @@ class SubspaceCodec final : public Codec {
     return w.take();
   }
 
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    checked_numel(name_, rows, cols);
+    const int64_t k = s_.k_for(cols);
+    TACO_REQUIRE_INPUT(k <= cols, "codec {}: k = {} exceeds the hidden size {}", name_, k, cols);
+    return {subspace_wire_bytes(rows, k, s_.coef), true};
+  }
+
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {
     checked_numel(name_, rows, cols);

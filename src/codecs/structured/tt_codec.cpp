@@ -72,6 +72,22 @@ class TtCodec final : public Codec {
     return w.take();
   }
 
+  // TT-SVD's rank k is min(r_{k-1} n_k, the rest's size), capped at R: fixed by the shape with a
+  // rank cap; by eps it depends on the spectra (at most the uncapped ranks).
+  WireSize wire_size(int64_t rows, int64_t cols) const override {
+    const int64_t n = checked_numel(name_, rows, cols);
+    const std::vector<int64_t> modes = tt_codec_modes(rows, cols, s_.order);
+    std::vector<int64_t> ranks(modes.size() + 1, 1);
+    int64_t rest = n;  // elements of modes k, k + 1, ...
+    for (size_t k = 0; k + 1 < modes.size(); ++k) {
+      rest /= modes[k];
+      int64_t r = std::min(ranks[k] * modes[k], rest);
+      if (s_.rank > 0) r = std::min(r, s_.rank);
+      ranks[k + 1] = std::max<int64_t>(r, 1);
+    }
+    return {tt_wire_bytes(modes, ranks, s_.cores), s_.rank > 0};
+  }
+
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {
     const int64_t n = checked_numel(name_, rows, cols);
