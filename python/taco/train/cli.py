@@ -211,13 +211,6 @@ def run_name(a):
     return f"{name}@subspace={a.subspace}" if a.subspace else name
 
 
-def lr_at(step, a):
-    if step < a.warmup:
-        return a.lr * (step + 1) / a.warmup
-    t = min(1.0, (step - a.warmup) / max(1, a.steps - a.warmup))
-    return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * t)))
-
-
 def make_compression(a):
     from ..tp import Compression
 

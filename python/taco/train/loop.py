@@ -10,7 +10,14 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .cli import lr_at
+
+
+def lr_at(step, a):
+    """Linear warm-up over --warmup steps, then cosine decay to --min-lr-frac of --lr at --steps."""
+    if step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    t = min(1.0, (step - a.warmup) / max(1, a.steps - a.warmup))
+    return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
 def pick_device(a, rank):
