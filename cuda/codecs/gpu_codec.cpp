@@ -178,22 +178,20 @@ std::unique_ptr<taco::Codec> make_gpu_codec(const std::string& variant) {
   // runs the inner codec, here the GPU one.
   if (structured::is_structured_variant(variant)) {
     const std::unique_ptr<taco::Codec> cpu = taco::make_codec(variant);  // InputError for bad ones
-    const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(cpu.get());
-    if (!fb)
+    const std::optional<Wrapped> w = cpu->wrapped();
+    if (!w)
       throw_input_error("variant '{}' has no GPU implementation (structured codecs run on the CPU)",
                         variant);
     const std::string definition =
-        fmt::format("{}:{}", structured::feedback_kind_name(fb->kind()), fb->inner().name());
+        fmt::format("{}:{}", feedback_kind_name(w->kind), w->inner->name());
     // The inner codec as parsed with its wrapper (only quantization codecs have GPU kernels).
-    const auto* inner = dynamic_cast<const QuantCodec*>(&fb->inner());
-    if (!inner)
+    const VariantSpec* inner = w->inner->variant_spec();
+    if (!inner || inner->family != VariantSpec::Family::Quant)
       throw_input_error(
           "variant '{}' has no GPU implementation (only block-scaled quantization codecs run on "
           "the GPU)",
           variant);
-    VariantSpec spec;
-    spec.quant = inner->spec();
-    return std::make_unique<structured::FeedbackCodec>(fb->kind(), make_gpu_codec(spec), fb->name(),
+    return std::make_unique<structured::FeedbackCodec>(w->kind, make_gpu_codec(*inner), cpu->name(),
                                                        definition);
   }
   return make_gpu_codec(GpuQuant::require_supported(variant));  // the one parse

@@ -187,18 +187,18 @@ TensorCodec::TensorCodec(const std::string& variant) {
     return;
   }
   name_ = s->name();
-  const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(s.get());
-  if (!fb) {
+  const std::optional<Wrapped> w = s->wrapped();
+  if (!w) {
     cpu_ = std::move(s);  // subspace, low rank, tensor train, TopK: CPU only
     return;
   }
   TACO_REQUIRE_INPUT(
-      fb->kind() == structured::FeedbackKind::ErrorFeedback,
+      w->kind == FeedbackKind::ErrorFeedback,
       "variant '{}': AQ-SGD keeps a cache per training sample; taco study runs it on traces (in "
       "training use ef:<variant> or a plain variant)",
       variant);
   feedback_ = true;
-  const std::string inner = fb->inner().name();
+  const std::string inner = w->inner->name();
   if (structured::is_structured_variant(inner))
     cpu_ = structured::make_structured_codec(inner);
   else

@@ -5,6 +5,16 @@
 
 namespace taco {
 
+std::string_view feedback_kind_name(FeedbackKind k) {
+  switch (k) {
+    case FeedbackKind::ErrorFeedback:
+      return "ef";
+    case FeedbackKind::AqSgd:
+      return "aqsgd";
+  }
+  throw_error("unknown feedback kind {}", int(k));
+}
+
 void Codec::decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols,
                           float* out) const {
   TACO_REQUIRE_INPUT(!wires.empty(), "codec {}: decode-reduce of no wires", name());

@@ -21,7 +21,9 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace taco {
@@ -47,6 +49,18 @@ struct WireView {
 };
 
 struct VariantSpec;  // codecs/variant.hpp
+class Codec;
+
+// ef: and aqsgd: wrap another codec: they write its bytes, and their state (residuals, per-sample
+// caches) lives with the caller (study/error_feedback.hpp, taco.dist), keyed by stream.
+enum class FeedbackKind : uint8_t { ErrorFeedback, AqSgd };
+std::string_view feedback_kind_name(FeedbackKind k);  // "ef", "aqsgd"
+
+// What a wrapper codec is: its kind and the codec it runs.
+struct Wrapped {
+  FeedbackKind kind = FeedbackKind::ErrorFeedback;
+  const Codec* inner = nullptr;
+};
 
 // Every operation is const and may be called from several threads at once (the study runs
 // tensors and simulated ranks in parallel): the CPU codecs keep no state or guard it (the
@@ -63,6 +77,9 @@ class Codec {
   // that what callers need to know about it comes from the one parse; nullptr otherwise
   // (structured codecs).
   virtual const VariantSpec* variant_spec() const { return nullptr; }
+  // A wrapper (ef:, aqsgd:) says what it wraps; every other codec returns nullopt. With
+  // variant_spec(), this is how callers learn what a codec is (never by its dynamic type).
+  virtual std::optional<Wrapped> wrapped() const { return std::nullopt; }
 
   // Encodes x (rows x cols, row-major) into the wire buffer. Throws InputError when the shape
   // does not suit the codec (e.g. a tile codec on rows not divisible by the tile).

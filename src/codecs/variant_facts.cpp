@@ -50,9 +50,9 @@ VariantFacts variant_facts(const Codec& codec) {
   const auto g = params.find("group_size");
   if (g != params.end() && g->is_number_integer()) f.group_size = g->get<int64_t>();
 
-  if (const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(&codec)) {
-    const VariantFacts inner = variant_facts(fb->inner());
-    const std::string wrapper = std::string(structured::feedback_kind_name(fb->kind())) + ":";
+  if (const std::optional<Wrapped> w = codec.wrapped()) {
+    const VariantFacts inner = variant_facts(*w->inner);
+    const std::string wrapper = std::string(feedback_kind_name(w->kind)) + ":";
     f.preset = structured_preset(f.canonical);
     if (inner.twin) f.twin = structured::structured_variant_name(wrapper + *inner.twin);
     if (inner.group_series)

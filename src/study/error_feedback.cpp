@@ -77,6 +77,12 @@ const std::vector<float>* FeedbackState::state(const std::string& key) const {
   return it == mem_.end() ? nullptr : &it->second.mem;
 }
 
+FeedbackState::FeedbackState(const Codec& codec) : codec_(&codec) {
+  const std::optional<Wrapped> w = codec.wrapped();
+  TACO_REQUIRE_INPUT(w.has_value(), "{}: not an ef: or aqsgd: codec", codec.name());
+  wrapped_ = *w;
+}
+
 FeedbackStep FeedbackState::step(const std::string& key, const float* x, int64_t rows, int64_t cols,
                                  float* xhat) {
   TACO_REQUIRE_INPUT(rows > 0 && cols > 0, "{}: unusable shape [{}, {}] for {}", codec_->name(),
@@ -92,11 +98,11 @@ FeedbackStep FeedbackState::step(const std::string& key, const float* x, int64_t
       e.rows == rows && e.cols == cols,
       "{}: {} changes shape from [{}, {}] to [{}, {}] between steps; its {} does not fit",
       codec_->name(), key, e.rows, e.cols, rows, cols,
-      codec_->kind() == structured::FeedbackKind::ErrorFeedback ? "residual" : "cache");
+      wrapped_.kind == FeedbackKind::ErrorFeedback ? "residual" : "cache");
   FeedbackStep out;
   // What goes into the codec: x + e (EF) or x - m (AQ-SGD); non-finite x counts as 0.
   std::vector<float> v(static_cast<size_t>(n));
-  const bool ef = codec_->kind() == structured::FeedbackKind::ErrorFeedback;
+  const bool ef = wrapped_.kind == FeedbackKind::ErrorFeedback;
   for (int64_t i = 0; i < n; ++i) {
     float xi = x[i];
     if (!std::isfinite(xi)) {
@@ -106,9 +112,9 @@ FeedbackStep FeedbackState::step(const std::string& key, const float* x, int64_t
     out.x_norm2 += double(xi) * double(xi);
     v[size_t(i)] = ef ? xi + e.mem[size_t(i)] : xi - e.mem[size_t(i)];
   }
-  const std::vector<uint8_t> wire = codec_->inner().encode(v.data(), rows, cols, &out.stats);
+  const std::vector<uint8_t> wire = wrapped_.inner->encode(v.data(), rows, cols, &out.stats);
   out.wire_bytes = int64_t(wire.size());
-  codec_->inner().decode(wire.data(), wire.size(), rows, cols, xhat);
+  wrapped_.inner->decode(wire.data(), wire.size(), rows, cols, xhat);
   for (int64_t i = 0; i < n; ++i) {
     // A decoded non-finite value (a codec's NaN) must not poison every later step.
     const float d = std::isfinite(xhat[i]) ? xhat[i] : 0.0f;
@@ -133,7 +139,7 @@ FeedbackMeasure measure_feedback(FeedbackState& state, const SampleIndex& sample
                                  double tau, bool skip_nonfinite, int threads,
                                  std::vector<float>& xhat) {
   FeedbackMeasure m;
-  if (state.codec().kind() == structured::FeedbackKind::AqSgd) {
+  if (state.kind() == FeedbackKind::AqSgd) {
     const auto key = samples.cache_key(info, stream);
     TACO_REQUIRE_INPUT(key.has_value(), "{}", samples.any_repeated() ? kAqOnce : kAqNone);
     m.key = *key;
@@ -154,7 +160,7 @@ std::vector<size_t> step_order(const std::vector<int64_t>& steps) {
   return order;
 }
 
-std::vector<FeedbackOutcome> run_feedback(const structured::FeedbackCodec& codec,
+std::vector<FeedbackOutcome> run_feedback(const Codec& codec,
                                           const std::vector<const Tensor*>& tensors) {
   std::vector<TensorInfo> infos;
   std::vector<int64_t> steps;
@@ -162,7 +168,8 @@ std::vector<FeedbackOutcome> run_feedback(const structured::FeedbackCodec& codec
     infos.push_back(TensorInfo{t->name, t->dtype, t->shape, t->meta});
     steps.push_back(t->meta.step);
   }
-  const bool aq = codec.kind() == structured::FeedbackKind::AqSgd;
+  TACO_REQUIRE_INPUT(codec.wrapped(), "{}: not an ef: or aqsgd: codec", codec.name());
+  const bool aq = codec.wrapped()->kind == FeedbackKind::AqSgd;
   const std::vector<size_t> order = step_order(steps);
   std::vector<const TensorInfo*> ordered;
   for (size_t i : order) ordered.push_back(&infos[i]);

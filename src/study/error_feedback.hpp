@@ -31,7 +31,6 @@
 // Shapes: a sequence whose shape changes between steps is an InputError (the residual would not
 // fit). Non-finite inputs are counted and treated as 0 in x (the codecs' policy).
 #include "codecs/codec.hpp"
-#include "codecs/structured/structured.hpp"
 #include "core/tensor.hpp"
 #include "study/metrics.hpp"
 
@@ -83,13 +82,15 @@ struct FeedbackStep {
 // The memory of one wrapped codec over one trace.
 class FeedbackState {
  public:
-  explicit FeedbackState(const structured::FeedbackCodec& codec) : codec_(&codec) {}
+  // codec: a wrapper (Codec::wrapped(); InputError otherwise).
+  explicit FeedbackState(const Codec& codec);
   // One step of sequence / cache entry `key` (feedback_sequence, or SampleIndex::cache_key for
   // AQ-SGD) on x (rows x cols); writes what the receiver uses to xhat.
   FeedbackStep step(const std::string& key, const float* x, int64_t rows, int64_t cols,
                     float* xhat);
   size_t entries() const { return mem_.size(); }
-  const structured::FeedbackCodec& codec() const { return *codec_; }
+  const Codec& codec() const { return *codec_; }
+  FeedbackKind kind() const { return wrapped_.kind; }
   // The residual (EF) or cache (AQ-SGD) of a key; nullptr if never stepped.
   const std::vector<float>* state(const std::string& key) const;
 
@@ -99,7 +100,8 @@ class FeedbackState {
     std::vector<float> mem;
     double sum_x_norm = 0;
   };
-  const structured::FeedbackCodec* codec_;
+  const Codec* codec_;
+  Wrapped wrapped_;  // codec_'s kind and the codec it runs
   std::map<std::string, Entry> mem_;
 };
 
@@ -113,7 +115,7 @@ struct FeedbackOutcome {
   FeedbackStep step;
   std::vector<float> xhat;  // what the receiver uses
 };
-std::vector<FeedbackOutcome> run_feedback(const structured::FeedbackCodec& codec,
+std::vector<FeedbackOutcome> run_feedback(const Codec& codec,
                                           const std::vector<const Tensor*>& tensors);
 
 // One study measurement of a wrapped codec on tensor t (info: its metadata; stream: its key from

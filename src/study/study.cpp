@@ -332,8 +332,7 @@ StudyResult run_study(const std::vector<TensorSource*>& sources, const StudyOpti
   // variant, and the tensors in step order (stable, so file order within a step).
   std::vector<std::unique_ptr<FeedbackState>> feedback(codecs.size());
   for (size_t i = 0; i < codecs.size(); ++i)
-    if (const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(codecs[i].get()))
-      feedback[i] = std::make_unique<FeedbackState>(*fb);
+    if (codecs[i]->wrapped()) feedback[i] = std::make_unique<FeedbackState>(*codecs[i]);
   SampleIndex samples;
   std::map<std::pair<size_t, size_t>, std::string> stream_of;  // (file, index) -> state key
   if (std::any_of(feedback.begin(), feedback.end(), [](const auto& f) { return f != nullptr; })) {

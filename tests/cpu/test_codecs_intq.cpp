@@ -352,15 +352,16 @@ TEST_CASE("ef: over int3 / int2 / int4 Hadamard codecs is e' = v - D(C(v)), bit 
     CAPTURE(inner);
     const std::string name = std::string("ef:") + inner;
     const auto c = make_codec(name);
-    const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(c.get());
-    REQUIRE(fb != nullptr);
-    REQUIRE(fb->inner().name() == make_codec(inner)->name());
-    REQUIRE(c->name() == "ef:" + fb->inner().name());
+    const std::optional<Wrapped> wr = c->wrapped();
+    REQUIRE(wr.has_value());
+    REQUIRE(wr->kind == FeedbackKind::ErrorFeedback);
+    REQUIRE(wr->inner->name() == make_codec(inner)->name());
+    REQUIRE(c->name() == "ef:" + wr->inner->name());
     REQUIRE(make_codec(c->name())->name() == c->name());
     // Stateless use is the first step: the inner codec's bytes.
-    REQUIRE(c->encode(base.data(), rows, cols) == fb->inner().encode(base.data(), rows, cols));
+    REQUIRE(c->encode(base.data(), rows, cols) == wr->inner->encode(base.data(), rows, cols));
 
-    study::FeedbackState st(*fb);
+    study::FeedbackState st(*c);
     std::vector<float> e(static_cast<size_t>(n), 0.0f), xhat(e.size()), v(e.size());
     std::vector<float> x(static_cast<size_t>(n));
     double max_first = 0, max_last = 0;
@@ -370,8 +371,8 @@ TEST_CASE("ef: over int3 / int2 / int4 Hadamard codecs is e' = v - D(C(v)), bit 
       const study::FeedbackStep s = st.step("k", x.data(), rows, cols, xhat.data());
       // The recursion written out: v = x + e, wire = C(v), e' = v - D(wire).
       for (size_t i = 0; i < v.size(); ++i) v[i] = x[i] + e[i];
-      const std::vector<uint8_t> w = fb->inner().encode(v.data(), rows, cols);
-      const std::vector<float> d = decode_all(fb->inner(), w, rows, cols);
+      const std::vector<uint8_t> w = wr->inner->encode(v.data(), rows, cols);
+      const std::vector<float> d = decode_all(*wr->inner, w, rows, cols);
       for (size_t i = 0; i < e.size(); ++i) e[i] = v[i] - d[i];
       REQUIRE(s.wire_bytes == int64_t(w.size()));
       REQUIRE(std::memcmp(xhat.data(), d.data(), d.size() * 4) == 0);

@@ -12,7 +12,6 @@
 
 using namespace taco;
 using namespace taco::study;
-using taco::structured::FeedbackCodec;
 
 namespace {
 
@@ -30,12 +29,10 @@ double norm(const std::vector<float>& x) {
   return std::sqrt(s);
 }
 
-std::unique_ptr<FeedbackCodec> feedback(const std::string& v) {
+std::unique_ptr<Codec> feedback(const std::string& v) {
   auto c = make_codec(v);
-  auto* fb = dynamic_cast<FeedbackCodec*>(c.get());
-  REQUIRE(fb != nullptr);
-  c.release();
-  return std::unique_ptr<FeedbackCodec>(fb);
+  REQUIRE(c->wrapped().has_value());
+  return c;
 }
 
 Tensor tensor(const std::string& name, std::vector<float> v, int64_t rows, int64_t cols,
@@ -59,11 +56,35 @@ TEST_CASE("ef wraps any codec: names, params, stateless use is the first step", 
   REQUIRE(ef->name() == "ef-int4-g32");
   REQUIRE(ef->params().at("family") == "ef");
   REQUIRE(ef->params().at("inner") == "int4-g32");
-  REQUIRE(ef->params().at("elem_format") == ef->inner().params().at("elem_format"));
+  REQUIRE(ef->params().at("elem_format") == ef->wrapped()->inner->params().at("elem_format"));
   REQUIRE(make_codec("ef:topk:frac=0.1")->name() == "ef:topk10");
   REQUIRE(make_codec("aqsgd:int4-g32")->params().at("family") == "aqsgd");
   const std::vector<float> x = gaussian(64 * 64, 1);
-  REQUIRE(ef->encode(x.data(), 64, 64) == ef->inner().encode(x.data(), 64, 64));
+  REQUIRE(ef->encode(x.data(), 64, 64) == ef->wrapped()->inner->encode(x.data(), 64, 64));
+}
+
+// What a codec is comes from the contract (Codec::wrapped()), not its dynamic type: the study,
+// variant_facts, the GPU factory and the binding read it.
+TEST_CASE("wrapped() names the wrapper's kind and inner codec; nothing else is a wrapper", "[ef]") {
+  for (const char* v : {"ef:int4-g32", "aqsgd:nvfp4", "ef:topk:frac=0.1", "ef-nvfp4"}) {
+    CAPTURE(v);
+    const auto c = make_codec(v);
+    const std::optional<Wrapped> w = c->wrapped();
+    REQUIRE(w.has_value());
+    const std::string kind(feedback_kind_name(w->kind));
+    REQUIRE(c->params().at("family") == kind);
+    REQUIRE(c->params().at("inner") == w->inner->name());
+    REQUIRE_FALSE(w->inner->wrapped().has_value());
+  }
+  REQUIRE(make_codec("aqsgd:int4-g32")->wrapped()->kind == FeedbackKind::AqSgd);
+  for (const char* v :
+       {"taco", "bf16", "int4-g32-had", "tahquant", "topk10", "lowrank:rank=4", "subspace:k=8"}) {
+    CAPTURE(v);
+    const auto c = make_codec(v);
+    REQUIRE_FALSE(c->wrapped().has_value());
+    REQUIRE_THROWS_AS(study::FeedbackState(*c), InputError);
+  }
+  REQUIRE_THROWS_AS(make_codec("ef:ef:int4-g32"), InputError);
 }
 
 TEST_CASE("EF on a stationary input: bounded residual, time average converges to x", "[ef]") {
@@ -76,8 +97,8 @@ TEST_CASE("EF on a stationary input: bounded residual, time average converges to
     const auto ef = feedback(v);
     // The plain codec's error: deterministic, so its time average is no better than one step.
     std::vector<float> plain(static_cast<size_t>(n));
-    const auto w = ef->inner().encode(x.data(), rows, cols);
-    ef->inner().decode(w.data(), w.size(), rows, cols, plain.data());
+    const auto w = ef->wrapped()->inner->encode(x.data(), rows, cols);
+    ef->wrapped()->inner->decode(w.data(), w.size(), rows, cols, plain.data());
     std::vector<float> d(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) d[size_t(i)] = plain[size_t(i)] - x[size_t(i)];
     const double plain_err = norm(d) / xn;
@@ -164,8 +185,8 @@ TEST_CASE("run_feedback keys residuals by sequence and processes steps in order"
   }
   // The first step of each sequence is the plain codec.
   std::vector<float> plain(size_t(rows * cols));
-  const auto w = ef->inner().encode(ts[4].values.data(), rows, cols);
-  ef->inner().decode(w.data(), w.size(), rows, cols, plain.data());
+  const auto w = ef->wrapped()->inner->encode(ts[4].values.data(), rows, cols);
+  ef->wrapped()->inner->decode(w.data(), w.size(), rows, cols, plain.data());
   REQUIRE(out[4].xhat == plain);
   REQUIRE(step_order({3, 1, 2, 1, -1}) == std::vector<size_t>{4, 1, 3, 2, 0});
 }
@@ -212,8 +233,8 @@ TEST_CASE("AQ-SGD: the sample rule and the cache converging on a repeated sample
     REQUIRE_THAT(out.back().skip_reason, Catch::Matchers::Contains("occurs once"));
     // The first visit is the plain codec; later visits send the delta and the cache converges.
     std::vector<float> plain(size_t(rows * cols));
-    const auto w = aq->inner().encode(a.data(), rows, cols);
-    aq->inner().decode(w.data(), w.size(), rows, cols, plain.data());
+    const auto w = aq->wrapped()->inner->encode(a.data(), rows, cols);
+    aq->wrapped()->inner->decode(w.data(), w.size(), rows, cols, plain.data());
     REQUIRE(out[0].xhat == plain);
     REQUIRE_THAT(out[0].key, Catch::Matchers::Contains("sample_id=17"));
     REQUIRE_THAT(out[1].key, Catch::Matchers::Contains("name=b"));
@@ -281,8 +302,8 @@ TEST_CASE("tensors without a stream identity never share state; repeats at one s
   const auto out = run_feedback(*ef, ptrs);
   for (size_t i = 0; i < ts.size(); ++i) {
     std::vector<float> plain(size_t(rows * cols));
-    const auto w = ef->inner().encode(ts[i].values.data(), rows, cols);
-    ef->inner().decode(w.data(), w.size(), rows, cols, plain.data());
+    const auto w = ef->wrapped()->inner->encode(ts[i].values.data(), rows, cols);
+    ef->wrapped()->inner->decode(w.data(), w.size(), rows, cols, plain.data());
     REQUIRE(out[i].xhat == plain);
     REQUIRE(out[i].step.visit == 1);
     REQUIRE(out[i].key == fmt::format("name=tensor{}", i));

@@ -1106,9 +1106,8 @@ TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][code
   // ef: and aqsgd: wrap the GPU codec (the study keeps their state); other structured codecs do not
   // run
   const auto ef = gpu::make_gpu_codec("ef:nvfp4");
-  const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(ef.get());
-  REQUIRE(fb != nullptr);
-  CHECK(fb->inner().params().value("backend", "") == "cuda");
+  REQUIRE(ef->wrapped().has_value());
+  CHECK(ef->wrapped()->inner->params().value("backend", "") == "cuda");
   CHECK(ef->name() == make_codec("ef:nvfp4")->name());
   CHECK_THROWS_AS(gpu::make_gpu_codec("topk:frac=0.1"), InputError);
 }
@@ -1419,9 +1418,8 @@ TEST_CASE("GPU error feedback keeps the study's residual (ef:<variant>)",
   for (const char* inner : {"nvfp4", "int4-g32", "taco", "fp8-row", "int2-g128-had", "int3-g32"}) {
     const std::string variant = std::string("ef:") + inner;
     const auto wrapped = make_codec(variant);
-    const auto* fb = dynamic_cast<const structured::FeedbackCodec*>(wrapped.get());
-    REQUIRE(fb != nullptr);
-    study::FeedbackState state(*fb);
+    REQUIRE(wrapped->wrapped().has_value());
+    study::FeedbackState state(*wrapped);
     const gpu::GpuQuant q(parse_variant(inner));
     const int64_t rows = 8, cols = 512, n = rows * cols;
     DeviceBuffer d_x(size_t(n) * 4, "test"), d_e(size_t(n) * 4, "test"),
@@ -1445,7 +1443,7 @@ TEST_CASE("GPU error feedback keeps the study's residual (ef:<variant>)",
       // what the receiver uses: the decode of the GPU's wire
       std::vector<float> dg(static_cast<size_t>(n));
       const auto wire = download<uint8_t>(d_wire, size_t(q.chunk_bytes(rows, cols)));
-      fb->inner().decode(wire.data(), wire.size(), rows, cols, dg.data());
+      wrapped->wrapped()->inner->decode(wire.data(), wire.size(), rows, cols, dg.data());
       CHECK(first_float_diff(dg.data(), xhat.data(), xhat.size()) < 0);
     }
   }

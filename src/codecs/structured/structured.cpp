@@ -230,8 +230,8 @@ std::unique_ptr<Codec> build_feedback(const std::string& v, FeedbackKind kind,
   TACO_REQUIRE_INPUT(inner_family != "ef" && inner_family != "aqsgd",
                      "variant '{}': ef and aqsgd do not nest", v);
   std::unique_ptr<Codec> inner = make_codec(inner_spec);
-  if (auto* fb = dynamic_cast<const FeedbackCodec*>(inner.get()))
-    throw_input_error("variant '{}': ef and aqsgd do not nest ({})", v, fb->name());
+  if (inner->wrapped())
+    throw_input_error("variant '{}': ef and aqsgd do not nest ({})", v, inner->name());
   *canon = fmt::format("{}:{}", feedback_kind_name(kind), inner->name());
   return std::make_unique<FeedbackCodec>(kind, std::move(inner), structured_variant_name(*canon),
                                          *canon);
@@ -261,16 +261,6 @@ std::unique_ptr<Codec> build(const std::string& variant, std::string* canonical)
 }
 
 }  // namespace
-
-std::string_view feedback_kind_name(FeedbackKind k) {
-  switch (k) {
-    case FeedbackKind::ErrorFeedback:
-      return "ef";
-    case FeedbackKind::AqSgd:
-      return "aqsgd";
-  }
-  throw_error("unknown feedback kind {}", int(k));
-}
 
 FeedbackCodec::FeedbackCodec(FeedbackKind kind, std::unique_ptr<Codec> inner, std::string name,
                              std::string definition)

@@ -85,9 +85,6 @@ double energy_in_span(const float* x, int64_t rows, int64_t d, const std::vector
 double topk_energy(const std::vector<double>& sigma2_desc, int64_t k, double total);
 
 // ---- wrappers whose state lives in the study (study/error_feedback.hpp) ----
-enum class FeedbackKind : uint8_t { ErrorFeedback, AqSgd };
-std::string_view feedback_kind_name(FeedbackKind k);  // "ef", "aqsgd"
-
 class FeedbackCodec final : public Codec {
  public:
   // name: what name() reports (a preset name or the definition); definition: "ef:<inner name>".
@@ -106,8 +103,7 @@ class FeedbackCodec final : public Codec {
               float* out) const override {
     inner_->decode(wire, nbytes, rows, cols, out);
   }
-  FeedbackKind kind() const { return kind_; }
-  const Codec& inner() const { return *inner_; }
+  std::optional<Wrapped> wrapped() const override { return Wrapped{kind_, inner_.get()}; }
 
  private:
   FeedbackKind kind_;
