@@ -178,11 +178,7 @@ TensorCodec::TensorCodec(const std::string& variant) {
   auto s = structured::make_structured_codec(variant);
   if (!s) {
     from_spec(variant);
-    TACO_REQUIRE_INPUT(
-        spec_.family != VariantSpec::Family::TahQuant,
-        "variant '{}': TAH-Quant's wire size depends on the data (flagged tiles), which a "
-        "tensor codec with fixed-size wires cannot carry; taco study and taco codec run it",
-        variant);
+    padded_ = spec_.family == VariantSpec::Family::TahQuant;
     name_ = cpu_->name();
     return;
   }
@@ -248,7 +244,7 @@ int64_t TensorCodec::chunk_bytes(int64_t rows, int64_t cols) const {
       break;
   }
   const WireSize w = cpu_->wire_size(rows, cols);  // InputError for a shape the codec cannot take
-  TACO_REQUIRE_INPUT(w.exact,
+  TACO_REQUIRE_INPUT(w.exact || padded_,
                      "codec {}: its wire size depends on the data (at most {} bytes for [{}, {}]), "
                      "which a tensor codec with fixed-size wires cannot carry; give it a fixed "
                      "rank or size",
@@ -357,9 +353,10 @@ void TensorCodec::encode(const Buf& x, const Shape& s, const Buf& wire, uintptr_
     std::vector<uint8_t> w;
     for (int64_t c = 0; c < s.chunks; ++c) {
       cpu_->encode_into(v.p + c * per, s.rows, s.cols, w);
-      TACO_ASSERT(int64_t(w.size()) == cb, "codec {}: encoded {} bytes, its wire_size says {}",
-                  name(), w.size(), cb);
+      TACO_ASSERT(padded_ ? int64_t(w.size()) <= cb : int64_t(w.size()) == cb,
+                  "codec {}: encoded {} bytes, its wire_size says {}", name(), w.size(), cb);
       std::memcpy(bytes(wire) + c * cb, w.data(), w.size());
+      std::memset(bytes(wire) + c * cb + w.size(), 0, size_t(cb) - w.size());
     }
     return;
   }
@@ -461,6 +458,7 @@ void TensorCodec::decode_add_encode(const Buf& wire_in, const Buf& own, int64_t 
     std::vector<uint8_t> w;
     cpu_->decode_add_encode({bytes(wire_in), size_t(wire_in.numel)}, own_f32.p, rows, cols, w);
     std::memcpy(bytes(wire_out), w.data(), w.size());
+    std::memset(bytes(wire_out) + w.size(), 0, size_t(wire_out.numel) - w.size());
     return;
   }
 #ifdef TACO_HAVE_CUDA

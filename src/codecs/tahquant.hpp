@@ -29,7 +29,9 @@
 //  [token bitmap: ceil(S / 8) B][tile bitmap: ceil(tiles / 8) B]
 //  [codes: n_lo * C * lo + (S - n_lo) * C * hi bits, tokens in sent order, rounded up to bytes]
 //  [zeros: tiles x fp16][scales: tiles x fp16][pivots: flagged x log2(tile) bits, rounded up]
-//  tiles = S * C / tile, in sent token order. The size depends on how many tiles are flagged.
+//  tiles = S * C / tile, in sent token order. The size depends on how many tiles are flagged;
+//  decode() also takes a wire padded with zero bytes to wire_size()'s bound (every tile flagged),
+//  as a transport of fixed-size slots (taco.codec) carries it.
 #include "codecs/codec.hpp"
 #include "codecs/variant.hpp"
 

@@ -76,6 +76,22 @@ def test_3d_error_feedback_streams_match_between_simulation_and_processes(tmp_pa
     assert routes["pp"]["bytes_per_element"] == pytest.approx(0.5 + 4 / 32)  # 4-bit codes + fp32 scale per 32
 
 
+def test_tahquant_on_the_pipeline_route_matches_between_simulation_and_processes(tmp_path):
+    """TAH-Quant (the paper's PP codec) travels in fixed slots of its bound (docs/python.md); the
+    simulated pipeline and 2 gloo processes send the same bytes and train the same bits."""
+    import taco.codec as tc
+    _, sim = train(tmp_path, "sim", "--pp-sim", "2", "--compress-pp", "tahquant")
+    _, real = train(tmp_path, "real", "--pp", "2", "--compress-pp", "tahquant")
+    assert losses(sim) == losses(real)
+    assert log_of(sim)["final_params_sha256"] == log_of(real)["final_params_sha256"]
+    _, plain = train(tmp_path, "plain", "--pp-sim", "2")
+    assert losses(plain) != losses(sim)
+    tokens = BATCH // 2 * 32  # a micro-batch's tokens (M = P = 2)
+    pp = log_of(sim)["routes"]["pp"]
+    assert pp["wire_bytes"] == pp["elements"] // (tokens * 64) * tc.wire_bytes("tahquant", (tokens, 64))
+    assert 0.5 < pp["bytes_per_element"] < 0.6  # 80% of tokens at 4 bits, 20% at 3, fp16 zero + scale per 64
+
+
 @pytest.mark.parametrize("split", [["--pp-sim", "2"], ["--dp-sim", "2"], ["--pp-sim", "2", "--micro-batches", "4"]])
 def test_pp_alone_and_dp_alone_equal_the_unsplit_model(tmp_path, split):
     """Not bit for bit: the gradient is accumulated over micro-batches (fp32 sums in another
