@@ -303,16 +303,17 @@ def print_table(s):
     null = s.get("null_pair")
     print(f"null pair (baseline seed {null['seed']} twice): {null['diff_pct']:+.3f}%" if null else
           "null pair: not run (--null-pair)")
-    print(f"{'candidate':<26} {'bytes/el':>8} {'seeds':>5} {'final val loss':>22} {'mean diff':>10} {'std':>7} "
+    w = max([26] + [len(t["variant"]) + 1 for t in s["table"]])  # long 3D candidate names stay aligned
+    print(f"{'candidate':<{w}} {'bytes/el':>8} {'seeds':>5} {'final val loss':>22} {'mean diff':>10} {'std':>7} "
           f"{'worst':>8} {'reach':>11} {'base-eq':>14}  verdict")
     for t in s["table"]:
         vals = " ".join(f"{v:.4f}" for v in t["final_val_loss"])
         bpe = f"{t['bytes_per_element']:.4f}" if t["bytes_per_element"] is not None else "-"
         if t["variant"] == "none":
-            print(f"{'none (baseline)':<26} {bpe:>8} {len(t['seeds']):>5} {vals:>22}")
+            print(f"{'none (baseline)':<{w}} {bpe:>8} {len(t['seeds']):>5} {vals:>22}")
             continue
         if "mean_diff_pct" not in t:
-            print(f"{t['variant']:<26} {bpe:>8} {len(t['seeds']):>5} {vals:>22}   (no paired baseline)")
+            print(f"{t['variant']:<{w}} {bpe:>8} {len(t['seeds']):>5} {vals:>22}   (no paired baseline)")
             continue
         std = f"{t['std_diff_pct']:.3f}" if t["std_diff_pct"] is not None else "-"
         reach = ",".join("-" if r is None else str(r) for r in t["reach_step"])
@@ -321,13 +322,13 @@ def print_table(s):
         verdict += "; near-lossless (<= +0.5%)" if t["near_lossless"] else (
             "; within +1%" if t["within_1pct"] else "")
         verdict += "; meets the goal" if t["meets_goal"] else ""
-        print(f"{t['variant']:<26} {bpe:>8} {len(t['seeds']):>5} {vals:>22} {t['mean_diff_pct']:>+9.3f}% {std:>7} "
+        print(f"{t['variant']:<{w}} {bpe:>8} {len(t['seeds']):>5} {vals:>22} {t['mean_diff_pct']:>+9.3f}% {std:>7} "
               f"{t['worst_diff_pct']:>+7.3f}% {reach:>11} {beq:>14}  {verdict}")
     routed = [t for t in s["table"] if len(t.get("route_bytes_per_element") or {}) > 1]
     if routed:
         print("wire bytes per element by route (tp, pp, dp: one replica's sends):")
         for t in routed:
-            print(f"  {t['variant']:<24} " + "  ".join(f"{r} {b:.4f}" for r, b in
+            print(f"  {t['variant']:<{w - 2}} " + "  ".join(f"{r} {b:.4f}" for r, b in
                                                        sorted(t["route_bytes_per_element"].items())))
     f = s["fewest_bytes_within_1pct"]
     if f:
