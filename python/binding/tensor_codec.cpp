@@ -235,14 +235,6 @@ int64_t TensorCodec::out_of_range(const Buf& x, const Shape& s) const {
 
 int64_t TensorCodec::chunk_bytes(int64_t rows, int64_t cols) const {
   TACO_REQUIRE_INPUT(rows >= 1 && cols >= 1, "codec {}: empty shape [{}, {}]", name(), rows, cols);
-  switch (family_) {
-    case Family::Quant:
-      return static_cast<const QuantCodec&>(*cpu_).layout(rows, cols).total;
-    case Family::Bf16:
-      return 2 * rows * cols;
-    case Family::Other:
-      break;
-  }
   const WireSize w = cpu_->wire_size(rows, cols);  // InputError for a shape the codec cannot take
   TACO_REQUIRE_INPUT(w.exact || padded_,
                      "codec {}: its wire size depends on the data (at most {} bytes for [{}, {}]), "
@@ -255,7 +247,7 @@ int64_t TensorCodec::chunk_bytes(int64_t rows, int64_t cols) const {
 nlohmann::json TensorCodec::layout(int64_t rows, int64_t cols) const {
   nlohmann::json j;
   if (family_ == Family::Quant) {
-    const QuantLayout L = static_cast<const QuantCodec&>(*cpu_).layout(rows, cols);
+    const QuantLayout L = quant_layout(spec_.quant, rows, cols, name());
     j = {{"codes", {{"offset", 0}, {"bytes", L.code_bytes}, {"count", L.ncodes}}},
          {"scales", {{"offset", L.scale_off}, {"bytes", L.scale_bytes}, {"blocks", L.blocks}}},
          {"aux", {{"offset", L.aux_off}, {"bytes", L.aux_bytes}}},
