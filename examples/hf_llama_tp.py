@@ -128,10 +128,12 @@ def train(args):
             with open(tmp, "w") as f:
                 json.dump(record, f, indent=1)
             os.replace(tmp, args.json)
-    # Every rank past its last collective before any tears down: under gloo a rank that destroys
-    # the group while another is still writing its record can leave that one hanging in destroy.
+    # Every rank past its last collective before any tears down. Under gloo, destroy_process_group
+    # hangs now and then in the rank that destroys last (3 of 8 runs on the CI machine, with the
+    # barrier): gloo's group is left to the process's exit there; NCCL's is destroyed.
     dist.barrier()
-    dist.destroy_process_group()
+    if dist.get_backend() == "nccl":
+        dist.destroy_process_group()
     return record
 
 

@@ -124,10 +124,9 @@ def _sp_worker(rank, store_path, compress, result_path):
         res["fired"] = sorted(f"{m}.{d}.{k}" for (m, d, k) in comp.fired_modules)
     with open(f"{result_path}.{rank}", "w") as f:
         json.dump(res, f)
-    # Both ranks past their last collective before either tears down: under gloo, destroying the
-    # group while the peer is still in one can hang the peer (CI saw this test hang).
+    # Both ranks past their last collective. gloo's destroy_process_group hangs now and then in the
+    # rank that destroys last (examples/hf_llama_tp.py), so the group is left to the process's exit.
     dist.barrier()
-    dist.destroy_process_group()
 
 
 def _sp_run(tmp_path, compress):
