@@ -58,18 +58,22 @@ def check_args(a, world):
         if v != "none" and n == 1:
             raise TacoInputError(f"--compress-{route} {v} needs {'--pp' if route == 'pp' else '--dp'} "
                                  f"(or its -sim form) of 2 or more")
-    a.route_variants = {route: _parse_route(route, v) for route, v in
+    a.route_variants = {route: _parse_route(route, v, a.device) for route, v in
                         (("pp", a.compress_pp), ("dp", a.compress_dp), ("dp-weights", a.compress_dp_weights))}
     return 1 if a.sim3d else max(a.tp, 1) * pp * dp
 
 
-def _parse_route(route, variant):
-    """None for plain, else the checked codec name (one line for a bad one)."""
+def _parse_route(route, variant, device):
+    """None for plain, else the checked codec name (one line for a bad one, or for one without CUDA
+    kernels in a --device cuda run: before any rank starts, not at its first send)."""
     from .. import codec as tc
     if variant in (None, "none"):
         return None
     try:
-        tc.get_codec(variant)
+        why = tc.get_codec(variant).gpu_unsupported_reason
     except (ValueError, TypeError) as ex:
         raise TacoInputError(f"--compress-{route}: {ex}") from None
+    if device == "cuda" and why:
+        raise TacoInputError(f"--compress-{route} {variant} has no CUDA kernels ({why}): run it with --device cpu "
+                             "or pick a GPU variant (taco.codec.variants())")
     return variant
