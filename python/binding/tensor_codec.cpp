@@ -174,11 +174,11 @@ TensorCodec::TensorCodec(const std::string& variant) {
     family_ = spec_.family == VariantSpec::Family::Quant  ? Family::Quant
               : spec_.family == VariantSpec::Family::Bf16 ? Family::Bf16
                                                           : Family::Other;
+    padded_ = spec_.family == VariantSpec::Family::TahQuant;  // ef:tahquant too
   };
   auto s = structured::make_structured_codec(variant);
   if (!s) {
     from_spec(variant);
-    padded_ = spec_.family == VariantSpec::Family::TahQuant;
     name_ = cpu_->name();
     return;
   }

@@ -217,6 +217,16 @@ def test_tahquant_wire_is_the_cli_bytes_padded_to_the_bound(variant, taco_bin, t
         tc.decode(w)
 
 
+def test_error_feedback_over_tahquant_uses_the_padded_slot():
+    """ef:tahquant: the residual step over TAH-Quant's fixed slots: e' = (x + e) - decode(wire)."""
+    x = rand((64, 128), seed=11).numpy()
+    e = np.zeros_like(x)
+    w = tc.encode(x, "ef:tahquant", residual=e)
+    assert w.nbytes == tc.wire_bytes("tahquant", x.shape)
+    np.testing.assert_array_equal(w.data, tc.encode(x, "tahquant").data)  # first step: e = 0
+    np.testing.assert_array_equal(e, x - tc.decode(w))
+
+
 def groups_at(magnitudes, group=128):
     """A [len, 1024] float32 tensor: row i holds random signs times magnitudes[i] (8 groups of 128)."""
     g = torch.Generator().manual_seed(3)
