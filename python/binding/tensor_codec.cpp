@@ -174,7 +174,6 @@ TensorCodec::TensorCodec(const std::string& variant) {
     family_ = spec_.family == VariantSpec::Family::Quant  ? Family::Quant
               : spec_.family == VariantSpec::Family::Bf16 ? Family::Bf16
                                                           : Family::Other;
-    padded_ = spec_.family == VariantSpec::Family::TahQuant;  // ef:tahquant too
   };
   auto s = structured::make_structured_codec(variant);
   if (!s) {
@@ -235,13 +234,9 @@ int64_t TensorCodec::out_of_range(const Buf& x, const Shape& s) const {
 
 int64_t TensorCodec::chunk_bytes(int64_t rows, int64_t cols) const {
   TACO_REQUIRE_INPUT(rows >= 1 && cols >= 1, "codec {}: empty shape [{}, {}]", name(), rows, cols);
-  const WireSize w = cpu_->wire_size(rows, cols);  // InputError for a shape the codec cannot take
-  TACO_REQUIRE_INPUT(w.exact || padded_,
-                     "codec {}: its wire size depends on the data (at most {} bytes for [{}, {}]), "
-                     "which a tensor codec with fixed-size wires cannot carry; give it a fixed "
-                     "rank or size",
-                     name(), w.bytes, rows, cols);
-  return w.bytes;
+  // A codec whose wire size depends on the data (TAH-Quant, low rank by energy, TT by tolerance)
+  // gets slots of its bound: the encoded bytes, then zeros (Codec::decode takes them so).
+  return cpu_->wire_size(rows, cols).bytes;  // InputError for a shape the codec cannot take
 }
 
 nlohmann::json TensorCodec::layout(int64_t rows, int64_t cols) const {
@@ -345,8 +340,8 @@ void TensorCodec::encode(const Buf& x, const Shape& s, const Buf& wire, uintptr_
     std::vector<uint8_t> w;
     for (int64_t c = 0; c < s.chunks; ++c) {
       cpu_->encode_into(v.p + c * per, s.rows, s.cols, w);
-      TACO_ASSERT(padded_ ? int64_t(w.size()) <= cb : int64_t(w.size()) == cb,
-                  "codec {}: encoded {} bytes, its wire_size says {}", name(), w.size(), cb);
+      TACO_ASSERT(int64_t(w.size()) <= cb, "codec {}: encoded {} bytes, its wire_size says {}",
+                  name(), w.size(), cb);
       std::memcpy(bytes(wire) + c * cb, w.data(), w.size());
       std::memset(bytes(wire) + c * cb + w.size(), 0, size_t(cb) - w.size());
     }

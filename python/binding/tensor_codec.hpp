@@ -101,9 +101,6 @@ class TensorCodec {
   VariantSpec spec_{};          // Family::Quant and Family::Bf16
   Family family_ = Family::Other;
   bool feedback_ = false;
-  // The wire size depends on the data (TAH-Quant): every chunk's slot is wire_size()'s bound, the
-  // encoded bytes then zeros.
-  bool padded_ = false;
   mutable std::map<int, std::unique_ptr<GpuState>> gpu_;
 };
 

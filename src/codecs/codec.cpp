@@ -15,6 +15,18 @@ std::string_view feedback_kind_name(FeedbackKind k) {
   throw_error("unknown feedback kind {}", int(k));
 }
 
+void check_wire_bytes(const std::string& codec, const uint8_t* wire, size_t nbytes, int64_t exact,
+                      const WireSize& bound) {
+  const int64_t n = int64_t(nbytes);
+  if (n == exact) return;
+  TACO_REQUIRE_INPUT(
+      !bound.exact && n == bound.bytes,
+      "codec {}: wire buffer has {} bytes, but what it encodes takes {}{}", codec, nbytes, exact,
+      bound.exact ? std::string() : fmt::format(" (or {} padded to the bound)", bound.bytes));
+  for (int64_t i = exact; i < n; ++i)
+    TACO_REQUIRE_INPUT(wire[i] == 0, "codec {}: padding byte {} of the wire is not 0", codec, i);
+}
+
 void Codec::decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols,
                           float* out) const {
   TACO_REQUIRE_INPUT(!wires.empty(), "codec {}: decode-reduce of no wires", name());

@@ -96,7 +96,9 @@ class Codec {
   // counts need no probe encode); the same InputError as encode() for a shape it cannot take.
   virtual WireSize wire_size(int64_t rows, int64_t cols) const = 0;
   // Decodes a buffer that encode() produced for the same shape into out (rows x cols).
-  // Throws InputError if nbytes is not what this codec writes for that shape.
+  // Throws InputError if nbytes is not what this codec writes for that shape. A codec whose
+  // wire_size() is a bound also takes its wire padded with zero bytes to that bound (a transport
+  // of fixed-size slots, taco.codec, carries it so): check_wire_bytes().
   virtual void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
                       float* out) const = 0;
 
@@ -118,6 +120,11 @@ class Codec {
                                  std::vector<uint8_t>& wire_out,
                                  EncodeStats* stats = nullptr) const;
 };
+
+// decode()'s size check for a wire whose encoded size is `exact` bytes: nbytes is exact, or the
+// codec's wire_size() bound with the bytes past `exact` zero; InputError naming `codec` otherwise.
+void check_wire_bytes(const std::string& codec, const uint8_t* wire, size_t nbytes, int64_t exact,
+                      const WireSize& bound);
 
 // Builds a codec from a preset name ("taco", "fp8-g128", ...) or the variant grammar
 // documented in codecs/variant.hpp. Throws InputError naming the bad token.

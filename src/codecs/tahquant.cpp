@@ -245,15 +245,7 @@ void TahQuantCodec::decode(const uint8_t* wire, size_t nbytes, int64_t rows, int
   int64_t flagged = 0, lo_seen = 0;
   for (int64_t r = 0; r < rows; ++r) lo_seen += get_bits(wire, r, 1);
   for (int64_t t = 0; t < tiles; ++t) flagged += get_bits(tile_map, t, 1);
-  // The exact wire, or one padded with zeros to wire_size()'s bound (a fixed-size slot).
-  const int64_t exact = wire_bytes(rows, cols, flagged), bound = wire_bytes(rows, cols, tiles);
-  TACO_REQUIRE_INPUT(
-      int64_t(nbytes) == exact || int64_t(nbytes) == bound,
-      "codec {}: wire buffer has {} bytes, but [{}, {}] with {} flagged tiles encodes to {} (or {} "
-      "padded)",
-      name_, nbytes, rows, cols, flagged, exact, bound);
-  for (int64_t i = exact; i < int64_t(nbytes); ++i)
-    TACO_REQUIRE_INPUT(wire[i] == 0, "codec {}: padding byte {} of the wire is not 0", name_, i);
+  check_wire_bytes(name_, wire, nbytes, wire_bytes(rows, cols, flagged), wire_size(rows, cols));
   TACO_REQUIRE_INPUT(lo_seen == n_lo,
                      "codec {}: token bitmap marks {} low-precision tokens, expected {}", name_,
                      lo_seen, n_lo);

@@ -584,6 +584,40 @@ TEST_CASE("the collective operations of the Codec contract are decode, fp32 sums
   }
 }
 
+// A transport of fixed-size slots (taco.codec) pads a data-dependent wire with zeros to
+// wire_size()'s bound; decode() takes that (Codec::decode, check_wire_bytes), and nothing else.
+TEST_CASE("data-dependent wires decode padded to their bound, and only zero-padded",
+          "[codecs][wire_size]") {
+  const int64_t rows = 64, cols = 256;
+  std::vector<float> x = gaussian(rows * cols, 9);
+  x[5] = 300.0f;  // a flagged TAH-Quant tile
+  for (const char* v : {"tahquant", "tahquant:tile=32", "lowrank:energy=0.5", "tt:order=3"}) {
+    CAPTURE(v);
+    const auto c = make_codec(v);
+    const std::vector<uint8_t> w = c->encode(x.data(), rows, cols);
+    const WireSize bound = c->wire_size(rows, cols);
+    REQUIRE_FALSE(bound.exact);
+    REQUIRE(int64_t(w.size()) < bound.bytes);
+    std::vector<uint8_t> padded = w;
+    padded.resize(size_t(bound.bytes), 0);
+    std::vector<float> a(x.size()), b(x.size());
+    c->decode(w.data(), w.size(), rows, cols, a.data());
+    c->decode(padded.data(), padded.size(), rows, cols, b.data());
+    REQUIRE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+    padded.back() = 1;
+    REQUIRE_THROWS_AS(c->decode(padded.data(), padded.size(), rows, cols, b.data()), InputError);
+    padded.back() = 0;
+    padded.push_back(0);  // neither the exact size nor the bound
+    REQUIRE_THROWS_AS(c->decode(padded.data(), padded.size(), rows, cols, b.data()), InputError);
+  }
+  // A fixed-size wire takes no padding.
+  const auto taco_codec = make_codec("taco");
+  std::vector<uint8_t> w = taco_codec->encode(x.data(), rows, cols);
+  w.resize(w.size() + 16, 0);
+  std::vector<float> out(x.size());
+  REQUIRE_THROWS_AS(taco_codec->decode(w.data(), w.size(), rows, cols, out.data()), InputError);
+}
+
 TEST_CASE("wire_size is what encode writes, without encoding", "[codecs][wire_size]") {
   // Every preset, every structured family and the ef: wrapper, on shapes that need padding and
   // on ones that do not: a fixed size equals the encoded bytes; a data-dependent one bounds them,

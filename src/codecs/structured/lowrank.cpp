@@ -180,10 +180,8 @@ class LowRankCodec final : public Codec {
         "codec {}: header says rank {} in {}; [{}, {}] with factors {} allows ranks 1..{}", name_,
         r, num_format_name(h.format), rows, cols, num_format_name(s_.factors),
         std::min(rows, cols));
-    const int64_t want = lowrank_wire_bytes(rows, cols, r, s_.factors);
-    TACO_REQUIRE_INPUT(int64_t(nbytes) == want,
-                       "codec {}: wire buffer has {} bytes, but rank {} of [{}, {}] takes {}",
-                       name_, nbytes, r, rows, cols, want);
+    check_wire_bytes(name_, wire, nbytes, lowrank_wire_bytes(rows, cols, r, s_.factors),
+                     wire_size(rows, cols));
     const int eb = num_format_bytes(s_.factors);
     const uint8_t* pa = rd.bytes(size_t(rows * r * eb));
     const uint8_t* pb = rd.bytes(size_t(cols * r * eb));

@@ -124,10 +124,8 @@ class TtCodec final : public Codec {
         params <= double(nbytes),
         "codec {}: wire buffer has {} bytes, too few for the cores its header describes", name_,
         nbytes);
-    const int64_t want = tt_wire_bytes(tt.modes, tt.ranks, s_.cores);
-    TACO_REQUIRE_INPUT(int64_t(nbytes) == want,
-                       "codec {}: wire buffer has {} bytes, but its header describes {}", name_,
-                       nbytes, want);
+    check_wire_bytes(name_, wire, nbytes, tt_wire_bytes(tt.modes, tt.ranks, s_.cores),
+                     wire_size(rows, cols));
     const int eb = num_format_bytes(s_.cores);
     tt.cores.resize(size_t(d));
     for (int k = 0; k < d; ++k) {
