@@ -1,215 +1,45 @@
 #pragma once
-// The host executor of comm plans: N ranks' buffers in host memory, codec operations through the
-// CPU reference codecs (codecs/codec.hpp), sends and receives as memcpy. It runs exactly the plans
-// the GPU executor runs, so
-//   * tests/cpu/test_comm_plan.cpp checks the plans against collectives/sim_collectives (same
-//   codec, same
-//     results bit for bit) without a GPU, and
+// The host executor of comm plans: N ranks' buffers in host memory, codec operations through a
+// Codec (the CPU reference, or the GPU codec behind the same contract), sends and receives as
+// memcpy. It runs exactly the plans the GPU executor runs, and it is the study's simulation
+// (collectives/sim_collectives.hpp runs the plans through it), so
+//   * the study's error and byte figures come from the same statement of each algorithm as the
+//     live benchmark, and
 //   * tests/gpu/test_comm.cpp checks the GPU executor against it (the GPU kernels reproduce the
 //     CPU codecs' bytes, so GPU and host results must match bit for bit).
 // Values are floats; `out_bf16` rounds every value written to Out to bf16 (round to nearest
 // even), as the GPU does when the collective's dtype is bf16. Inputs must already be
 // representable in that dtype.
-#include <cstring>
+//
+// A codec whose wire size is a bound (Codec::wire_size().exact false: TAH-Quant, low rank by
+// energy) writes fewer bytes into its slot; the rest stays zero, which its decode accepts. Each
+// rank counts the bytes its codec actually wrote into what it sent (payload_sent), beside the
+// plan's bytes_sent, which includes slot padding.
+#include <array>
+#include <cstdint>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "codecs/codec.hpp"
 #include "collectives/comm_plan.hpp"
-#include "core/dtype.hpp"
-#include "core/error.hpp"
 
 namespace taco::comm {
 
 struct HostRank {
   std::vector<float> in, out;
   std::array<std::vector<uint8_t>, kWireBufs> wire;
+  // Bytes the codec wrote at each (wire buffer, offset) that holds an encoding (slot padding and
+  // a bounded codec's unused tail excluded); moves with the bytes when they are sent.
+  std::map<std::pair<int, int64_t>, int64_t> payload;
+  int64_t payload_sent = 0;  // sum over the rank's sends of the payload bytes they carried
 };
 
-namespace detail {
-
-inline uint8_t* wire_at(HostRank& h, const Ref& r, int64_t bytes) {
-  TACO_ASSERT(is_wire(r.buf), "wire reference to buffer {}", int(r.buf));
-  auto& w = h.wire[size_t(wire_index(r.buf))];
-  TACO_ASSERT(r.off >= 0 && r.off + bytes <= int64_t(w.size()),
-              "wire range [{}, {}) outside W{} of {} B", r.off, r.off + bytes, wire_index(r.buf),
-              w.size());
-  return w.data() + r.off;
-}
-
-inline float* elems_at(HostRank& h, const Ref& r, int64_t n) {
-  auto& v = r.buf == Buf::In ? h.in : h.out;
-  TACO_ASSERT(r.buf == Buf::In || r.buf == Buf::Out, "element reference to a wire buffer");
-  TACO_ASSERT(r.off >= 0 && r.off + n <= int64_t(v.size()),
-              "element range [{}, {}) outside {} of {}", r.off, r.off + n,
-              r.buf == Buf::In ? "In" : "Out", v.size());
-  return v.data() + r.off;
-}
-
-inline void host_compute(const Op& o, HostRank& h, const Codec& codec, const WireModel& wm,
-                         bool out_bf16) {
-  const int64_t n = o.numel();
-  const int64_t wb = o.kind == Op::Kind::Copy ? 0 : wm.bytes(o.rows, o.cols);
-  std::vector<float> acc(static_cast<size_t>(n));
-  std::vector<uint8_t> wire;
-  auto round_out = [&](float* p, int64_t k) {
-    if (out_bf16)
-      for (int64_t i = 0; i < k; ++i) p[i] = bf16_to_float(float_to_bf16(p[i]));
-  };
-  auto sources = [&](const std::vector<Ref>& srcs, int64_t b) {
-    std::vector<WireView> from;
-    for (Ref src : srcs) {
-      src.off += b * o.src_stride;
-      from.push_back({wire_at(h, src, wb), size_t(wb)});
-    }
-    return from;
-  };
-  auto store_wire = [&](const std::vector<uint8_t>& w, Ref dst) {
-    TACO_ASSERT(int64_t(w.size()) == wb,
-                "codec {} wrote {} bytes for [{}, {}], the plan expects {}", wm.name, w.size(),
-                o.rows, o.cols, wb);
-    std::memcpy(wire_at(h, dst, wb), w.data(), w.size());
-  };
-  for (int64_t b = 0; b < o.count; ++b) {
-    Ref dst = o.dst;
-    dst.off += b * o.dst_stride;
-    switch (o.kind) {
-      case Op::Kind::Encode: {
-        Ref src = o.srcs[0];
-        src.off += b * o.src_stride;
-        store_wire(codec.encode(elems_at(h, src, n), o.rows, o.cols), dst);
-        break;
-      }
-      case Op::Kind::Decode: {
-        codec.decode_reduce(sources(o.srcs, b), o.rows, o.cols, acc.data());
-        float* out = elems_at(h, dst, n);
-        std::memcpy(out, acc.data(), size_t(n) * 4);
-        round_out(out, n);
-        break;
-      }
-      case Op::Kind::DecodeReduceEncode:
-        codec.decode_reduce_encode(sources(o.srcs, b), o.rows, o.cols, false, wire);
-        store_wire(wire, dst);
-        break;
-      case Op::Kind::DecodeAddEncode: {
-        TACO_ASSERT(o.count == 1 && o.srcs.size() == 2,
-                    "decode-add-encode takes one block and two sources");
-        codec.decode_add_encode(sources({o.srcs[0]}, 0)[0], elems_at(h, o.srcs[1], n), o.rows,
-                                o.cols, wire);
-        store_wire(wire, dst);
-        break;
-      }
-      case Op::Kind::Copy: {
-        float* out = elems_at(h, o.dst, o.bytes);
-        std::memcpy(out, elems_at(h, o.srcs[0], o.bytes), size_t(o.bytes) * 4);
-        round_out(out, o.bytes);
-        break;
-      }
-      default:
-        throw_error("host executor: op {} is not a compute op", int(o.kind));
-    }
-  }
-}
-
-// One communication step of every rank: sends matched to receives in issue order per
-// (sender, receiver) pair; all-gathers once every rank has posted one.
-inline void host_comm(const std::vector<const Step*>& steps, std::vector<HostRank>& ranks) {
-  const int N = int(ranks.size());
-  std::map<std::pair<int, int>, std::vector<const Op*>> sends, recvs;
-  std::vector<const Op*> gathers(size_t(N), nullptr);
-  int ngather = 0;
-  for (int r = 0; r < N; ++r)
-    for (const Op& o : steps[size_t(r)]->ops) {
-      switch (o.kind) {
-        case Op::Kind::Send:
-          sends[{r, o.peer}].push_back(&o);
-          break;
-        case Op::Kind::Recv:
-          recvs[{o.peer, r}].push_back(&o);
-          break;
-        case Op::Kind::AllGather:
-          TACO_ASSERT(!gathers[size_t(r)], "rank {} posts two all-gathers in one step", r);
-          gathers[size_t(r)] = &o;
-          ++ngather;
-          break;
-        default:
-          throw_error("host executor: op {} in a communication step", int(o.kind));
-      }
-    }
-  TACO_ASSERT(sends.size() == recvs.size(), "{} send pairs but {} receive pairs", sends.size(),
-              recvs.size());
-  for (const auto& [pair, ss] : sends) {
-    const auto it = recvs.find(pair);
-    TACO_ASSERT(it != recvs.end() && it->second.size() == ss.size(),
-                "rank {} sends {} messages to rank {} that it "
-                "does not receive",
-                pair.first, ss.size(), pair.second);
-    for (size_t i = 0; i < ss.size(); ++i) {
-      const Op& s = *ss[i];
-      const Op& d = *it->second[i];
-      TACO_ASSERT(s.bytes == d.bytes, "rank {} sends {} B to rank {}, which expects {} B",
-                  pair.first, s.bytes, pair.second, d.bytes);
-      std::memcpy(wire_at(ranks[size_t(pair.second)], d.dst, d.bytes),
-                  wire_at(ranks[size_t(pair.first)], s.srcs[0], s.bytes), size_t(s.bytes));
-    }
-  }
-  if (ngather == 0) return;
-  TACO_ASSERT(ngather == N, "{} of {} ranks post an all-gather", ngather, N);
-  const int64_t b = gathers[0]->bytes;
-  for (int r = 0; r < N; ++r)
-    TACO_ASSERT(gathers[size_t(r)]->bytes == b, "all-gather sizes differ between ranks");
-  std::vector<std::vector<uint8_t>> parts;
-  for (int q = 0; q < N; ++q) {
-    const uint8_t* p = wire_at(ranks[size_t(q)], gathers[size_t(q)]->srcs[0], b);
-    parts.emplace_back(p, p + b);
-  }
-  for (int r = 0; r < N; ++r)
-    for (int q = 0; q < N; ++q) {
-      Ref d = gathers[size_t(r)]->dst;
-      d.off += q * b;
-      std::memcpy(wire_at(ranks[size_t(r)], d, b), parts[size_t(q)].data(), size_t(b));
-    }
-}
-
-}  // namespace detail
-
-// Runs every rank's plan. `ranks[r].in` must hold plans[r].in_elems values; Out and the wire
-// buffers are (re)sized here (wire bytes zeroed, so padding never carries stale data).
-inline void run_host(const std::vector<RankPlan>& plans, const Codec& codec, const WireModel& wm,
-                     std::vector<HostRank>& ranks, bool out_bf16) {
-  const int N = int(plans.size());
-  TACO_ASSERT(int(ranks.size()) == N, "{} host ranks for {} plans", ranks.size(), N);
-  for (int r = 0; r < N; ++r) {
-    const RankPlan& p = plans[size_t(r)];
-    TACO_ASSERT(p.rank == r && p.nranks == N, "plan {} is rank {} of {}", r, p.rank, p.nranks);
-    TACO_ASSERT(int64_t(ranks[size_t(r)].in.size()) == p.in_elems,
-                "rank {}: {} inputs, the plan needs {}", r, ranks[size_t(r)].in.size(), p.in_elems);
-    TACO_ASSERT(p.pieces.size() == plans[0].pieces.size(), "ranks disagree on the pipeline depth");
-    ranks[size_t(r)].out.assign(size_t(p.out_elems), 0.0f);
-    for (int i = 0; i < kWireBufs; ++i)
-      ranks[size_t(r)].wire[size_t(i)].assign(size_t(p.wire_size[size_t(i)]), 0);
-  }
-  for (size_t pc = 0; pc < plans[0].pieces.size(); ++pc) {
-    const size_t S = plans[0].pieces[pc].size();
-    for (size_t s = 0; s < S; ++s) {
-      const bool is_comm = plans[0].pieces[pc][s].comm;
-      std::vector<const Step*> steps;
-      for (int r = 0; r < N; ++r) {
-        TACO_ASSERT(plans[size_t(r)].pieces[pc].size() == S &&
-                        plans[size_t(r)].pieces[pc][s].comm == is_comm,
-                    "rank {} disagrees on step {} of piece {}", r, s, pc);
-        steps.push_back(&plans[size_t(r)].pieces[pc][s]);
-      }
-      if (is_comm) {
-        detail::host_comm(steps, ranks);
-      } else {
-        for (int r = 0; r < N; ++r)
-          for (const Op& o : steps[size_t(r)]->ops)
-            detail::host_compute(o, ranks[size_t(r)], codec, wm, out_bf16);
-      }
-    }
-  }
-}
+// Runs every rank's plan. `ranks[r].in` must hold plans[r].in_elems values; Out, the wire buffers
+// and the payload counts are (re)set here (wire bytes zeroed, so padding never carries stale
+// data). `threads`: OpenMP threads across ranks within a compute step (results do not depend on
+// it; the codec's const operations must be thread-safe, as the Codec contract says).
+void run_host(const std::vector<RankPlan>& plans, const Codec& codec, const WireModel& wm,
+              std::vector<HostRank>& ranks, bool out_bf16, int threads = 1);
 
 }  // namespace taco::comm

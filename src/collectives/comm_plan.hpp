@@ -1,9 +1,10 @@
 #pragma once
 // Compressed collectives as data: which rank encodes what, which peer it sends which chunk to at
 // which step, what it decodes and sums, in plain C++ (no CUDA). The same plans drive the GPU
-// executor (cuda/collectives/comm_exec.hpp: GpuQuant kernels + NCCL) and the host executor
-// (collectives/comm_hostsim.hpp: CPU codecs + memcpy), so the data movement and requantization that
-// the CPU tests check against collectives/sim_collectives are exactly what the live benchmark runs.
+// executor (cuda/collectives/comm_exec.hpp: GpuQuant kernels + NCCL), the host executor
+// (collectives/comm_hostsim.hpp: codecs + memcpy), which is the study's simulation
+// (collectives/sim_collectives), and taco.dist (through the binding), so the data movement and
+// requantization the study measures are exactly what the live benchmark and the trainer run.
 //
 // Semantics (shared with collectives/sim_collectives.hpp, which documents them in full):
 //  * a rank's buffer is [rows, cols]; sim::chunk_layout() cuts it into N chunks, chunk j owned by
@@ -158,6 +159,16 @@ inline WireModel wire_model(const VariantSpec& v) {
 }
 inline WireModel wire_model(const std::string& variant) {
   return wire_model(parse_variant(variant));
+}
+// The wire model of a codec object: its own wire_size() (the bound where the size depends on the
+// data), cut where its parsed spec allows; a codec without one (structured codecs, wrappers) is
+// never cut. `c` must outlive the model.
+inline WireModel wire_model(const Codec& c) {
+  WireModel m;
+  if (const VariantSpec* v = c.variant_spec()) m = wire_model(*v);
+  m.name = c.name();
+  m.bytes = [&c](int64_t r, int64_t cc) { return c.wire_size(r, cc).bytes; };
+  return m;
 }
 
 // ---- plans ------------------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 // with every message going through a codec exactly as a compressed collective would send it
 // (methods.md §1.6). It reproduces the *numerics* of compressed collectives (where and how
 // often each element is quantized, in which order partial sums are added), not their timing.
+// It runs the comm plans (collectives/comm_plans.hpp, one statement of each algorithm, shared with
+// the live GPU collectives and taco.dist) on the host executor (collectives/comm_hostsim.hpp).
 //
 // Semantics shared by every algorithm (the live NCCL benchmark follows the same ones):
 //  * Chunking (methods.md §1.4): a buffer of rows x cols elements is cut into N chunks, chunk j
@@ -55,7 +57,8 @@ bool simulated(Collective c);
 // with the degree (all_gather: with its square).
 inline constexpr int kMaxTpDegree = 256;
 // Bytes a simulation of `a` over nranks ranks of rows x cols needs at its peak: the derived
-// inputs, every rank's output, the exact reference and the wire buffers.
+// inputs and the executor's copies, every rank's output, the exact reference and the plans' wire
+// buffers.
 uint64_t memory_estimate(Collective a, int nranks, int64_t numel);
 
 // One of kSimulated by collective_name(); InputError naming the token.
@@ -73,13 +76,15 @@ std::vector<Chunk> chunk_layout(int64_t rows, int64_t cols, int nranks);
 
 struct CollectiveResult {
   std::vector<std::vector<float>> outputs;  // per rank
-  std::vector<int64_t> bytes_sent;          // per rank: wire bytes it put on the network
+  // Per rank: the wire bytes its codec wrote that it put on the network (the plans' 16-byte slot
+  // padding and a bounded codec's unused tail not counted: comm::HostRank::payload_sent).
+  std::vector<int64_t> bytes_sent;
   int quantizations = 0;
 };
 
 class SimulatedCommunicator {
  public:
-  // threads: OpenMP threads for independent encodes/decodes (results do not depend on it).
+  // threads: OpenMP threads across ranks (results do not depend on it).
   SimulatedCommunicator(int nranks, const Codec& codec, int threads = 1);
   int nranks() const { return nranks_; }
 
@@ -91,14 +96,6 @@ class SimulatedCommunicator {
                        int64_t cols) const;
 
  private:
-  CollectiveResult one_shot(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
-  CollectiveResult two_shot(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
-  CollectiveResult ring(const std::vector<const float*>& in, int64_t rows, int64_t cols) const;
-  CollectiveResult all_gather(const std::vector<const float*>& in, int64_t rows,
-                              int64_t cols) const;
-  CollectiveResult reduce_scatter(const std::vector<const float*>& in, int64_t rows,
-                                  int64_t cols) const;
-
   int nranks_;
   const Codec& codec_;
   int threads_;

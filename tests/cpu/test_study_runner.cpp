@@ -213,7 +213,42 @@ TEST_CASE("a simulation that would need far more memory than its inputs is refus
   REQUIRE_THROWS_WITH(run_study({&src}, o),
                       Catch::Matchers::Contains("--tp 128: simulating all_gather") &&
                           Catch::Matchers::Contains("over the limit"));
-  REQUIRE(sim::memory_estimate(sim::kOneShot, 4, 1000) == (4 * 1000 + 2 * 4 * 1000) * 4 + 4 * 1000);
+  // Inputs and the executor's copies, outputs and references in floats; the plans' wires at
+  // 1 B/elem: every rank holds all ranks' encodings in a one-shot, three of its own in a ring.
+  REQUIRE(sim::memory_estimate(sim::kOneShot, 4, 1000) ==
+          (2 * 4 * 1000 + 2 * 4 * 1000) * 4 + 4 * 4 * 1000);
+  REQUIRE(sim::memory_estimate(sim::kRing, 4, 1000) ==
+          (2 * 4 * 1000 + 2 * 4 * 1000) * 4 + 3 * 4 * 1000);
+  REQUIRE(sim::memory_estimate(sim::kReduceScatter, 4, 1000) ==
+          (2 * 4 * 1000 + 2 * 1000) * 4 + 3 * 4 * 1000);
+}
+
+TEST_CASE("a codec that refuses a collective's chunk shape skips that row, on any thread count",
+          "[study]") {
+  // 64 rows over 3 ranks cut into flat chunks of ~2730 elements, which TAH-Quant's 64-wide tiles
+  // do not divide: an InputError inside the simulation (once an abort from its parallel region).
+  MemorySource src("tah.mem");
+  for (int rank = 0; rank < 2; ++rank)
+    src.add(
+        make_tensor(fmt::format("x.r{}", rank), 64, 128, 60u + rank, "attn_out", "fwd", rank, 2));
+  for (int threads : {1, 2}) {
+    StudyOptions o = base_options({"tahquant", "int8-g128"});
+    o.codec_factory = [](const std::string& v) { return make_codec(v); };
+    o.collectives = {sim::kOneShot, sim::kRing};
+    o.tp = {2, 3};
+    o.threads = threads;
+    const StudyResult r = run_study({&src}, o);
+    int tah_rows = 0, int8_rows = 0;
+    for (const auto& c : r.collective_rows) (c.variant_index == 0 ? tah_rows : int8_rows) += 1;
+    REQUIRE(int8_rows == 4);
+    REQUIRE(tah_rows == 2);  // tp 2 only
+    int refused = 0;
+    for (const auto& k : r.skipped)
+      if (k.reason.find("tp=3") != std::string::npos &&
+          k.reason.find("not a multiple of the tile 64") != std::string::npos)
+        ++refused;
+    REQUIRE(refused == 2);
+  }
 }
 
 TEST_CASE("single-rank inputs need --tp for collectives", "[study]") {
