@@ -12,20 +12,11 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda/bench/bench_data.hpp"
-#include "cuda/codecs/gpu_quant.hpp"
+#include "cuda/codecs/device_codec.hpp"
 #include "cuda/codecs/unfused_taco.hpp"
 #include "cuda/runtime/cuda_check.hpp"
 
 namespace taco::gpu {
-
-std::string kernel_shape(const GpuQuant& q) {
-  if (!q.fused()) return "";
-  const GroupKernels& k = q.group_kernels();
-  std::string s = fmt::format("e{}-d{}", k.encode_bf16.lane_elems, k.decode_reduce.lane_elems);
-  if (k.decode_reduce_small.lane_elems != k.decode_reduce.lane_elems)
-    s += fmt::format("-ds{}", k.decode_reduce_small.lane_elems);  // small decodes
-  return s;
-}
 
 namespace {
 
@@ -81,7 +72,7 @@ BenchReport run_bench(const BenchOptions& o) {
     TACO_REQUIRE_INPUT(im == "fused" || im == "unfused",
                        "--impl: unknown implementation '{}' (fused, unfused)", im);
   std::vector<VariantSpec> specs;  // the one parse of each variant; fails before any timing
-  for (const auto& v : o.variants) specs.push_back(GpuQuant::require_supported(v));
+  for (const auto& v : o.variants) specs.push_back(require_device_variant(v));
   const int ndev = device_count_noexcept();
   if (ndev == 0) throw taco::Error("taco bench: no CUDA device is available");
   TACO_REQUIRE_INPUT(o.device >= 0 && o.device < ndev, "--device {}: only {} CUDA device(s)",
@@ -150,8 +141,9 @@ BenchReport run_bench(const BenchOptions& o) {
     for (size_t vi = 0; vi < specs.size(); ++vi) {
       const std::string& variant = o.variants[vi];
       const VariantSpec& spec = specs[vi];
-      const GpuQuant q(spec);
-      const std::string config = kernel_shape(q);
+      const std::unique_ptr<DeviceCodec> codec = make_device_codec(spec);
+      const DeviceCodec& q = *codec;
+      const std::string config = q.kernel_config();
       std::unique_ptr<UnfusedTaco> unfused;
       const bool want_unfused =
           std::find(o.impls.begin(), o.impls.end(), "unfused") != o.impls.end();
@@ -337,7 +329,7 @@ BenchReport run_bench(const BenchOptions& o) {
             work = [&](int i) {
               q.decode_reduce_encode(srcs_of(i), 1, srow, cols, rew.at(i), false, s);
             };
-            r.launches = q.fused() ? q.encode_launches() : 1 + q.encode_launches();
+            r.launches = q.decode_reduce_encode_launches();
           }
           for (int mode = 0; mode < 2; ++mode) {
             const bool cold = mode == 0;

@@ -26,8 +26,6 @@
 
 namespace taco::gpu {
 
-class GpuQuant;
-
 struct BenchOptions {
   std::vector<std::string> variants{"taco", "fp8-g128"};
   std::vector<std::string> ops{"encode", "decode", "decode_reduce"};
@@ -84,7 +82,5 @@ struct BenchReport {
 // Throws InputError for bad options, Error for CUDA errors; failed byte checks are reported in
 // BenchReport::failures.
 BenchReport run_bench(const BenchOptions& opts);
-
-std::string kernel_shape(const GpuQuant& q);
 
 }  // namespace taco::gpu

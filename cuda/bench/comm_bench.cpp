@@ -17,7 +17,7 @@
 #include "codecs/variant.hpp"
 #include "collectives/comm_plans.hpp"
 #include "core/error.hpp"
-#include "cuda/codecs/gpu_quant.hpp"
+#include "cuda/codecs/device_codec.hpp"
 #include "cuda/collectives/comm_exec.hpp"
 #include "cuda/collectives/comm_fabric.hpp"
 #include "cuda/collectives/comm_kernels.hpp"
@@ -189,8 +189,7 @@ void Harness::setup() {
   TACO_REQUIRE_INPUT(!(o_.copy_engine && o_.loopback > 0),
                      "--nccl-ce needs NCCL ranks, not --loopback");
   for (const auto& c : o_.codecs) {
-    const VariantSpec spec =
-        GpuQuant::require_supported(c);  // InputError naming what the GPU supports
+    const VariantSpec spec = require_device_variant(c);  // InputError naming what the GPU supports
     codec_specs_.emplace(c, spec);
     wire_models_.emplace(c, comm::wire_model(spec));
   }
@@ -375,6 +374,7 @@ void Harness::allocate() {
       s.out = std::max(s.out, size_t(plain_out_elems(r.coll, r.count, N_)) * es);
       continue;
     }
+    const bool hop_scratch = make_device_codec(codec_specs_.at(r.codec))->hop_needs_scratch();
     for (const auto& p : r.plans) {
       s.out = std::max(s.out, size_t(p.out_elems) * es);
       for (int i = 0; i < comm::kWireBufs; ++i)
@@ -382,8 +382,7 @@ void Harness::allocate() {
       for (const auto& piece : p.pieces)
         for (const auto& st : piece)
           for (const auto& op : st.ops)
-            if (op.kind == comm::Op::Kind::DecodeAddEncode &&
-                r.wm->cut != comm::WireModel::Cut::Flat)
+            if (op.kind == comm::Op::Kind::DecodeAddEncode && hop_scratch)
               s.scratch = std::max(s.scratch, size_t(op.numel()) * 4);
     }
   }

@@ -8,7 +8,8 @@
 #include "codecs/quant_codec.hpp"
 #include "codecs/structured/structured.hpp"
 #include "core/error.hpp"
-#include "cuda/codecs/gpu_quant.hpp"
+#include "cuda/codecs/codec_params.hpp"
+#include "cuda/codecs/device_codec.hpp"
 #include "cuda/runtime/cuda_check.hpp"
 #include "cuda/runtime/device.hpp"
 
@@ -19,11 +20,11 @@ namespace {
 class GpuCodec final : public taco::Codec {
  public:
   explicit GpuCodec(const VariantSpec& spec)
-      : spec_(spec), q_(spec), cpu_(taco::make_codec(spec)) {}
+      : spec_(spec), q_(make_device_codec(spec)), cpu_(taco::make_codec(spec)) {}
 
   const VariantSpec* variant_spec() const override { return &spec_; }
 
-  const std::string& name() const override { return q_.name(); }
+  const std::string& name() const override { return q_->name(); }
 
   nlohmann::json params() const override {
     nlohmann::json j = cpu_->params();
@@ -34,26 +35,26 @@ class GpuCodec final : public taco::Codec {
   std::vector<uint8_t> encode(const float* x, int64_t rows, int64_t cols,
                               EncodeStats* stats) const override {
     const std::lock_guard<std::mutex> lock(mu_);
-    const int64_t bytes = q_.chunk_bytes(rows, cols);  // InputError for bad shapes
+    const int64_t bytes = q_->chunk_bytes(rows, cols);  // InputError for bad shapes
     const size_t in_bytes = size_t(rows * cols) * sizeof(float);
     ensure(in_, in_bytes, "cudaMalloc(GPU codec input)");
     ensure(out_, size_t(bytes), "cudaMalloc(GPU codec wire output)");
     const cudaStream_t s = stream_.get();
     TACO_CUDA_CHECK(cudaMemcpyAsync(in_.get(), x, in_bytes, cudaMemcpyHostToDevice, s));
     zero_counters(stats, s);
-    q_.encode(in_.get(), DType::F32, 1, rows, cols, out_.as<uint8_t>(), s, counters(stats));
+    q_->encode(in_.get(), DType::F32, 1, rows, cols, out_.as<uint8_t>(), s, counters(stats));
     std::vector<uint8_t> wire;
     download_wire(bytes, wire, stats, s);
     return wire;
   }
 
   WireSize wire_size(int64_t rows, int64_t cols) const override {
-    return {q_.chunk_bytes(rows, cols), true};
+    return {q_->chunk_bytes(rows, cols), true};
   }
 
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
               float* out) const override {
-    decode_reduce({WireView{wire, nbytes}}, rows, cols, out);  // GpuQuant::decode is the same
+    decode_reduce({WireView{wire, nbytes}}, rows, cols, out);  // DeviceCodec::decode is the same
   }
 
   void decode_reduce(const std::vector<WireView>& wires, int64_t rows, int64_t cols,
@@ -65,7 +66,7 @@ class GpuCodec final : public taco::Codec {
     const std::vector<const uint8_t*> src = upload_wires(wires, rows, cols);
     const size_t out_bytes = size_t(rows * cols) * sizeof(float);
     ensure(out_, out_bytes, "cudaMalloc(GPU codec output)");
-    q_.decode_reduce(src, 1, rows, cols, out_.get(), DType::F32, s);
+    q_->decode_reduce(src, 1, rows, cols, out_.get(), DType::F32, s);
     TACO_CUDA_CHECK(cudaMemcpyAsync(out, out_.get(), out_bytes, cudaMemcpyDeviceToHost, s));
     stream_.synchronize();
   }
@@ -78,27 +79,29 @@ class GpuCodec final : public taco::Codec {
     const std::lock_guard<std::mutex> lock(mu_);
     const cudaStream_t s = stream_.get();
     const std::vector<const uint8_t*> src = upload_wires(wires, rows, cols);
-    const int64_t bytes = q_.chunk_bytes(rows, cols);
+    const int64_t bytes = q_->chunk_bytes(rows, cols);
     ensure(out_, size_t(bytes), "cudaMalloc(GPU codec wire output)");
     zero_counters(stats, s);
-    q_.decode_reduce_encode(src, 1, rows, cols, out_.as<uint8_t>(), round_bf16, s, counters(stats));
+    q_->decode_reduce_encode(src, 1, rows, cols, out_.as<uint8_t>(), round_bf16, s,
+                             counters(stats));
     download_wire(bytes, wire_out, stats, s);
   }
 
   void decode_add_encode(WireView wire_in, const float* own, int64_t rows, int64_t cols,
                          std::vector<uint8_t>& wire_out, EncodeStats* stats) const override {
-    // The fused kernel has no counters; and only flat-group codecs have it.
-    if (!q_.fused() || stats)
-      return Codec::decode_add_encode(wire_in, own, rows, cols, wire_out, stats);
+    // The device hop has no counters.
+    if (stats) return Codec::decode_add_encode(wire_in, own, rows, cols, wire_out, stats);
     const std::lock_guard<std::mutex> lock(mu_);
     const cudaStream_t s = stream_.get();
     const std::vector<const uint8_t*> src = upload_wires({wire_in}, rows, cols);
-    const int64_t bytes = q_.chunk_bytes(rows, cols);
+    const int64_t bytes = q_->chunk_bytes(rows, cols);
     const size_t in_bytes = size_t(rows * cols) * sizeof(float);
     ensure(in_, in_bytes, "cudaMalloc(GPU codec input)");
     ensure(out_, size_t(bytes), "cudaMalloc(GPU codec wire output)");
+    if (q_->hop_needs_scratch()) ensure(hop_, in_bytes, "cudaMalloc(GPU codec ring-hop scratch)");
     TACO_CUDA_CHECK(cudaMemcpyAsync(in_.get(), own, in_bytes, cudaMemcpyHostToDevice, s));
-    q_.decode_add_encode(src[0], in_.get(), DType::F32, rows, cols, out_.as<uint8_t>(), s);
+    q_->decode_add_encode(src[0], in_.get(), DType::F32, rows, cols, out_.as<uint8_t>(),
+                          hop_.as<float>(), s);
     download_wire(bytes, wire_out, nullptr, s);
   }
 
@@ -110,7 +113,7 @@ class GpuCodec final : public taco::Codec {
   // Copies the wires, one after the other, into the device wire buffer; their device addresses.
   std::vector<const uint8_t*> upload_wires(const std::vector<WireView>& wires, int64_t rows,
                                            int64_t cols) const {
-    const int64_t bytes = q_.chunk_bytes(rows, cols);  // InputError for bad shapes
+    const int64_t bytes = q_->chunk_bytes(rows, cols);  // InputError for bad shapes
     for (const WireView& w : wires)
       TACO_REQUIRE_INPUT(int64_t(w.size) == bytes,
                          "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name(),
@@ -155,17 +158,17 @@ class GpuCodec final : public taco::Codec {
   // One stream and one set of device buffers: calls from several threads (the study's simulated
   // collectives run their ranks in parallel) take turns; every call waits for its stream.
   mutable std::mutex mu_;
-  GpuQuant q_;
+  std::unique_ptr<DeviceCodec> q_;
   std::unique_ptr<taco::Codec> cpu_;  // for params() only
   CudaStream stream_;
   // Device buffers grow to the largest tensor seen and are reused (one codec, one stream).
-  mutable DeviceBuffer in_, wire_, out_, stats_;
+  mutable DeviceBuffer in_, wire_, out_, stats_, hop_;
 };
 
 }  // namespace
 
 std::unique_ptr<taco::Codec> make_gpu_codec(const VariantSpec& spec) {
-  const std::string why = GpuQuant::unsupported_reason(spec);
+  const std::string why = device_unsupported_reason(spec);
   if (!why.empty())  // InputError first, with or without a GPU
     throw_input_error("variant '{}' has no GPU implementation ({})", canonical_variant(spec), why);
   if (device_count_noexcept() == 0)
@@ -184,17 +187,17 @@ std::unique_ptr<taco::Codec> make_gpu_codec(const std::string& variant) {
                         variant);
     const std::string definition =
         fmt::format("{}:{}", feedback_kind_name(w->kind), w->inner->name());
-    // The inner codec as parsed with its wrapper (only quantization codecs have GPU kernels).
+    // The inner codec as parsed with its wrapper.
     const VariantSpec* inner = w->inner->variant_spec();
-    if (!inner || inner->family != VariantSpec::Family::Quant)
+    if (!inner)
       throw_input_error(
-          "variant '{}' has no GPU implementation (only block-scaled quantization codecs run on "
-          "the GPU)",
+          "variant '{}' has no GPU implementation (only block-scaled quantization codecs and bf16 "
+          "run on the GPU)",
           variant);
     return std::make_unique<structured::FeedbackCodec>(w->kind, make_gpu_codec(*inner), cpu->name(),
                                                        definition);
   }
-  return make_gpu_codec(GpuQuant::require_supported(variant));  // the one parse
+  return make_gpu_codec(require_device_variant(variant));  // the one parse
 }
 
 bool gpu_available() {
@@ -202,7 +205,7 @@ bool gpu_available() {
 }
 
 std::vector<std::string> gpu_presets() {
-  return GpuQuant::supported_presets();
+  return device_presets();
 }
 
 }  // namespace taco::gpu

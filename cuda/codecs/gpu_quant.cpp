@@ -8,6 +8,7 @@
 #include "codecs/hadamard.hpp"
 #include "codecs/quant_codec.hpp"
 #include "core/error.hpp"
+#include "cuda/codecs/elementwise_kernels.hpp"
 #include "cuda/runtime/cuda_check.hpp"
 #include "formats/elem.hpp"
 #include "formats/fp8.hpp"
@@ -99,30 +100,6 @@ std::string GpuQuant::unsupported_reason(const VariantSpec& v) {
     return fmt::format("ue4m3 scales on {} blocks (GPU: g<G> with e2m1 or int4)",
                        granularity_name(s.gran));
   return "";
-}
-
-std::vector<std::string> GpuQuant::supported_presets() {
-  std::vector<std::string> out;
-  for (const Preset& p : preset_table())
-    if (unsupported_reason(parse_variant(p.name)).empty()) out.emplace_back(p.name);
-  return out;
-}
-
-VariantSpec GpuQuant::require_supported(const std::string& variant) {
-  const VariantSpec v = parse_variant(variant);  // InputError naming a bad token
-  const std::string why = unsupported_reason(v);
-  if (!why.empty()) {
-    std::string list;
-    for (const auto& s : supported_presets()) list += (list.empty() ? "" : ", ") + s;
-    throw_input_error(
-        "variant '{}' has no GPU implementation ({}); GPU variants: {}, and the grammar "
-        "forms e4m3|e5m2|int8 : g<G> (G = 16..1024) | row | col | tensor [: had | rht] "
-        "[: sf32 | sbf16 | sf16 | se8m0] [: taco | dual], e2m1|int4 : g<G> [: had | rht] "
-        "[: sf32 | sbf16 | sf16 | se8m0 | sue4m3], and int3|int2 : g<G> [: had | rht] "
-        "[: sf32 | sbf16 | sf16 | se8m0]",
-        variant, why, list);
-  }
-  return v;
 }
 
 GpuQuant::GpuQuant(const VariantSpec& v) {
@@ -223,6 +200,14 @@ int GpuQuant::encode_launches() const {
 
 int GpuQuant::decode_launches() const {
   return 1;
+}
+
+std::string GpuQuant::kernel_config() const {
+  if (!group_) return "";
+  std::string s = fmt::format("e{}-d{}", gk_.encode_bf16.lane_elems, gk_.decode_reduce.lane_elems);
+  if (gk_.decode_reduce_small.lane_elems != gk_.decode_reduce.lane_elems)
+    s += fmt::format("-ds{}", gk_.decode_reduce_small.lane_elems);  // small decodes
+  return s;
 }
 
 ChunkGeometry GpuQuant::geometry(int64_t rows, int64_t cols) const {
@@ -499,11 +484,6 @@ void GpuQuant::strided_decode(const KernelParams& p0, cudaStream_t stream) const
          spec_.gran == Granularity::Row ? "row_decode_kernel" : "col_decode_kernel");
 }
 
-void GpuQuant::decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, void* out,
-                      DType out_type, cudaStream_t stream) const {
-  decode_reduce({wire}, chunks, rows, cols, out, out_type, stream);
-}
-
 KernelParams GpuQuant::decode_params(const std::vector<const uint8_t*>& srcs, int64_t chunks,
                                      int64_t rows, int64_t cols, void* out, DType out_type) const {
   require_kernel_type(out_type, name_, "the output");
@@ -603,11 +583,17 @@ void GpuQuant::decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int
 }
 
 void GpuQuant::decode_add_encode(const uint8_t* wire_in, const void* own, DType own_type,
-                                 int64_t rows, int64_t cols, uint8_t* wire_out,
+                                 int64_t rows, int64_t cols, uint8_t* wire_out, float* scratch,
                                  cudaStream_t stream) const {
-  TACO_REQUIRE_INPUT(group_, "GPU codec {}: decode-add-encode is fused only for flat groups",
-                     name_);
   require_kernel_type(own_type, name_, "the own chunk");
+  if (!group_) {  // row / column / tensor blocks: decode, add the own chunk in fp32, encode
+    TACO_ASSERT(scratch != nullptr, "GPU codec {}: a ring hop needs an fp32 scratch buffer", name_);
+    const int64_t n = rows * cols;
+    decode(wire_in, 1, rows, cols, scratch, DType::F32, stream);
+    ew::add_f32(own, own_type, scratch, scratch, n, false, stream);  // own + decoded, in fp32
+    encode(scratch, DType::F32, 1, rows, cols, wire_out, stream);
+    return;
+  }
   KernelParams p = base_params(1, rows, cols);
   p.in = own;
   p.in_type = own_type;

@@ -1,7 +1,8 @@
 #pragma once
 // A block-scaled quantization codec on device buffers: the GPU twin of taco::QuantCodec
-// (src/codecs/quant_codec.hpp), producing the same wire bytes. Every call enqueues work on the
-// given stream and returns; all launches are checked.
+// (src/codecs/quant_codec.hpp), producing the same wire bytes; the DeviceCodec of Quant specs
+// (device_codec.hpp). Every call enqueues work on the given stream and returns; all launches are
+// checked.
 //
 // Shapes: a call processes `chunks` independent [rows, cols] blocks laid side by side (chunk k of
 // the input starts at element k * rows * cols, its wire at byte k * chunk_bytes(rows, cols)),
@@ -24,29 +25,33 @@
 #include "codecs/variant.hpp"
 #include "cuda/codecs/codec_kernels.hpp"
 #include "cuda/codecs/codec_params.hpp"
+#include "cuda/codecs/device_codec.hpp"
 #include "cuda/runtime/device.hpp"
 
 namespace taco::gpu {
 
-class GpuQuant {
+class GpuQuant final : public DeviceCodec {
  public:
-  // From a spec parsed once by the caller (require_supported() for a variant string). Throws
+  // From a spec parsed once by the caller (require_device_variant() for a string). Throws
   // InputError naming the variant and the reason when the GPU has no kernels for it.
   explicit GpuQuant(const VariantSpec& spec);
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const override { return name_; }
   const QuantSpec& spec() const { return spec_; }
   const QuantRules& rules() const { return rules_; }
   bool fused() const { return group_; }  // flat groups: one kernel per operation
   const GroupKernels& group_kernels() const { return gk_; }
 
   ChunkGeometry geometry(int64_t rows, int64_t cols) const;
-  int64_t chunk_bytes(int64_t rows, int64_t cols) const { return geometry(rows, cols).total; }
+  int64_t chunk_bytes(int64_t rows, int64_t cols) const override {
+    return geometry(rows, cols).total;
+  }
 
   // in: chunks x rows x cols elements (f32 or bf16) -> wire: chunks x chunk_bytes. stats, when
   // given, is a zeroed device array of 2 counters (saturated codes, non-finite inputs) to add to.
   void encode(const void* in, DType in_type, int64_t chunks, int64_t rows, int64_t cols,
-              uint8_t* wire, cudaStream_t stream, unsigned long long* stats = nullptr) const;
+              uint8_t* wire, cudaStream_t stream,
+              unsigned long long* stats = nullptr) const override;
 
   // Encode with error feedback, fused: residual is the caller's fp32 [chunks x rows x cols]
   // state e of this stream of tensors (zeros before the first call), read and rewritten in place.
@@ -59,27 +64,32 @@ class GpuQuant {
   // receiver decodes the wire as any other. stats count what an encode of v counts.
   void encode_ef(const void* in, DType in_type, float* residual, int64_t chunks, int64_t rows,
                  int64_t cols, uint8_t* wire, cudaStream_t stream,
-                 unsigned long long* stats = nullptr) const;
-  void decode(const uint8_t* wire, int64_t chunks, int64_t rows, int64_t cols, void* out,
-              DType out_type, cudaStream_t stream) const;
+                 unsigned long long* stats = nullptr) const override;
   // out = decode(src[0]) + decode(src[1]) + ... in that order, in fp32, then out_type.
   void decode_reduce(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
-                     int64_t cols, void* out, DType out_type, cudaStream_t stream) const;
+                     int64_t cols, void* out, DType out_type, cudaStream_t stream) const override;
   // wire_out = encode(the same fp32 sum) (first rounded to bf16 when round_bf16), fused into one
   // kernel for flat-group codecs.
   void decode_reduce_encode(const std::vector<const uint8_t*>& srcs, int64_t chunks, int64_t rows,
                             int64_t cols, uint8_t* wire_out, bool round_bf16, cudaStream_t stream,
-                            unsigned long long* stats = nullptr) const;
+                            unsigned long long* stats = nullptr) const override;
 
-  // wire_out = encode(decode(wire_in) + own) for one chunk in one kernel (a ring all-reduce hop):
-  // the sum in fp32, the encoder seeing it as a CPU encode of the sums would. Flat-group codecs
-  // only (fused()).
+  // wire_out = encode(decode(wire_in) + own) for one chunk (a ring all-reduce hop): the sum in
+  // fp32, the encoder seeing it as a CPU encode of the sums would. Flat-group codecs: one fused
+  // kernel; the others decode into `scratch`, add, and encode.
   void decode_add_encode(const uint8_t* wire_in, const void* own, DType own_type, int64_t rows,
-                         int64_t cols, uint8_t* wire_out, cudaStream_t stream) const;
+                         int64_t cols, uint8_t* wire_out, float* scratch,
+                         cudaStream_t stream) const override;
+  bool hop_needs_scratch() const override { return !group_; }
 
-  // Kernel launches (and memsets) one encode() / decode() enqueues, for reports.
-  int encode_launches() const;
-  int decode_launches() const;
+  // Kernel launches (and memsets) one encode() / decode() enqueues, for reports; the fused
+  // kernels' lanes ("e<lanes>-d<lanes>", "" for strided codecs).
+  int encode_launches() const override;
+  int decode_launches() const override;
+  int decode_reduce_encode_launches() const override {
+    return group_ ? encode_launches() : 1 + encode_launches();  // strided: a decode pass first
+  }
+  std::string kernel_config() const override;
 
   // Whether encode() with these counters takes the reference-rules kernel
   // (GroupKernels::encode_ref_*: TACO's reference rules, no counters; for the tests).
@@ -103,7 +113,7 @@ class GpuQuant {
   // At most this many multiprocessors' worth of resident blocks per launch (0: all). A
   // collective that overlaps codec kernels with NCCL kernels leaves the rest to NCCL: the codec
   // grids are resident (grid-stride), so an uncapped one holds every SM until it finishes.
-  void set_max_sms(int n) { max_sms_ = n; }
+  void set_max_sms(int n) override { max_sms_ = n; }
 
   // At most this many groups per group-kernel launch (default and upper bound kMaxLaunchGroups);
   // the tests lower it to check calls split over several launches.
@@ -111,12 +121,7 @@ class GpuQuant {
     max_launch_groups_ = std::clamp<int64_t>(n, 1, kMaxLaunchGroups);
   }
 
-  // Names of the presets this backend implements (for help texts and error messages).
-  static std::vector<std::string> supported_presets();
-  // The one parse of a GPU variant string: InputError naming a bad token, or naming the variant
-  // and the supported list when the GPU has no kernels for it.
-  static VariantSpec require_supported(const std::string& variant);
-  // Empty if the spec is implemented, else the reason.
+  // Empty if the spec is implemented, else the reason (device_unsupported_reason() for any spec).
   static std::string unsupported_reason(const VariantSpec& spec);
 
  private:

@@ -88,7 +88,7 @@ void CommContext::allocate(const BufferSizes& s) {
 }
 
 void CommContext::set_codec(const VariantSpec& spec) {
-  const std::string why = GpuQuant::unsupported_reason(spec);
+  const std::string why = device_unsupported_reason(spec);
   TACO_REQUIRE_INPUT(why.empty(), "variant '{}' has no GPU implementation ({})",
                      canonical_variant(spec), why);
   codec_ = spec;
@@ -98,13 +98,13 @@ void CommContext::set_codec(const VariantSpec& spec) {
   }
 }
 
-GpuQuant& CommContext::codec_for(LocalRank& r, int64_t rows, int64_t cols) {
+DeviceCodec& CommContext::codec_for(LocalRank& r, int64_t rows, int64_t cols) {
   auto& slot = r.codecs[{rows, cols}];
   if (!slot) {
-    slot = std::make_unique<GpuQuant>(codec_);
+    slot = make_device_codec(codec_);
     slot->set_max_sms(codec_sms_);
-    (void)slot->geometry(rows,
-                         cols);  // memoised: every later launch of this shape skips the layout
+    (void)slot->chunk_bytes(rows,
+                            cols);  // memoised: every later launch of this shape skips the layout
   }
   return *slot;
 }
@@ -147,7 +147,7 @@ void CommContext::run_compute(LocalRank& r, const Op& o, DType t) {
     return;
   }
   const DType dt = io_type(t);
-  GpuQuant& q = codec_for(r, o.rows, o.cols);
+  DeviceCodec& q = codec_for(r, o.rows, o.cols);
   const int64_t n = o.numel(), wb = q.chunk_bytes(o.rows, o.cols);
   switch (o.kind) {
     case Op::Kind::Encode: {
@@ -186,10 +186,10 @@ void CommContext::run_compute(LocalRank& r, const Op& o, DType t) {
     case Op::Kind::DecodeAddEncode: {
       TACO_ASSERT(o.count == 1 && o.srcs.size() == 2,
                   "decode-add-encode takes one block and two sources");
-      TACO_ASSERT(r.scratch.bytes() >= size_t(n) * 4 || q.fused(),
+      TACO_ASSERT(r.scratch.bytes() >= size_t(n) * 4 || !q.hop_needs_scratch(),
                   "ring scratch of {} B for {} elements", r.scratch.bytes(), n);
-      decode_add_encode(q, wire_ptr(r, o.srcs[0], wb), elem_ptr(r, o.srcs[1], n, t), dt, o.rows,
-                        o.cols, wire_ptr(r, o.dst, wb), r.scratch.as<float>(), s);
+      q.decode_add_encode(wire_ptr(r, o.srcs[0], wb), elem_ptr(r, o.srcs[1], n, t), dt, o.rows,
+                          o.cols, wire_ptr(r, o.dst, wb), r.scratch.as<float>(), s);
       return;
     }
     default:

@@ -1,8 +1,8 @@
 #pragma once
 // The GPU executor of comm plans (collectives/comm_plans.hpp) and of plain NCCL collectives, for
 // every local rank of a process. Each local rank owns its device buffers (In, Out, four wire
-// buffers), a compute stream for the codec kernels and a network stream for NCCL, and one GpuQuant
-// per block shape (so every launch hits the codec's geometry memo).
+// buffers), a compute stream for the codec kernels and a network stream for NCCL, and one
+// DeviceCodec per block shape (so every launch hits the codec's geometry memo).
 //
 // Issue order (software pipelining): step s of piece p is issued in wavefront p + s, later pieces
 // first within a wavefront, each step waiting on an event of the step before it in the same piece.
@@ -18,7 +18,7 @@
 
 #include "collectives/comm_plan.hpp"
 #include "core/dtype.hpp"
-#include "cuda/codecs/gpu_quant.hpp"
+#include "cuda/codecs/device_codec.hpp"
 #include "cuda/collectives/comm_fabric.hpp"
 #include "cuda/collectives/comm_kernels.hpp"
 #include "cuda/runtime/device.hpp"
@@ -39,7 +39,7 @@ struct LocalRank {
   DeviceBuffer scratch;  // fp32, ring hops of row / tensor codecs
   DeviceBuffer stats;    // CheckStats
   std::vector<cudaEvent_t> events;
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<GpuQuant>> codecs;  // per block shape
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<DeviceCodec>> codecs;  // per block shape
 };
 
 struct BufferSizes {
@@ -67,7 +67,7 @@ class CommContext {
   void set_codec(const VariantSpec& spec);
   const VariantSpec& codec() const { return codec_; }
   // Codec launches of the following plan runs use at most this many SMs (0: all;
-  // GpuQuant::set_max_sms).
+  // DeviceCodec::set_max_sms).
   void set_codec_sms(int n) { codec_sms_ = n; }
 
   // One plain NCCL collective of `count` elements per rank on every local rank (nccl-tests
@@ -80,7 +80,7 @@ class CommContext {
   void wait(const char* what);
 
  private:
-  GpuQuant& codec_for(LocalRank& r, int64_t rows, int64_t cols);
+  DeviceCodec& codec_for(LocalRank& r, int64_t rows, int64_t cols);
   void run_compute(LocalRank& r, const comm::Op& o, DType t);
   void run_comm(int l, const comm::Op& o);
   uint8_t* wire_ptr(LocalRank& r, const comm::Ref& ref, int64_t bytes);

@@ -200,33 +200,7 @@ __global__ void sum_kernel(SumSources s, DType t, int64_t count, void* out) {
   }
 }
 
-__global__ void add_own_kernel(float* acc, const void* own, DType t, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float o = t == DType::BF16
-                        ? __uint_as_float(uint32_t(static_cast<const uint16_t*>(own)[i]) << 16)
-                        : static_cast<const float*>(own)[i];
-    acc[i] = __fadd_rn(acc[i], o);
-  }
-}
-
 }  // namespace
-
-void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* own, DType own_type,
-                       int64_t rows, int64_t cols, uint8_t* wire_out, float* scratch,
-                       cudaStream_t s) {
-  const int64_t n = rows * cols;
-  if (!q.fused()) {
-    TACO_ASSERT(scratch != nullptr, "decode_add_encode: codec {} needs an fp32 scratch buffer",
-                q.name());
-    q.decode(wire_in, 1, rows, cols, scratch, DType::F32, s);
-    add_own_kernel<<<grid_for(n), kThreads, 0, s>>>(scratch, own, own_type, n);
-    TACO_CUDA_CHECK_LAUNCH("add_own_kernel", s);
-    q.encode(scratch, DType::F32, 1, rows, cols, wire_out, s);
-    return;
-  }
-  q.decode_add_encode(wire_in, own, own_type, rows, cols, wire_out, s);
-}
 
 void fill_structured(void* out, DType t, int64_t count, int rank, const DataGen& g,
                      cudaStream_t s) {

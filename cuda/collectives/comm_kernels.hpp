@@ -9,7 +9,6 @@
 //    (plain: any difference; compressed: NaN/Inf, or an error above half the largest possible
 //    |result|, which compression never reaches and a wrong chunk, a wrong rank's data or a missing
 //    write do), and the compression error (sum of squares, max |error|);
-//  * decode + add own raw chunk + re-encode, fused for flat-group codecs: one hop of the ring;
 //  * element-wise sums of N buffers (the loopback fabric's reductions).
 #include <cuda_runtime_api.h>
 
@@ -18,7 +17,6 @@
 #include "collectives/collective_kind.hpp"
 #include "core/dtype.hpp"
 #include "cuda/codecs/codec_params.hpp"
-#include "cuda/codecs/gpu_quant.hpp"
 
 namespace taco::gpu {
 
@@ -60,13 +58,6 @@ struct CheckStats {
 };
 
 void check_output(const void* out, const CheckSpec& spec, CheckStats* d_stats, cudaStream_t s);
-
-// wire_out = encode(decode(wire_in) + own) for one [rows, cols] block: own is the rank's raw
-// chunk (bf16 or f32), added in fp32 after the decoded partial sum. Flat-group codecs run one
-// fused kernel; row / tensor codecs decode into `scratch` (rows*cols floats), add, then encode.
-void decode_add_encode(const GpuQuant& q, const uint8_t* wire_in, const void* own, DType own_type,
-                       int64_t rows, int64_t cols, uint8_t* wire_out, float* scratch,
-                       cudaStream_t s);
 
 // out[i] = src[0][i] + src[1][i] + ... (fp32, in order), rounded once to t.
 inline constexpr int kMaxSumSources = 16;

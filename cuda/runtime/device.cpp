@@ -43,6 +43,14 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
+StreamScratch::StreamScratch(size_t bytes, cudaStream_t stream) : s_(stream) {
+  TACO_CUDA_CHECK(cudaMallocAsync(&p_, bytes > 16 ? bytes : 16, stream));
+}
+
+StreamScratch::~StreamScratch() {
+  cudaFreeAsync(p_, s_);  // never throws: a failure here surfaces at the stream's next check
+}
+
 CudaStream::CudaStream() {
   TACO_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
 }

@@ -42,6 +42,23 @@ class DeviceBuffer {
   std::function<void(void*)> release_;  // empty: cudaFree
 };
 
+// Stream-ordered scratch: allocated and freed on the caller's stream (cudaMallocAsync /
+// cudaFreeAsync), so a call that needs temporary memory neither synchronises nor shares a buffer
+// with calls on other streams.
+class StreamScratch {
+ public:
+  StreamScratch(size_t bytes, cudaStream_t stream);
+  ~StreamScratch();
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  void* get() const { return p_; }
+  float* f32() const { return static_cast<float*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+  cudaStream_t s_ = nullptr;
+};
+
 class CudaStream {
  public:
   CudaStream();  // non-blocking stream

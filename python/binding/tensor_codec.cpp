@@ -11,10 +11,11 @@
 #ifdef TACO_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda/codecs/gpu_quant.hpp"
+#include "cuda/codecs/codec_params.hpp"
+#include "cuda/codecs/device_codec.hpp"
+#include "cuda/codecs/elementwise_kernels.hpp"
 #include "cuda/runtime/cuda_check.hpp"
 #include "cuda/runtime/device.hpp"
-#include "elementwise.hpp"
 #endif
 
 namespace taco::py {
@@ -112,12 +113,6 @@ constexpr size_t kMaxDeviceSources = 16;
 static_assert(kMaxDeviceSources == size_t(gpu::kMaxSources),
               "the decode kernels' source limit changed");
 
-std::vector<const uint16_t*> bf16_sources(const std::vector<Buf>& wires) {
-  std::vector<const uint16_t*> src;
-  for (const Buf& w : wires) src.push_back(static_cast<const uint16_t*>(w.data));
-  return src;
-}
-
 std::vector<const uint8_t*> wire_sources(const std::vector<Buf>& wires) {
   std::vector<const uint8_t*> src;
   for (const Buf& w : wires) src.push_back(static_cast<const uint8_t*>(w.data));
@@ -143,18 +138,6 @@ struct DeviceGuard {
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 };
 
-// Stream-ordered scratch: allocated and freed on the caller's stream (no synchronisation).
-struct Scratch {
-  void* p = nullptr;
-  cudaStream_t s;
-  Scratch(size_t bytes, cudaStream_t stream) : s(stream) {
-    TACO_CUDA_CHECK(cudaMallocAsync(&p, std::max<size_t>(bytes, 16), stream));
-  }
-  ~Scratch() { cudaFreeAsync(p, s); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* f32() const { return static_cast<float*>(p); }
-};
 #endif
 
 }  // namespace
@@ -163,7 +146,7 @@ struct Scratch {
 
 struct GpuState {
 #ifdef TACO_HAVE_CUDA
-  std::unique_ptr<gpu::GpuQuant> quant;  // Family::Quant
+  std::unique_ptr<gpu::DeviceCodec> codec;  // the spec's device codec on this device
 #endif
 };
 
@@ -171,9 +154,7 @@ TensorCodec::TensorCodec(const std::string& variant) {
   auto from_spec = [this](const std::string& v) {
     spec_ = parse_variant(v);  // InputError naming the bad token
     cpu_ = make_codec(spec_);
-    family_ = spec_.family == VariantSpec::Family::Quant  ? Family::Quant
-              : spec_.family == VariantSpec::Family::Bf16 ? Family::Bf16
-                                                          : Family::Other;
+    has_spec_ = true;
   };
   auto s = structured::make_structured_codec(variant);
   if (!s) {
@@ -204,8 +185,7 @@ TensorCodec::~TensorCodec() = default;
 
 std::string TensorCodec::gpu_unsupported_reason() const {
 #ifdef TACO_HAVE_CUDA
-  if (family_ == Family::Bf16) return "";
-  if (family_ == Family::Quant) return gpu::GpuQuant::unsupported_reason(spec_);
+  if (has_spec_) return gpu::device_unsupported_reason(spec_);
   return "only block-scaled quantization codecs and bf16 run on CUDA tensors";
 #else
   return "this build of taco has no GPU backend (built without nvcc)";
@@ -241,7 +221,7 @@ int64_t TensorCodec::chunk_bytes(int64_t rows, int64_t cols) const {
 
 nlohmann::json TensorCodec::layout(int64_t rows, int64_t cols) const {
   nlohmann::json j;
-  if (family_ == Family::Quant) {
+  if (has_spec_ && spec_.family == VariantSpec::Family::Quant) {
     const QuantLayout L = quant_layout(spec_.quant, rows, cols, name());
     j = {{"codes", {{"offset", 0}, {"bytes", L.code_bytes}, {"count", L.ncodes}}},
          {"scales", {{"offset", L.scale_off}, {"bytes", L.scale_bytes}, {"blocks", L.blocks}}},
@@ -317,10 +297,8 @@ GpuState& TensorCodec::gpu(int device) const {
   if (it != gpu_.end()) return *it->second;
   auto st = std::make_unique<GpuState>();
 #ifdef TACO_HAVE_CUDA
-  if (family_ == Family::Quant) {
-    DeviceGuard g(device);
-    st->quant = std::make_unique<gpu::GpuQuant>(spec_);
-  }
+  DeviceGuard g(device);
+  st->codec = gpu::make_device_codec(spec_);  // common_device() checked that there is one
 #else
   (void)device;
 #endif
@@ -350,15 +328,11 @@ void TensorCodec::encode(const Buf& x, const Shape& s, const Buf& wire, uintptr_
 #ifdef TACO_HAVE_CUDA
   DeviceGuard g(dev);
   const auto st = reinterpret_cast<cudaStream_t>(stream);
-  if (family_ == Family::Bf16) {
-    dev::convert(x.data, x.dtype, wire.data, DType::BF16, s.numel(), st);
-    return;
-  }
-  const gpu::GpuQuant& q = *gpu(dev).quant;
-  if (x.dtype == DType::F16) {
-    Scratch f(size_t(s.numel()) * 4, st);
-    dev::convert(x.data, DType::F16, f.p, DType::F32, s.numel(), st);
-    q.encode(f.p, DType::F32, s.chunks, s.rows, s.cols, bytes(wire), st);
+  const gpu::DeviceCodec& q = *gpu(dev).codec;
+  if (x.dtype == DType::F16) {  // the device codecs take f32 or bf16 values
+    gpu::StreamScratch f(size_t(s.numel()) * 4, st);
+    gpu::ew::convert(x.data, DType::F16, f.get(), DType::F32, s.numel(), st);
+    q.encode(f.get(), DType::F32, s.chunks, s.rows, s.cols, bytes(wire), st);
   } else {
     q.encode(x.data, x.dtype, s.chunks, s.rows, s.cols, bytes(wire), st);
   }
@@ -386,17 +360,12 @@ void TensorCodec::decode_reduce(const std::vector<Buf>& wires, const Shape& s, c
 #ifdef TACO_HAVE_CUDA
   DeviceGuard g(dev);
   const auto st = reinterpret_cast<cudaStream_t>(stream);
-  if (family_ == Family::Bf16) {
-    const auto src = bf16_sources(wires);
-    dev::sum_bf16(src.data(), int(src.size()), s.numel(), out.data, out.dtype, st);
-    return;
-  }
-  const gpu::GpuQuant& q = *gpu(dev).quant;
+  const gpu::DeviceCodec& q = *gpu(dev).codec;
   const auto src = wire_sources(wires);
   if (out.dtype == DType::F16) {
-    Scratch f(size_t(s.numel()) * 4, st);
-    q.decode_reduce(src, s.chunks, s.rows, s.cols, f.p, DType::F32, st);
-    dev::convert(f.p, DType::F32, out.data, DType::F16, s.numel(), st);
+    gpu::StreamScratch f(size_t(s.numel()) * 4, st);
+    q.decode_reduce(src, s.chunks, s.rows, s.cols, f.get(), DType::F32, st);
+    gpu::ew::convert(f.get(), DType::F32, out.data, DType::F16, s.numel(), st);
   } else {
     q.decode_reduce(src, s.chunks, s.rows, s.cols, out.data, out.dtype, st);
   }
@@ -419,13 +388,8 @@ void TensorCodec::decode_reduce_encode(const std::vector<Buf>& wires, const Shap
 #ifdef TACO_HAVE_CUDA
   DeviceGuard g(dev);
   const auto st = reinterpret_cast<cudaStream_t>(stream);
-  if (family_ == Family::Bf16) {
-    const auto src = bf16_sources(wires);
-    dev::sum_bf16(src.data(), int(src.size()), s.numel(), wire_out.data, DType::BF16, st);
-    return;
-  }
   const auto src = wire_sources(wires);
-  gpu(dev).quant->decode_reduce_encode(src, s.chunks, s.rows, s.cols, bytes(wire_out), false, st);
+  gpu(dev).codec->decode_reduce_encode(src, s.chunks, s.rows, s.cols, bytes(wire_out), false, st);
 #else
   (void)stream;
 #endif
@@ -451,16 +415,18 @@ void TensorCodec::decode_add_encode(const Buf& wire_in, const Buf& own, int64_t 
 #ifdef TACO_HAVE_CUDA
   DeviceGuard g(dev);
   const auto st = reinterpret_cast<cudaStream_t>(stream);
-  const gpu::GpuQuant* q = family_ == Family::Quant ? gpu(dev).quant.get() : nullptr;
-  if (q && q->fused() && own.dtype != DType::F16) {
-    q->decode_add_encode(bytes(wire_in), own.data, own.dtype, rows, cols, bytes(wire_out), st);
+  const gpu::DeviceCodec& q = *gpu(dev).codec;
+  if (own.dtype == DType::F16) {  // the device codecs take f32 or bf16 values
+    gpu::StreamScratch acc(size_t(n) * 4, st);
+    decode_reduce({wire_in}, s, Buf{acc.get(), DType::F32, n, dev}, stream);
+    gpu::ew::add_f32(own.data, own.dtype, acc.f32(), acc.f32(), n, false, st);
+    encode(Buf{acc.get(), DType::F32, n, dev}, s, wire_out, stream);
     return;
   }
-  // Unfused: the same fp32 sum, decoded + own, then encoded.
-  Scratch acc(size_t(n) * 4, st);
-  decode_reduce({wire_in}, s, Buf{acc.p, DType::F32, n, dev}, stream);
-  dev::add_f32(own.data, own.dtype, acc.f32(), acc.f32(), n, false, st);
-  encode(Buf{acc.p, DType::F32, n, dev}, s, wire_out, stream);
+  std::unique_ptr<gpu::StreamScratch> hop;
+  if (q.hop_needs_scratch()) hop = std::make_unique<gpu::StreamScratch>(size_t(n) * 4, st);
+  q.decode_add_encode(bytes(wire_in), own.data, own.dtype, rows, cols, bytes(wire_out),
+                      hop ? hop->f32() : nullptr, st);
 #else
   (void)stream;
 #endif
@@ -493,17 +459,17 @@ void TensorCodec::encode_ef(const Buf& x, const Buf& residual, const Shape& s, c
   DeviceGuard g(dev);
   const auto st = reinterpret_cast<cudaStream_t>(stream);
   float* e = static_cast<float*>(residual.data);
-  if (family_ == Family::Quant && x.dtype != DType::F16) {  // one fused kernel
-    gpu(dev).quant->encode_ef(x.data, x.dtype, e, s.chunks, s.rows, s.cols, bytes(wire), st);
+  if (x.dtype != DType::F16) {  // the device codec's step (GpuQuant: one fused kernel)
+    gpu(dev).codec->encode_ef(x.data, x.dtype, e, s.chunks, s.rows, s.cols, bytes(wire), st);
     return;
   }
-  // bf16 passthrough and fp16 input: the same step from elementwise kernels
-  Scratch v(size_t(n) * 4, st), d(size_t(n) * 4, st);
-  dev::add_f32(x.data, x.dtype, e, v.f32(), n, true, st);
-  const Buf vb{v.p, DType::F32, n, dev};
+  // fp16 input: the same step from elementwise kernels
+  gpu::StreamScratch v(size_t(n) * 4, st), d(size_t(n) * 4, st);
+  gpu::ew::add_f32(x.data, x.dtype, e, v.f32(), n, true, st);
+  const Buf vb{v.get(), DType::F32, n, dev};
   encode(vb, s, wire, stream);
-  decode_reduce({wire}, s, Buf{d.p, DType::F32, n, dev}, stream);
-  dev::sub_f32(v.f32(), d.f32(), e, n, true, st);
+  decode_reduce({wire}, s, Buf{d.get(), DType::F32, n, dev}, stream);
+  gpu::ew::sub_f32(v.f32(), d.f32(), e, n, true, st);
 #else
   (void)stream;
 #endif
@@ -517,7 +483,7 @@ std::vector<VariantInfo> variant_infos() {
     VariantInfo v{p.name, p.definition, p.description, false};
 #ifdef TACO_HAVE_CUDA
     const VariantSpec s = parse_variant(p.name);
-    v.gpu = s.family == VariantSpec::Family::Bf16 || gpu::GpuQuant::unsupported_reason(s).empty();
+    v.gpu = gpu::device_unsupported_reason(s).empty();
 #endif
     out.push_back(std::move(v));
   }

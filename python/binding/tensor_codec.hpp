@@ -3,8 +3,9 @@
 // fp32 / bf16 / fp16 values on the CPU or on a CUDA device. It is what the Python binding calls.
 //
 // The variant is parsed once, at construction. CPU buffers run the CPU reference codec; CUDA
-// buffers run the fused kernels (cuda/codecs/gpu_quant.hpp) on the caller's stream, with no host
-// copy and no synchronisation. Both produce the same bytes (the GPU tests check it), so a wire made
+// buffers run the spec's device codec (cuda/codecs/device_codec.hpp: the fused quantization
+// kernels, or the bf16 passthrough) on the caller's stream, with no host copy and no
+// synchronisation. Both produce the same bytes (the GPU tests check it), so a wire made
 // on one side decodes on the other.
 //
 // Shapes: an operation covers `chunks` blocks of [rows, cols] elements laid side by side, block k
@@ -82,12 +83,11 @@ class TensorCodec {
   // Error feedback, the study's ef: step (docs/variants.md): v = x + e in fp32 (a non-finite x
   // counts as 0); wire = encode(v); e <- v - decode(wire) (a non-finite decode counts as 0).
   // residual: fp32, same numel as x, updated in place. CUDA: one fused kernel
-  // (GpuQuant::encode_ef).
+  // (DeviceCodec::encode_ef).
   void encode_ef(const Buf& x, const Buf& residual, const Shape& s, const Buf& wire,
                  uintptr_t stream) const;
 
  private:
-  enum class Family : uint8_t { Quant, Bf16, Other };
   void check_shape(const Shape& s) const;
   void check_values(const Buf& b, const Shape& s, const char* what) const;
   void check_wire(const Buf& b, const Shape& s, const char* what) const;
@@ -98,8 +98,8 @@ class TensorCodec {
 
   std::string name_;
   std::unique_ptr<Codec> cpu_;  // the codec itself (for ef:, the inner codec)
-  VariantSpec spec_{};          // Family::Quant and Family::Bf16
-  Family family_ = Family::Other;
+  VariantSpec spec_{};          // quantization codecs, TAH-Quant and bf16: the parsed spec
+  bool has_spec_ = false;       // false: structured codecs (CPU only)
   bool feedback_ = false;
   mutable std::map<int, std::unique_ptr<GpuState>> gpu_;
 };

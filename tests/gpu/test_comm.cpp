@@ -164,9 +164,9 @@ TEST_CASE("comm: the fused ring hop equals the CPU's decode + add + encode byte 
   for (const std::string var :
        {"taco", "e4m3:g1024:had:dual", "taco-g32", "fp8-g128", "fp8-g128-had", "int8-g128",
         "fp8-row", "fp8-tensor", "fp8-col", "nvfp4", "mxfp4", "int4-g32", "int4-g32-had",
-        "e2m1:g16:sue4m3:had"}) {
+        "e2m1:g16:sue4m3:had", "bf16"}) {
     {
-      const GpuQuant q(parse_variant(var));
+      const auto q = make_device_codec(parse_variant(var));
       const auto cpu = make_codec(var);
       for (auto [rows, cols] :
            {std::pair<int64_t, int64_t>{8, 1024}, std::pair<int64_t, int64_t>{1, 3 * 1024 + 77}}) {
@@ -185,8 +185,8 @@ TEST_CASE("comm: the fused ring hop equals the CPU's decode + add + encode byte 
           TACO_CUDA_CHECK(cudaMemcpy(d_in.get(), wire.data(), wire.size(), cudaMemcpyHostToDevice));
           upload(d_own.get(), own, t);
           TACO_CUDA_CHECK(cudaMemset(d_out.get(), 0x5a, wire.size()));
-          decode_add_encode(q, d_in.as<uint8_t>(), d_own.get(), io_type(t), rows, cols,
-                            d_out.as<uint8_t>(), scratch.as<float>(), stream.get());
+          q->decode_add_encode(d_in.as<uint8_t>(), d_own.get(), io_type(t), rows, cols,
+                               d_out.as<uint8_t>(), scratch.as<float>(), stream.get());
           stream.synchronize();
           std::vector<uint8_t> got(wire.size());
           TACO_CUDA_CHECK(cudaMemcpy(got.data(), d_out.get(), got.size(), cudaMemcpyDeviceToHost));

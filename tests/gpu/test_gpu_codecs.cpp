@@ -21,6 +21,7 @@
 #include "collectives/sim_collectives.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "cuda/codecs/device_codec.hpp"
 #include "cuda/codecs/gpu_codec.hpp"
 #include "cuda/codecs/gpu_quant.hpp"
 #include "cuda/codecs/unfused_taco.hpp"
@@ -165,9 +166,12 @@ std::vector<T> download(const DeviceBuffer& d, size_t n) {
   return h;
 }
 
-// Variants every test runs: every GPU preset plus grammar forms that exercise other paths.
+// Variants every quantization test runs: every GPU quantization preset plus grammar forms that
+// exercise other paths (bf16, the other device codec, has its own test).
 std::vector<std::string> test_variants() {
-  std::vector<std::string> v = gpu::gpu_presets();
+  std::vector<std::string> v;
+  for (const std::string& p : gpu::gpu_presets())
+    if (p != "bf16") v.push_back(p);
   for (const char* s :
        {"e4m3:g128:had:sbf16", "e5m2:g64:se8m0", "e4m3:g256:sf16:sround=rne", "int8:row",
         "e5m2:tensor:nosat", "e4m3:g128:had:nosat:dual", "e4m3:g32:rht:seed=7", "int8:g16:had",
@@ -1063,8 +1067,8 @@ TEST_CASE("GPU codecs on the sample traces", "[gpu][codec][traces]") {
 }
 
 TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][codec]") {
-  for (const char* v : {"int8-g128-asym", "fp8-tile128", "bf16", "tahquant", "e2m1:row",
-                        "int4:tensor", "e4m3:g16:sue4m3", "e4m3:col:sue4m3"}) {
+  for (const char* v : {"int8-g128-asym", "fp8-tile128", "tahquant", "e2m1:row", "int4:tensor",
+                        "e4m3:g16:sue4m3", "e4m3:col:sue4m3"}) {
     CAPTURE(v);
     try {
       (void)gpu::make_gpu_codec(v);
@@ -1095,7 +1099,7 @@ TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][code
     }
   }
   int lowbit_presets = 0;
-  for (const std::string& p : gpu::GpuQuant::supported_presets())
+  for (const std::string& p : gpu::gpu_presets())
     lowbit_presets += (p.rfind("int3", 0) == 0 || p.rfind("int2", 0) == 0) ? 1 : 0;
   CHECK(lowbit_presets == 8);
   for (const char* v : {"ef:int3-g32-had", "ef:int2-g128-had", "int3:g16:had", "int2:g1024:rht"}) {
@@ -1304,7 +1308,7 @@ TEST_CASE("GPU two-level (NVFP4) scales: edge cases, chunks, re-encodes equal th
           DeviceBuffer d_dae(w.size(), "test");
           const uint8_t* own = d_in.as<uint8_t>() + size_t(6 * n) * (bf16 ? 2 : 4);
           q.decode_add_encode(d_wire.as<uint8_t>() + 3 * g.total, own, in_type, s.rows, s.cols,
-                              d_dae.as<uint8_t>(), stream.get());
+                              d_dae.as<uint8_t>(), nullptr, stream.get());  // fused: no scratch
           stream.synchronize();
           const auto gw = download<uint8_t>(d_dae, w.size());
           const int64_t bd = first_diff(gw.data(), w.data(), w.size());
@@ -1447,4 +1451,62 @@ TEST_CASE("GPU error feedback keeps the study's residual (ef:<variant>)",
       CHECK(first_float_diff(dg.data(), xhat.data(), xhat.size()) < 0);
     }
   }
+}
+
+TEST_CASE("the bf16 device codec reproduces the CPU's bf16 codec through every entry point",
+          "[gpu][codec][bf16]") {
+  // GpuBf16 behind make_device_codec: the study's host-buffer codec, the device operations the
+  // collectives and the binding call, error feedback, NaN payloads and the non-finite counter.
+  const auto cpu = make_codec("bf16");
+  const auto gpu_codec = gpu::make_gpu_codec("bf16");
+  CHECK(gpu_codec->params().value("backend", "") == "cuda");
+  uint64_t seed = 4242;
+  for (const Shape& s : {Shape{4, 1024}, Shape{3, 1000}, Shape{1, 4224}}) {
+    for (Dist d : kDists) {
+      const auto x = make_input(d, s.rows, s.cols, ++seed, false);
+      CAPTURE(s.rows, s.cols, dist_name(d));
+      EncodeStats cs, gs;
+      const auto want = cpu->encode(x.data(), s.rows, s.cols, &cs);
+      const auto got = gpu_codec->encode(x.data(), s.rows, s.cols, &gs);
+      REQUIRE(got == want);
+      CHECK(gs.nonfinite == cs.nonfinite);
+      CHECK(gs.saturated == cs.saturated);
+      // Sums of three wires, re-encoded, and a ring hop: the CPU's bits.
+      const auto y = make_input(d, s.rows, s.cols, ++seed, false);
+      const auto wy = cpu->encode(y.data(), s.rows, s.cols);
+      const std::vector<WireView> srcs = {
+          {want.data(), want.size()}, {wy.data(), wy.size()}, {want.data(), want.size()}};
+      std::vector<float> sc(x.size()), sg(x.size());
+      cpu->decode_reduce(srcs, s.rows, s.cols, sc.data());
+      gpu_codec->decode_reduce(srcs, s.rows, s.cols, sg.data());
+      REQUIRE(std::memcmp(sc.data(), sg.data(), sc.size() * 4) == 0);
+      std::vector<uint8_t> rc, rg, hc, hg;
+      cpu->decode_reduce_encode(srcs, s.rows, s.cols, false, rc);
+      gpu_codec->decode_reduce_encode(srcs, s.rows, s.cols, false, rg);
+      REQUIRE(rc == rg);
+      cpu->decode_add_encode({wy.data(), wy.size()}, x.data(), s.rows, s.cols, hc);
+      gpu_codec->decode_add_encode({wy.data(), wy.size()}, x.data(), s.rows, s.cols, hg);
+      REQUIRE(hc == hg);
+    }
+  }
+  // Error feedback on the device equals the CPU formula (FeedbackState::step), residual included.
+  const auto dc = gpu::make_device_codec(parse_variant("bf16"));
+  const int64_t rows = 8, cols = 512, n = rows * cols;
+  const auto x = make_input(Dist::Mixed, rows, cols, 99, false);
+  std::vector<float> e(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) e[size_t(i)] = 1e-3f * float(i % 7 - 3);
+  DeviceBuffer dx(size_t(n) * 4, "x"), de(size_t(n) * 4, "e"), dw(size_t(n) * 2, "w");
+  TACO_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
+  TACO_CUDA_CHECK(cudaMemcpy(de.get(), e.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
+  dc->encode_ef(dx.get(), DType::F32, de.as<float>(), 1, rows, cols, dw.as<uint8_t>(), nullptr);
+  TACO_CUDA_CHECK(cudaDeviceSynchronize());
+  auto fin = [](float f) { return std::isfinite(f) ? f : 0.0f; };
+  std::vector<float> v(static_cast<size_t>(n)), dec(v.size()), e2(v.size());
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = fin(x[size_t(i)]) + e[size_t(i)];
+  const auto wv = cpu->encode(v.data(), rows, cols);
+  cpu->decode(wv.data(), wv.size(), rows, cols, dec.data());
+  for (int64_t i = 0; i < n; ++i) e2[size_t(i)] = v[size_t(i)] - fin(dec[size_t(i)]);
+  REQUIRE(download<uint8_t>(dw, size_t(n) * 2) == wv);
+  const auto got_e = download<float>(de, size_t(n));
+  REQUIRE(std::memcmp(got_e.data(), e2.data(), size_t(n) * 4) == 0);
 }

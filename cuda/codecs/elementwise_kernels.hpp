@@ -1,7 +1,7 @@
 #pragma once
-// Elementwise device kernels the tensor codec composes around the codec kernels: dtype
-// conversions (fp16 has no codec kernels of its own), the bf16 passthrough codec, and the fp32
-// arithmetic of error feedback and of unfused ring hops. Every function enqueues on `stream`
+// Elementwise device kernels composed around the codec kernels: dtype conversions (fp16 has no
+// codec kernels of its own), the bf16 passthrough codec (GpuBf16), and the fp32 arithmetic of
+// error feedback and of unfused ring hops. Every function enqueues on `stream`
 // and checks the launch. Types: DType::F32, BF16 or F16 (the caller checks).
 #include <cuda_runtime_api.h>
 
@@ -9,11 +9,15 @@
 
 #include "core/dtype.hpp"
 
-namespace taco::py::dev {
+namespace taco::gpu::ew {
 
-// out[i] = in[i] converted (exact widening, round-to-nearest-even narrowing).
+// out[i] = in[i] converted (exact widening, round-to-nearest-even narrowing; to bf16 exactly as
+// the CPU's float_to_bf16, NaN payloads included).
 void convert(const void* in, DType in_type, void* out, DType out_type, int64_t n,
              cudaStream_t stream);
+// *counter += the number of non-finite in[i].
+void count_nonfinite(const void* in, DType type, int64_t n, unsigned long long* counter,
+                     cudaStream_t stream);
 // out[i] = sum over s of bf16 srcs[s][i], in fp32 in source order, then out_type.
 void sum_bf16(const uint16_t* const* srcs, int nsrc, int64_t n, void* out, DType out_type,
               cudaStream_t stream);
@@ -25,4 +29,4 @@ void add_f32(const void* a, DType a_type, const float* b, float* out, int64_t n,
 void sub_f32(const float* a, const float* b, float* out, int64_t n, bool zero_nonfinite,
              cudaStream_t stream);
 
-}  // namespace taco::py::dev
+}  // namespace taco::gpu::ew

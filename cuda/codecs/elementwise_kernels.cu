@@ -1,20 +1,17 @@
-#include "elementwise.hpp"
+#include "cuda/codecs/elementwise_kernels.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <stdexcept>
-#include <string>
 
-namespace taco::py::dev {
+#include "core/error.hpp"
+#include "cuda/runtime/cuda_check.hpp"
+
+namespace taco::gpu::ew {
 namespace {
 
 constexpr int kThreads = 256;
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
 
 unsigned blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
@@ -34,9 +31,15 @@ __device__ __forceinline__ float load_as_float(const void* p, DType type, int64_
 
 __device__ __forceinline__ void store_from_float(void* p, DType type, int64_t i, float v) {
   switch (type) {
-    case DType::BF16:
-      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+    case DType::BF16: {
+      // The CPU's float_to_bf16 (core/dtype.hpp), bit for bit: round to nearest even, a NaN
+      // keeps its sign and top payload bits and is made quiet.
+      uint32_t u = __float_as_uint(v);
+      u = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u
+                                          : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+      static_cast<uint16_t*>(p)[i] = uint16_t(u);
       break;
+    }
     case DType::F16:
       static_cast<__half*>(p)[i] = __float2half_rn(v);
       break;
@@ -82,37 +85,53 @@ __global__ void sub_kernel(const float* a, const float* b, float* out, int64_t n
     out[i] = __fsub_rn(a[i], finite_or_zero(b[i], zero));
 }
 
+__global__ void count_nonfinite_kernel(const void* in, DType type, int64_t n,
+                                       unsigned long long* counter) {
+  unsigned long long k = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    k += !isfinite(load_as_float(in, type, i));
+  if (k) atomicAdd(counter, k);
+}
+
 }  // namespace
+
+void count_nonfinite(const void* in, DType type, int64_t n, unsigned long long* counter,
+                     cudaStream_t stream) {
+  if (n <= 0) return;
+  count_nonfinite_kernel<<<blocks_for(n), kThreads, 0, stream>>>(in, type, n, counter);
+  TACO_CUDA_CHECK_LAUNCH("non-finite count kernel", stream);
+}
 
 void convert(const void* in, DType in_type, void* out, DType out_type, int64_t n,
              cudaStream_t stream) {
   if (n <= 0) return;
   convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(in, in_type, out, out_type, n);
-  check(cudaGetLastError(), "convert kernel");
+  TACO_CUDA_CHECK_LAUNCH("convert kernel", stream);
 }
 
 void sum_bf16(const uint16_t* const* srcs, int nsrc, int64_t n, void* out, DType out_type,
               cudaStream_t stream) {
-  if (nsrc < 1 || nsrc > 16) throw std::invalid_argument("sum_bf16: 1 to 16 sources");
+  TACO_ASSERT(nsrc >= 1 && nsrc <= 16, "sum_bf16: {} sources (1 to 16)", nsrc);
   if (n <= 0) return;
   Sources s{};
   for (int k = 0; k < nsrc; ++k) s.p[k] = srcs[k];
   sum_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(s, nsrc, n, out, out_type);
-  check(cudaGetLastError(), "bf16 sum kernel");
+  TACO_CUDA_CHECK_LAUNCH("bf16 sum kernel", stream);
 }
 
 void add_f32(const void* a, DType a_type, const float* b, float* out, int64_t n,
              bool zero_nonfinite, cudaStream_t stream) {
   if (n <= 0) return;
   add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, a_type, b, out, n, zero_nonfinite ? 1 : 0);
-  check(cudaGetLastError(), "add kernel");
+  TACO_CUDA_CHECK_LAUNCH("add kernel", stream);
 }
 
 void sub_f32(const float* a, const float* b, float* out, int64_t n, bool zero_nonfinite,
              cudaStream_t stream) {
   if (n <= 0) return;
   sub_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n, zero_nonfinite ? 1 : 0);
-  check(cudaGetLastError(), "sub kernel");
+  TACO_CUDA_CHECK_LAUNCH("sub kernel", stream);
 }
 
-}  // namespace taco::py::dev
+}  // namespace taco::gpu::ew
