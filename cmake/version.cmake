@@ -11,8 +11,11 @@ if(NOT rc EQUAL 0 OR NOT TACO_GIT_COMMIT)
   # a copied tree), else the one `git archive` wrote into cmake/git_commit.txt (export-subst in
   # .gitattributes), else "unknown".
   set(TACO_GIT_COMMIT "unknown")
-  file(READ ${SOURCE_DIR}/cmake/git_commit.txt exported)
-  string(STRIP "${exported}" exported)
+  set(exported "")
+  if(EXISTS ${SOURCE_DIR}/cmake/git_commit.txt)
+    file(READ ${SOURCE_DIR}/cmake/git_commit.txt exported)
+    string(STRIP "${exported}" exported)
+  endif()
   if(DEFINED ENV{TACO_GIT_COMMIT} AND NOT "$ENV{TACO_GIT_COMMIT}" STREQUAL "")
     set(TACO_GIT_COMMIT "$ENV{TACO_GIT_COMMIT}")
   elseif(exported MATCHES "^[0-9a-f]+$")
