@@ -16,6 +16,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -23,7 +24,6 @@
 
 #if defined(TACO_HAVE_CUDA)
 #include "cuda/bench/bench_runner.hpp"
-#include "cuda/codecs/gpu_quant.hpp"
 #endif
 
 namespace {
@@ -196,6 +196,19 @@ void print_table(const taco::gpu::BenchReport& rep, const taco::gpu::BenchOption
 #endif  // TACO_HAVE_CUDA
 
 void run_bench_command(const BenchArgs& a) {
+  // Before any measurement: each output can be written, and they are two files (the CSV would
+  // replace the JSON).
+  if (!a.json.empty()) taco::check_output_file(a.json, "--json");
+  if (!a.csv.empty()) taco::check_output_file(a.csv, "--csv");
+  if (!a.json.empty() && !a.csv.empty()) {
+    namespace fs = std::filesystem;
+    std::error_code ec;  // equivalent() is false when either does not exist yet
+    const bool same =
+        fs::absolute(a.csv).lexically_normal() == fs::absolute(a.json).lexically_normal() ||
+        fs::equivalent(a.csv, a.json, ec);
+    TACO_REQUIRE_INPUT(!same, "--csv {}: is also the --json output ({}); give two files", a.csv,
+                       a.json);
+  }
 #if !defined(TACO_HAVE_CUDA)
   (void)a;
   taco::throw_input_error(

@@ -487,3 +487,20 @@ def test_decode_of_a_shape_its_wire_cannot_hold_is_refused(taco, tmp_path):
         r = run(taco, "codec", "decode", "-v", "taco", "--shape", shape, tmp_path / "w.bin", tmp_path / "y.npy")
         assert_one_error_line(r, needle)
     assert leftovers(tmp_path) == ["w.bin", "x.npy"]
+
+
+def test_bench_outputs_are_two_files_checked_before_measuring(taco, tmp_path):
+    # --json and --csv naming one file (as given, through ./, or a hard link) would leave only the
+    # CSV: refused with one line before any measurement (so on any build), nothing written.
+    j = tmp_path / "r.json"
+    j.write_text("{}")
+    os.link(j, tmp_path / "hard.csv")
+    for csv in (j, f"{tmp_path}/./r.json", tmp_path / "hard.csv"):
+        r = run(taco, "bench", "--json", j, "--csv", csv)
+        assert_one_error_line(r)
+        assert "is also the --json output" in r.stderr, (csv, r.stderr)
+        assert j.read_text() == "{}"
+    r = run(taco, "bench", "--json", tmp_path / "missing" / "r.json")
+    assert_one_error_line(r)
+    assert "--json" in r.stderr and "does not exist" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hard.csv", "r.json"]
