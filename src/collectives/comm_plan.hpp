@@ -111,47 +111,53 @@ struct WireModel {
   std::string name;  // canonical variant
 };
 
+// Where a chunk of a spec's codec may be cut into pipeline pieces (m.cut, m.unit).
+inline void set_cut(const VariantSpec& v, WireModel& m) {
+  m.cut = WireModel::Cut::None;
+  m.unit = 1;
+  if (v.family == VariantSpec::Family::Bf16) {
+    m.cut = WireModel::Cut::Flat;
+    return;
+  }
+  if (v.family != VariantSpec::Family::Quant) return;  // TAH-Quant: tiles and token order span it
+  switch (v.quant.gran) {
+    case Granularity::Group:
+      // A UE4M3 block scale (NVFP4) is relative to the fp32 scale of the whole encode: a piece
+      // would get its own, so such codecs are never cut.
+      if (v.quant.scale == ScaleFormat::UE4M3) break;
+      m.cut = WireModel::Cut::Flat;
+      m.unit = v.quant.block;
+      break;
+    case Granularity::Row:
+      m.cut = WireModel::Cut::Rows;
+      break;
+    case Granularity::Tile:
+      m.cut = WireModel::Cut::Rows;
+      m.unit = v.quant.block;
+      break;
+    case Granularity::Tensor:
+    case Granularity::Col:
+      break;
+  }
+}
+
 inline WireModel wire_model(const VariantSpec& v) {
   WireModel m;
   m.name = canonical_variant(v);
+  set_cut(v, m);
   switch (v.family) {
-    case VariantSpec::Family::Quant: {
+    case VariantSpec::Family::Quant:
       m.bytes = [q = v.quant, name = m.name](int64_t r, int64_t c) {
         return quant_layout(q, r, c, name).total;
       };
-      switch (v.quant.gran) {
-        case Granularity::Group:
-          // A UE4M3 block scale (NVFP4) is relative to the fp32 scale of the whole encode: a piece
-          // would get its own, so such codecs are never cut.
-          if (v.quant.scale == ScaleFormat::UE4M3) break;
-          m.cut = WireModel::Cut::Flat;
-          m.unit = v.quant.block;
-          break;
-        case Granularity::Row:
-          m.cut = WireModel::Cut::Rows;
-          m.unit = 1;
-          break;
-        case Granularity::Tile:
-          m.cut = WireModel::Cut::Rows;
-          m.unit = v.quant.block;
-          break;
-        case Granularity::Tensor:
-        case Granularity::Col:
-          m.cut = WireModel::Cut::None;
-          break;
-      }
       return m;
-    }
     case VariantSpec::Family::Bf16:
       m.bytes = [](int64_t r, int64_t c) { return 2 * r * c; };
-      m.cut = WireModel::Cut::Flat;
-      m.unit = 1;
       return m;
     case VariantSpec::Family::TahQuant: {
       // The most TAH-Quant writes (every tile flagged): its size depends on the data.
       std::shared_ptr<Codec> c = make_codec(v);
       m.bytes = [c](int64_t r, int64_t cc) { return c->wire_size(r, cc).bytes; };
-      m.cut = WireModel::Cut::None;
       return m;
     }
   }
@@ -165,8 +171,8 @@ inline WireModel wire_model(const std::string& variant) {
 // never cut. `c` must outlive the model.
 inline WireModel wire_model(const Codec& c) {
   WireModel m;
-  if (const VariantSpec* v = c.variant_spec()) m = wire_model(*v);
   m.name = c.name();
+  if (const VariantSpec* v = c.variant_spec()) set_cut(*v, m);
   m.bytes = [&c](int64_t r, int64_t cc) { return c.wire_size(r, cc).bytes; };
   return m;
 }
