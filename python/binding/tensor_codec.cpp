@@ -151,11 +151,8 @@ struct GpuState {
 };
 
 TensorCodec::TensorCodec(const std::string& variant) {
-  auto from_spec = [this](const std::string& v) {
-    spec_ = parse_variant(v);  // InputError naming the bad token
-    cpu_ = make_codec(spec_);
-    has_spec_ = true;
-  };
+  // InputError naming the bad token; the codec keeps the parsed spec (Codec::variant_spec)
+  auto from_spec = [this](const std::string& v) { cpu_ = make_codec(parse_variant(v)); };
   auto s = structured::make_structured_codec(variant);
   if (!s) {
     from_spec(variant);
@@ -185,7 +182,7 @@ TensorCodec::~TensorCodec() = default;
 
 std::string TensorCodec::gpu_unsupported_reason() const {
 #ifdef TACO_HAVE_CUDA
-  if (has_spec_) return gpu::device_unsupported_reason(spec_);
+  if (const VariantSpec* spec = cpu_->variant_spec()) return gpu::device_unsupported_reason(*spec);
   return "only block-scaled quantization codecs and bf16 run on CUDA tensors";
 #else
   return "this build of taco has no GPU backend (built without nvcc)";
@@ -221,8 +218,9 @@ int64_t TensorCodec::chunk_bytes(int64_t rows, int64_t cols) const {
 
 nlohmann::json TensorCodec::layout(int64_t rows, int64_t cols) const {
   nlohmann::json j;
-  if (has_spec_ && spec_.family == VariantSpec::Family::Quant) {
-    const QuantLayout L = quant_layout(spec_.quant, rows, cols, name());
+  const VariantSpec* spec = cpu_->variant_spec();
+  if (spec && spec->family == VariantSpec::Family::Quant) {
+    const QuantLayout L = quant_layout(spec->quant, rows, cols, name());
     j = {{"codes", {{"offset", 0}, {"bytes", L.code_bytes}, {"count", L.ncodes}}},
          {"scales", {{"offset", L.scale_off}, {"bytes", L.scale_bytes}, {"blocks", L.blocks}}},
          {"aux", {{"offset", L.aux_off}, {"bytes", L.aux_bytes}}},
@@ -298,7 +296,7 @@ GpuState& TensorCodec::gpu(int device) const {
   auto st = std::make_unique<GpuState>();
 #ifdef TACO_HAVE_CUDA
   DeviceGuard g(device);
-  st->codec = gpu::make_device_codec(spec_);  // common_device() checked that there is one
+  st->codec = gpu::make_device_codec(*cpu_->variant_spec());  // common_device() checked it
 #else
   (void)device;
 #endif

@@ -98,8 +98,6 @@ class TensorCodec {
 
   std::string name_;
   std::unique_ptr<Codec> cpu_;  // the codec itself (for ef:, the inner codec)
-  VariantSpec spec_{};          // quantization codecs, TAH-Quant and bf16: the parsed spec
-  bool has_spec_ = false;       // false: structured codecs (CPU only)
   bool feedback_ = false;
   mutable std::map<int, std::unique_ptr<GpuState>> gpu_;
 };
