@@ -207,10 +207,13 @@ BenchReport run_bench(const BenchOptions& o) {
             std::memcpy(&x[size_t(i)], raw.data() + 4 * i, 4);
           }
         }
+        // Each chunk's CPU bytes in a slot of chunk_bytes (zeros after a data-dependent size).
+        const size_t slot = size_t(q.chunk_bytes(crow, cols));
         std::vector<uint8_t> cpu_wire;
         for (int64_t c = 0; c < o.chunks; ++c) {
           const auto w = cpu->encode(x.data() + c * crow * cols, crow, cols);
           cpu_wire.insert(cpu_wire.end(), w.begin(), w.end());
+          cpu_wire.resize(size_t(c + 1) * slot, 0);
         }
         auto check = [&](const std::string& what, const std::string& diff) {
           if (diff.empty()) {
@@ -237,6 +240,7 @@ BenchReport run_bench(const BenchOptions& o) {
             const auto w = cpu->encode(v.data() + c * crow * cols, crow, cols);
             cpu->decode(w.data(), w.size(), crow, cols, dec.data() + c * crow * cols);
             ef_wire.insert(ef_wire.end(), w.begin(), w.end());
+            ef_wire.resize(size_t(c + 1) * slot, 0);
           }
           check(fmt::format("{} encode_ef of {} B, GPU bytes vs CPU bytes", variant, size),
                 compare_bytes(download(w2.get(), size_t(wire_bytes), s), ef_wire));

@@ -1,8 +1,11 @@
 #include "cuda/codecs/device_codec.hpp"
 
 #include "core/error.hpp"
+#include "cuda/codecs/elementwise_kernels.hpp"
 #include "cuda/codecs/gpu_bf16.hpp"
 #include "cuda/codecs/gpu_quant.hpp"
+#include "cuda/codecs/gpu_tahquant.hpp"
+#include "cuda/runtime/device.hpp"
 
 namespace taco::gpu {
 
@@ -10,11 +13,23 @@ std::string device_unsupported_reason(const VariantSpec& spec) {
   switch (spec.family) {
     case VariantSpec::Family::Bf16:
       return "";
+    case VariantSpec::Family::TahQuant:
+      return "";
     case VariantSpec::Family::Quant:
       return GpuQuant::unsupported_reason(spec);
-    default:
-      return "only block-scaled quantization codecs and bf16 run on the GPU";
   }
+  return "unknown codec family";
+}
+
+void DeviceCodec::encode_ef_round_trip(const void* in, DType in_type, float* residual,
+                                       int64_t chunks, int64_t rows, int64_t cols, uint8_t* wire,
+                                       cudaStream_t stream, unsigned long long* stats) const {
+  const int64_t n = chunks * rows * cols;
+  StreamScratch v(size_t(n) * 4, stream), d(size_t(n) * 4, stream);
+  ew::add_f32(in, in_type, residual, v.f32(), n, true, stream);  // v = finite(x) + e
+  encode(v.get(), DType::F32, chunks, rows, cols, wire, stream, stats);
+  decode(wire, chunks, rows, cols, d.get(), DType::F32, stream);
+  ew::sub_f32(v.f32(), d.f32(), residual, n, true, stream);  // e = v - finite(d)
 }
 
 std::unique_ptr<DeviceCodec> make_device_codec(const VariantSpec& spec) {
@@ -22,6 +37,7 @@ std::unique_ptr<DeviceCodec> make_device_codec(const VariantSpec& spec) {
   TACO_REQUIRE_INPUT(why.empty(), "variant '{}' has no GPU implementation ({})",
                      canonical_variant(spec), why);
   if (spec.family == VariantSpec::Family::Bf16) return std::make_unique<GpuBf16>();
+  if (spec.family == VariantSpec::Family::TahQuant) return std::make_unique<GpuTahQuant>(spec);
   return std::make_unique<GpuQuant>(spec);
 }
 

@@ -7,7 +7,8 @@
 //
 // One implementation per codec family, made by make_device_codec(), the one dispatch point:
 //   GpuQuant (gpu_quant.hpp)  block-scaled quantization: fused group kernels, strided kernels;
-//   GpuBf16  (gpu_bf16.hpp)   the bf16 passthrough (exact sums of bf16 values in fp32).
+//   GpuBf16  (gpu_bf16.hpp)   the bf16 passthrough (exact sums of bf16 values in fp32);
+//   GpuTahQuant (gpu_tahquant.hpp)  TAH-Quant (entropy-ranked tokens, pivot + Hadamard tiles).
 // The study (through make_gpu_codec's host-buffer Codec), taco bench, taco comm's executor and the
 // Python binding all take this type; a codec gains GPU support in all four by implementing it.
 #include <cuda_runtime_api.h>
@@ -27,8 +28,16 @@ class DeviceCodec {
   virtual ~DeviceCodec() = default;
 
   virtual const std::string& name() const = 0;
-  // Wire bytes of one [rows, cols] block (InputError for a shape the codec cannot take).
+  // Wire bytes of one [rows, cols] block (InputError for a shape the codec cannot take). For a
+  // codec whose size depends on the data (TAH-Quant) the bound: the encoded bytes, then zeros,
+  // as the CPU's bounded wires travel (Codec::wire_size).
   virtual int64_t chunk_bytes(int64_t rows, int64_t cols) const = 0;
+  // The bytes encode() wrote at the front of one block's wire (a host copy): chunk_bytes() but
+  // for codecs whose size depends on the data, where it is the CPU encode()'s size.
+  virtual int64_t encoded_bytes(const uint8_t* wire, int64_t rows, int64_t cols) const {
+    (void)wire;
+    return chunk_bytes(rows, cols);
+  }
 
   // in: chunks x rows x cols values -> wire: chunks x chunk_bytes. stats, when given, is a zeroed
   // device array of 2 counters (saturated codes, non-finite inputs) to add to, as
@@ -73,6 +82,13 @@ class DeviceCodec {
   virtual int decode_launches() const = 0;
   virtual int decode_reduce_encode_launches() const = 0;
   virtual std::string kernel_config() const { return ""; }
+
+ protected:
+  // encode_ef() from encode() and decode(), in the contract's order, with stream-ordered fp32
+  // temporaries (for codecs without a fused error-feedback kernel).
+  void encode_ef_round_trip(const void* in, DType in_type, float* residual, int64_t chunks,
+                            int64_t rows, int64_t cols, uint8_t* wire, cudaStream_t stream,
+                            unsigned long long* stats) const;
 };
 
 // Empty when the spec has device kernels, else why not (never throws).

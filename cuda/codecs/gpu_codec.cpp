@@ -44,12 +44,12 @@ class GpuCodec final : public taco::Codec {
     zero_counters(stats, s);
     q_->encode(in_.get(), DType::F32, 1, rows, cols, out_.as<uint8_t>(), s, counters(stats));
     std::vector<uint8_t> wire;
-    download_wire(bytes, wire, stats, s);
+    download_wire(bytes, wire, stats, s, rows, cols);
     return wire;
   }
 
   WireSize wire_size(int64_t rows, int64_t cols) const override {
-    return {q_->chunk_bytes(rows, cols), true};
+    return {q_->chunk_bytes(rows, cols), cpu_->wire_size(rows, cols).exact};
   }
 
   void decode(const uint8_t* wire, size_t nbytes, int64_t rows, int64_t cols,
@@ -84,7 +84,7 @@ class GpuCodec final : public taco::Codec {
     zero_counters(stats, s);
     q_->decode_reduce_encode(src, 1, rows, cols, out_.as<uint8_t>(), round_bf16, s,
                              counters(stats));
-    download_wire(bytes, wire_out, stats, s);
+    download_wire(bytes, wire_out, stats, s, rows, cols);
   }
 
   void decode_add_encode(WireView wire_in, const float* own, int64_t rows, int64_t cols,
@@ -102,7 +102,7 @@ class GpuCodec final : public taco::Codec {
     TACO_CUDA_CHECK(cudaMemcpyAsync(in_.get(), own, in_bytes, cudaMemcpyHostToDevice, s));
     q_->decode_add_encode(src[0], in_.get(), DType::F32, rows, cols, out_.as<uint8_t>(),
                           hop_.as<float>(), s);
-    download_wire(bytes, wire_out, nullptr, s);
+    download_wire(bytes, wire_out, nullptr, s, rows, cols);
   }
 
  private:
@@ -111,19 +111,25 @@ class GpuCodec final : public taco::Codec {
   }
 
   // Copies the wires, one after the other, into the device wire buffer; their device addresses.
+  // A codec whose size depends on the data takes its encoded bytes (at most the bound) and gets
+  // the zeros up to the bound that its device slots hold. Their contents are not checked here
+  // (the kernels stay inside the buffers whatever the bytes say; the CPU decode refuses bad ones).
   std::vector<const uint8_t*> upload_wires(const std::vector<WireView>& wires, int64_t rows,
                                            int64_t cols) const {
     const int64_t bytes = q_->chunk_bytes(rows, cols);  // InputError for bad shapes
+    const bool exact = cpu_->wire_size(rows, cols).exact;
     for (const WireView& w : wires)
-      TACO_REQUIRE_INPUT(int64_t(w.size) == bytes,
+      TACO_REQUIRE_INPUT(int64_t(w.size) == bytes || (!exact && int64_t(w.size) < bytes),
                          "codec {}: wire buffer has {} bytes, but [{}, {}] encodes to {}", name(),
                          w.size, rows, cols, bytes);
     ensure(wire_, size_t(bytes) * wires.size(), "cudaMalloc(GPU codec wire buffer)");
     std::vector<const uint8_t*> src;
     for (size_t i = 0; i < wires.size(); ++i) {
       uint8_t* d = wire_.as<uint8_t>() + i * size_t(bytes);
-      TACO_CUDA_CHECK(
-          cudaMemcpyAsync(d, wires[i].data, size_t(bytes), cudaMemcpyHostToDevice, stream_.get()));
+      const size_t n = wires[i].size;
+      TACO_CUDA_CHECK(cudaMemcpyAsync(d, wires[i].data, n, cudaMemcpyHostToDevice, stream_.get()));
+      if (n < size_t(bytes))
+        TACO_CUDA_CHECK(cudaMemsetAsync(d + n, 0, size_t(bytes) - n, stream_.get()));
       src.push_back(d);
     }
     return src;
@@ -138,9 +144,11 @@ class GpuCodec final : public taco::Codec {
     return stats ? stats_.as<unsigned long long>() : nullptr;
   }
 
-  // out_ (the encoded bytes) to wire_out and the counters to stats; waits for the stream.
+  // out_ (the encoded bytes) to wire_out and the counters to stats; waits for the stream. A
+  // codec whose size depends on the data returns what its CPU encode() returns: the bytes
+  // before the bound's zeros.
   void download_wire(int64_t bytes, std::vector<uint8_t>& wire_out, EncodeStats* stats,
-                     cudaStream_t s) const {
+                     cudaStream_t s, int64_t rows, int64_t cols) const {
     wire_out.resize(size_t(bytes));
     unsigned long long c[2] = {0, 0};
     TACO_CUDA_CHECK(
@@ -152,6 +160,7 @@ class GpuCodec final : public taco::Codec {
       stats->saturated += int64_t(c[0]);
       stats->nonfinite += int64_t(c[1]);
     }
+    wire_out.resize(size_t(q_->encoded_bytes(wire_out.data(), rows, cols)));
   }
 
   VariantSpec spec_;
@@ -159,7 +168,7 @@ class GpuCodec final : public taco::Codec {
   // collectives run their ranks in parallel) take turns; every call waits for its stream.
   mutable std::mutex mu_;
   std::unique_ptr<DeviceCodec> q_;
-  std::unique_ptr<taco::Codec> cpu_;  // for params() only
+  std::unique_ptr<taco::Codec> cpu_;  // params() and whether the wire size is exact
   CudaStream stream_;
   // Device buffers grow to the largest tensor seen and are reused (one codec, one stream).
   mutable DeviceBuffer in_, wire_, out_, stats_, hop_;

@@ -6,7 +6,8 @@
 // Input [rows = tokens S, cols = channels C], C a multiple of the tile (InputError otherwise).
 // Encode:
 //  1. Non-finite inputs count as 0. Token entropy (fp64): p = |x| / (sum |x| + 1e-30),
-//     H = -sum p log(p + 1e-30), sums left to right over the row.
+//     H = -sum p log(p + 1e-30), both sums in 32 strided lanes combined as a warp tree and the
+//     log a fixed series (codecs/tahquant_hd.hpp: the GPU kernels compute the same bits).
 //  2. n_lo = floor(S * (100 - pct) / 100) tokens with the lowest entropy (ties: lower index
 //     first) get lo bits, the rest hi bits. Tokens are sent reordered: the low group in index
 //     order, then the high group in index order; a token bitmap (1 = low) is sent.
@@ -33,6 +34,7 @@
 //  decode() also takes a wire padded with zero bytes to wire_size()'s bound (every tile flagged),
 //  as a transport of fixed-size slots (taco.codec) carries it.
 #include "codecs/codec.hpp"
+#include "codecs/tahquant_hd.hpp"
 #include "codecs/variant.hpp"
 
 namespace taco {
@@ -51,18 +53,21 @@ class TahQuantCodec final : public Codec {
 
   // Every tile flagged is the most: the pivots are the only part whose size depends on the data.
   WireSize wire_size(int64_t rows, int64_t cols) const override {
-    check_shape(rows, cols);
-    return {wire_bytes(rows, cols, rows * cols / t_.tile), false};
+    return {layout(rows, cols).bound, false};
   }
 
   const TahSpec& spec() const { return t_; }
   int64_t low_tokens(int64_t rows) const { return rows * (100 - t_.hi_pct) / 100; }
   // Wire bytes for a shape with `flagged` transformed tiles.
-  int64_t wire_bytes(int64_t rows, int64_t cols, int64_t flagged) const;
+  int64_t wire_bytes(int64_t rows, int64_t cols, int64_t flagged) const {
+    return layout(rows, cols).bytes(flagged);
+  }
+  // Where the parts of a [rows, cols] block's wire lie (InputError for a shape it cannot take).
+  tah::Layout layout(int64_t rows, int64_t cols) const;
+  // Bytes encode() wrote, read from the tile bitmap of a wire padded to wire_size()'s bound.
+  int64_t encoded_bytes(const uint8_t* wire, int64_t rows, int64_t cols) const;
 
  private:
-  void check_shape(int64_t rows, int64_t cols) const;
-
   TahSpec t_;
   VariantSpec variant_;  // t_ as a variant
   std::string name_;

@@ -2,10 +2,14 @@
 // formula, exact reconstruction where the arithmetic allows it, and the error it reaches.
 #include "catch.hpp"
 #include "codecs/codec.hpp"
+#include "codecs/hadamard.hpp"
 #include "codecs/tahquant.hpp"
+#include "codecs/tahquant_hd.hpp"
 #include "core/dtype.hpp"
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 
 using namespace taco;
@@ -112,4 +116,80 @@ TEST_CASE("TAH-Quant error, non-finite inputs and configurations", "[tahquant]")
   REQUIRE(st.nonfinite == 2);
   for (float v : y) REQUIRE(std::isfinite(v));
   REQUIRE(std::fabs(y[7]) < 0.5f);
+}
+
+TEST_CASE("TAH-Quant's shared arithmetic: the series log, the tile FWHT, the entropy lanes",
+          "[tahquant]") {
+  // log_pos against the library log over the range the entropy takes (p + 1e-30, p in [0, 1])
+  // and beyond: within a few ulp (1e-15 relative), exact at 1.
+  CHECK(tah::log_pos(1.0) == 0.0);
+  CHECK(!std::signbit(tah::log_pos(1.0)));
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  double worst = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const double x =
+        i < 100000 ? u(rng) + 1e-30 : std::ldexp(0.5 + u(rng), int(u(rng) * 200) - 100);
+    const double want = std::log(x), got = tah::log_pos(x);
+    if (want != 0) worst = std::max(worst, std::fabs(got - want) / std::fabs(want));
+  }
+  INFO("worst relative error x 1e16: " << worst * 1e16);
+  CHECK(worst < 1e-15);
+  CHECK(std::fabs(tah::log_pos(1e-30) - std::log(1e-30)) < 1e-13);
+  CHECK(std::fabs(tah::log_pos(std::nextafter(1.0, 0.0)) - std::log(std::nextafter(1.0, 0.0))) <
+        1e-31);
+
+  // The tile FWHT is codecs/hadamard.hpp's fwht, bit for bit.
+  std::normal_distribution<float> g(0.0f, 3.0f);
+  for (int n = 8; n <= 1024; n *= 2) {
+    std::vector<float> a(static_cast<size_t>(n)), b;
+    for (auto& v : a) v = g(rng);
+    b = a;
+    fwht(a.data(), n);
+    tah::fwht_tile(b.data(), n, hadamard_scale(n));
+    CAPTURE(n);
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+  }
+
+  // The entropy the codec ranks tokens by: the lanes give the entropy within rounding, and a
+  // nearly one-hot token ranks below a flat one.
+  const int64_t cols = 96;  // three columns per lane
+  std::vector<float> flat(cols, 1.0f), peaked(cols, 0.001f);
+  peaked[5] = 10.0f;
+  auto entropy = [&](const std::vector<float>& x) {
+    double part[tah::kLanes];
+    for (int l = 0; l < tah::kLanes; ++l) part[l] = tah::lane_abs_sum(x.data(), cols, l);
+    const double denom = tah::dadd(tah::combine_lanes(part), tah::kEps);
+    for (int l = 0; l < tah::kLanes; ++l) part[l] = tah::lane_neg_plogp(x.data(), cols, l, denom);
+    return tah::combine_lanes(part);
+  };
+  CHECK(std::fabs(entropy(flat) - std::log(96.0)) < 1e-14);
+  CHECK(entropy(peaked) < 0.2);
+  CHECK(entropy(std::vector<float>(cols, 0.0f)) == 0.0);
+}
+
+TEST_CASE("TAH-Quant's layout: the sizes the wire formula gives and the encoded length",
+          "[tahquant]") {
+  const auto c = make_codec("tahquant");
+  const auto* t = dynamic_cast<const TahQuantCodec*>(c.get());
+  REQUIRE(t != nullptr);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (int64_t rows : {1, 5, 37}) {
+    const int64_t cols = 256;
+    const tah::Layout L = t->layout(rows, cols);
+    // [token bits][tile bits][codes][zeros][scales][pivots]
+    CHECK(L.tile_map == (rows + 7) / 8);
+    CHECK(L.zeros - L.codes == (L.n_lo * cols * 3 + (rows - L.n_lo) * cols * 4 + 7) / 8);
+    CHECK(L.pivots - L.zeros == 4 * rows * cols / 64);
+    CHECK(L.bound == c->wire_size(rows, cols).bytes);
+    std::vector<float> x(static_cast<size_t>(rows * cols));
+    for (auto& v : x) v = g(rng);
+    for (int64_t i = 0; i < rows * cols; i += 64) x[size_t(i + 3)] = 40.0f;  // some flagged tiles
+    auto w = c->encode(x.data(), rows, cols);
+    const int64_t n = int64_t(w.size());
+    w.resize(size_t(L.bound), 0);
+    CHECK(t->encoded_bytes(w.data(), rows, cols) == n);
+    CHECK(n > L.pivots);
+  }
 }

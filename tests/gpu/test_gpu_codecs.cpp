@@ -1067,7 +1067,7 @@ TEST_CASE("GPU codecs on the sample traces", "[gpu][codec][traces]") {
 }
 
 TEST_CASE("unsupported variants are InputErrors naming the variant", "[gpu][codec]") {
-  for (const char* v : {"int8-g128-asym", "fp8-tile128", "tahquant", "e2m1:row", "int4:tensor",
+  for (const char* v : {"int8-g128-asym", "fp8-tile128", "e2m1:row", "int4:tensor",
                         "e4m3:g16:sue4m3", "e4m3:col:sue4m3"}) {
     CAPTURE(v);
     try {
@@ -1509,4 +1509,128 @@ TEST_CASE("the bf16 device codec reproduces the CPU's bf16 codec through every e
   REQUIRE(download<uint8_t>(dw, size_t(n) * 2) == wv);
   const auto got_e = download<float>(de, size_t(n));
   REQUIRE(std::memcmp(got_e.data(), e2.data(), size_t(n) * 4) == 0);
+}
+
+TEST_CASE("the TAH-Quant device codec reproduces the CPU's wire through every entry point",
+          "[gpu][codec][tahquant]") {
+  // GpuTahQuant behind make_device_codec: entropy ranks (ties included: repeated tokens), the
+  // pivot rule, tile sizes 8..1024, bit widths 1..8, the host-buffer codec (the study), the device
+  // operations (several chunks in bound-sized slots, bf16 input), decode-reduce, re-encodes, the
+  // ring hop and error feedback, each against the CPU reference bit for bit.
+  uint64_t seed = 777;
+  struct Case {
+    const char* variant;
+    Shape shape;
+  };
+  for (const Case& k : {Case{"tahquant", {37, 256}}, Case{"tahquant", {1, 64}},
+                        Case{"tahquant", {300, 512}}, Case{"tahquant:tile=8:hi=2:lo=1", {19, 40}},
+                        Case{"tahquant:tile=1024:hi=8:lo=5:pct=50", {6, 2048}},
+                        Case{"tahquant:tile=32:hi=6:lo=3:pct=100", {9, 96}},
+                        Case{"tahquant:tile=16:hi=3:lo=2:pct=0", {10, 48}}}) {
+    const auto cpu = make_codec(k.variant);
+    const auto gc = gpu::make_gpu_codec(k.variant);
+    const int64_t rows = k.shape.rows, cols = k.shape.cols, n = rows * cols;
+    for (Dist d : kDists) {
+      auto x = make_input(d, rows, cols, ++seed, false);
+      // Repeated tokens: equal entropies, ranked by token index on both sides.
+      for (int64_t r = 2; r < rows; r += 3)
+        std::copy(x.begin(), x.begin() + cols, x.begin() + r * cols);
+      CAPTURE(k.variant, rows, cols, dist_name(d));
+      EncodeStats cs, gs;
+      const auto want = cpu->encode(x.data(), rows, cols, &cs);
+      const auto got = gc->encode(x.data(), rows, cols, &gs);
+      REQUIRE(got.size() == want.size());
+      REQUIRE(first_diff(got.data(), want.data(), want.size()) < 0);
+      CHECK(gs.nonfinite == cs.nonfinite);
+      CHECK(gs.saturated == cs.saturated);
+      std::vector<float> dc(x.size()), dg(x.size());
+      cpu->decode(want.data(), want.size(), rows, cols, dc.data());
+      gc->decode(want.data(), want.size(), rows, cols, dg.data());
+      REQUIRE(first_float_diff(dg.data(), dc.data(), dc.size()) < 0);
+      const auto y = make_input(Dist::Normal, rows, cols, ++seed, false);
+      const auto wy = cpu->encode(y.data(), rows, cols);
+      const std::vector<WireView> srcs = {
+          {want.data(), want.size()}, {wy.data(), wy.size()}, {want.data(), want.size()}};
+      std::vector<float> sc(x.size()), sg(x.size());
+      cpu->decode_reduce(srcs, rows, cols, sc.data());
+      gc->decode_reduce(srcs, rows, cols, sg.data());
+      REQUIRE(std::memcmp(sc.data(), sg.data(), sc.size() * 4) == 0);
+      for (bool round_bf16 : {false, true}) {
+        std::vector<uint8_t> rc, rg;
+        cpu->decode_reduce_encode(srcs, rows, cols, round_bf16, rc);
+        gc->decode_reduce_encode(srcs, rows, cols, round_bf16, rg);
+        REQUIRE(rc == rg);
+      }
+      std::vector<uint8_t> hc, hg;
+      cpu->decode_add_encode({wy.data(), wy.size()}, x.data(), rows, cols, hc);
+      gc->decode_add_encode({wy.data(), wy.size()}, x.data(), rows, cols, hg);
+      REQUIRE(hc == hg);
+    }
+
+    // The device API: three chunks of bf16 values side by side, each wire in a slot of the bound
+    // with zeros after the encoded bytes; decoded to bf16 after an fp32 sum.
+    const auto dc = gpu::make_device_codec(parse_variant(k.variant));
+    const int64_t slot = dc->chunk_bytes(rows, cols), chunks = 3;
+    REQUIRE(slot == cpu->wire_size(rows, cols).bytes);
+    std::vector<float> xb(size_t(chunks * n));
+    std::vector<uint16_t> hb(xb.size());
+    const auto src = make_input(Dist::Laplace, chunks * rows, cols, ++seed, true);
+    for (size_t i = 0; i < xb.size(); ++i) {
+      hb[i] = float_to_bf16(src[i]);
+      xb[i] = bf16_to_float(hb[i]);
+    }
+    std::vector<uint8_t> want_slots;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const auto w = cpu->encode(xb.data() + c * n, rows, cols);
+      want_slots.insert(want_slots.end(), w.begin(), w.end());
+      want_slots.resize(size_t((c + 1) * slot), 0);
+    }
+    DeviceBuffer dx(xb.size() * 2, "x"), dw(size_t(chunks * slot), "w"),
+        dout(xb.size() * 2, "out");
+    TACO_CUDA_CHECK(cudaMemcpy(dx.get(), hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+    TACO_CUDA_CHECK(cudaMemset(dw.get(), 0xab, size_t(chunks * slot)));  // every byte written
+    dc->encode(dx.get(), DType::BF16, chunks, rows, cols, dw.as<uint8_t>(), nullptr);
+    TACO_CUDA_CHECK(cudaDeviceSynchronize());
+    REQUIRE(download<uint8_t>(dw, size_t(chunks * slot)) == want_slots);
+    dc->decode(dw.as<uint8_t>(), chunks, rows, cols, dout.get(), DType::BF16, nullptr);
+    TACO_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> dec(xb.size());
+    for (int64_t c = 0; c < chunks; ++c)
+      cpu->decode(want_slots.data() + c * slot, size_t(slot), rows, cols, dec.data() + c * n);
+    const auto got_b = download<uint16_t>(dout, xb.size());
+    for (size_t i = 0; i < xb.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(got_b[i] == float_to_bf16(dec[i]));
+    }
+
+    // Error feedback: the CPU formula (FeedbackState::step), residual included.
+    const auto xe = make_input(Dist::Mixed, rows, cols, ++seed, false);
+    std::vector<float> e(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) e[size_t(i)] = 1e-3f * float(i % 7 - 3);
+    DeviceBuffer ex(size_t(n) * 4, "x"), ee(size_t(n) * 4, "e"), ew(size_t(slot), "w");
+    TACO_CUDA_CHECK(cudaMemcpy(ex.get(), xe.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
+    TACO_CUDA_CHECK(cudaMemcpy(ee.get(), e.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
+    dc->encode_ef(ex.get(), DType::F32, ee.as<float>(), 1, rows, cols, ew.as<uint8_t>(), nullptr);
+    TACO_CUDA_CHECK(cudaDeviceSynchronize());
+    auto fin = [](float f) { return std::isfinite(f) ? f : 0.0f; };
+    std::vector<float> v(static_cast<size_t>(n)), vd(v.size()), e2(v.size());
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = fin(xe[size_t(i)]) + e[size_t(i)];
+    auto wv = cpu->encode(v.data(), rows, cols);
+    cpu->decode(wv.data(), wv.size(), rows, cols, vd.data());
+    for (int64_t i = 0; i < n; ++i) e2[size_t(i)] = v[size_t(i)] - fin(vd[size_t(i)]);
+    wv.resize(size_t(slot), 0);
+    REQUIRE(download<uint8_t>(ew, size_t(slot)) == wv);
+    const auto got_e = download<float>(ee, size_t(n));
+    REQUIRE(std::memcmp(got_e.data(), e2.data(), size_t(n) * 4) == 0);
+
+    // Arbitrary bytes (a bitmap marking the wrong number of tokens, pivots anywhere): the CPU
+    // refuses them; the device decodes them inside its buffers.
+    std::mt19937_64 rng(seed);
+    std::vector<uint8_t> junk(static_cast<size_t>(slot));
+    for (auto& b : junk) b = uint8_t(rng());
+    DeviceBuffer dj(size_t(slot), "junk"), dd(size_t(n) * 4, "out");
+    TACO_CUDA_CHECK(cudaMemcpy(dj.get(), junk.data(), junk.size(), cudaMemcpyHostToDevice));
+    dc->decode(dj.as<uint8_t>(), 1, rows, cols, dd.get(), DType::F32, nullptr);
+    TACO_CUDA_CHECK(cudaDeviceSynchronize());
+  }
 }

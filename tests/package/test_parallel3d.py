@@ -107,7 +107,7 @@ def test_pp_alone_and_dp_alone_equal_the_unsplit_model(tmp_path, split):
 
 @pytest.mark.parametrize("args, needle", [
     (["--pp-sim", "2", "--compress-pp", "bogus"], "--compress-pp: "),
-    (["--pp-sim", "2", "--compress-pp", "tahquant", "--device", "cuda"], "--compress-pp tahquant has no CUDA kernels"),
+    (["--pp-sim", "2", "--compress-pp", "int8-g128-asym", "--device", "cuda"], "--compress-pp int8-g128-asym has no CUDA kernels"),
     (["--dp-sim", "2", "--compress-dp", "powersgd:r4"], "--compress-dp: "),
     (["--pp-sim", "3"], "3 pipeline stages for 2 layers"),
     (["--pp-sim", "2", "--micro-batches", "1"], "--micro-batches 1 is fewer than the 2 pipeline stages"),
