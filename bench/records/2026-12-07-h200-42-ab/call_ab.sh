@@ -55,6 +55,20 @@ for f in results.csv collectives.csv feedback.csv; do
   cmp -s /tmp/b_gpu/$f /tmp/b_cpu/$f && r=identical || r=DIFFER
   echo "bf16 $f ($(wc -l < /tmp/b_gpu/$f) lines): new gpu vs new cpu $r"
 done | tee -a $O/study_ab.txt
+# GpuTahQuant (new in HEAD): the study --gpu against the CPU, and taco bench's own check of the
+# GPU bytes against the CPU codec (encode, encode_ef) with its timings.
+TARGS="study traces/samples --variants tahquant,ef:tahquant,tahquant:tile=32:hi=6:lo=6 --collectives one_shot,two_shot,ring,all_gather,reduce_scatter --tp 2,4"
+echo "taco $TARGS [--gpu] --out <dir>" >> $O/study_cmd.txt
+timeout 90 $NEW $TARGS --gpu --out /tmp/t_gpu > $O/t_gpu.txt 2>&1; echo "tahquant --gpu rc=$?"
+timeout 90 $NEW $TARGS --out /tmp/t_cpu > $O/t_cpu.txt 2>&1; echo "tahquant cpu rc=$?"
+for f in results.csv collectives.csv feedback.csv; do
+  cmp -s /tmp/t_gpu/$f /tmp/t_cpu/$f && r=identical || r=DIFFER
+  echo "tahquant $f ($(wc -l < /tmp/t_gpu/$f) lines): new gpu vs new cpu $r"
+done | tee -a $O/study_ab.txt
+TB="bench -v tahquant,tahquant:tile=32:hi=6:lo=6 --ops encode,encode_ef,decode,decode_reduce,decode_reduce_encode --impl fused --sizes 16M,64M --no-batch --min-samples 5 --max-noise 5 --min-time 0.01 --timeout 0.3"
+echo "taco $TB" >> $O/bench_cmd.txt
+timeout 100 $NEW $TB --json $O/bench_tahquant.json > $O/bench_tahquant.md 2>&1
+echo "bench tahquant rc=$? verify-failures=$(grep -ciE 'mismatch|VERIFICATION FAILED' $O/bench_tahquant.md) identical=$(grep -c identical $O/bench_tahquant.md)"
 pack
 stamp compare
 python3 bench/records/2026-12-04-h200-refactor-ab/ab_compare.py $O > $O/ab.txt; tail -1 $O/ab.txt
