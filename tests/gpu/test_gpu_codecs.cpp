@@ -1585,8 +1585,7 @@ TEST_CASE("the TAH-Quant device codec reproduces the CPU's wire through every en
       want_slots.insert(want_slots.end(), w.begin(), w.end());
       want_slots.resize(size_t((c + 1) * slot), 0);
     }
-    DeviceBuffer dx(xb.size() * 2, "x"), dw(size_t(chunks * slot), "w"),
-        dout(xb.size() * 2, "out");
+    DeviceBuffer dx(xb.size() * 2, "x"), dw(size_t(chunks * slot), "w"), dout(xb.size() * 2, "out");
     TACO_CUDA_CHECK(cudaMemcpy(dx.get(), hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
     TACO_CUDA_CHECK(cudaMemset(dw.get(), 0xab, size_t(chunks * slot)));  // every byte written
     dc->encode(dx.get(), DType::BF16, chunks, rows, cols, dw.as<uint8_t>(), nullptr);
