@@ -56,6 +56,8 @@ void upload(void* dst, const std::vector<float>& v, DType t) {
     for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_bf16(v[i]);
     TACO_CUDA_CHECK(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
   }
+  // A pageable cudaMemcpy may return before the DMA lands; the streams here are non-blocking.
+  TACO_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 // The first n elements of a device buffer, as floats (bf16 widened exactly).
@@ -183,8 +185,9 @@ TEST_CASE("comm: the fused ring hop equals the CPU's decode + add + encode byte 
           DeviceBuffer d_in(wire.size(), "test"), d_out(wire.size(), "test"),
               d_own(size_t(n) * 4, "test"), scratch(size_t(n) * 4, "test");
           TACO_CUDA_CHECK(cudaMemcpy(d_in.get(), wire.data(), wire.size(), cudaMemcpyHostToDevice));
-          upload(d_own.get(), own, t);
+          upload(d_own.get(), own, t);  // (synchronizes the device: both copies have landed)
           TACO_CUDA_CHECK(cudaMemset(d_out.get(), 0x5a, wire.size()));
+          TACO_CUDA_CHECK(cudaDeviceSynchronize());
           q->decode_add_encode(d_in.as<uint8_t>(), d_own.get(), io_type(t), rows, cols,
                                d_out.as<uint8_t>(), scratch.as<float>(), stream.get());
           stream.synchronize();
