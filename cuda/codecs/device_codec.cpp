@@ -32,6 +32,16 @@ void DeviceCodec::encode_ef_round_trip(const void* in, DType in_type, float* res
   ew::sub_f32(v.f32(), d.f32(), residual, n, true, stream);  // e = v - finite(d)
 }
 
+void DeviceCodec::decode_add_encode_round_trip(const uint8_t* wire_in, const void* own,
+                                               DType own_type, int64_t rows, int64_t cols,
+                                               uint8_t* wire_out, float* scratch,
+                                               cudaStream_t stream) const {
+  TACO_ASSERT(scratch != nullptr, "GPU codec {}: a ring hop needs an fp32 scratch buffer", name());
+  decode(wire_in, 1, rows, cols, scratch, DType::F32, stream);
+  ew::add_f32(own, own_type, scratch, scratch, rows * cols, false, stream);  // own + decoded
+  encode(scratch, DType::F32, 1, rows, cols, wire_out, stream);
+}
+
 std::unique_ptr<DeviceCodec> make_device_codec(const VariantSpec& spec) {
   const std::string why = device_unsupported_reason(spec);
   TACO_REQUIRE_INPUT(why.empty(), "variant '{}' has no GPU implementation ({})",

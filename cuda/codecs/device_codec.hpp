@@ -89,6 +89,11 @@ class DeviceCodec {
   void encode_ef_round_trip(const void* in, DType in_type, float* residual, int64_t chunks,
                             int64_t rows, int64_t cols, uint8_t* wire, cudaStream_t stream,
                             unsigned long long* stats) const;
+  // decode_add_encode() from decode() and encode() through the caller's fp32 scratch (for codecs
+  // without a fused hop kernel).
+  void decode_add_encode_round_trip(const uint8_t* wire_in, const void* own, DType own_type,
+                                    int64_t rows, int64_t cols, uint8_t* wire_out, float* scratch,
+                                    cudaStream_t stream) const;
 };
 
 // Empty when the spec has device kernels, else why not (never throws).

@@ -74,11 +74,7 @@ void GpuBf16::decode_add_encode(const uint8_t* wire_in, const void* own, DType o
                                 int64_t rows, int64_t cols, uint8_t* wire_out, float* scratch,
                                 cudaStream_t stream) const {
   require_value_type(own_type, "the own chunk");
-  TACO_ASSERT(scratch != nullptr, "GPU codec bf16: a ring hop needs an fp32 scratch buffer");
-  const int64_t n = chunk_bytes(rows, cols) / 2;
-  decode(wire_in, 1, rows, cols, scratch, DType::F32, stream);
-  ew::add_f32(own, own_type, scratch, scratch, n, false, stream);  // own + decoded, in fp32
-  ew::convert(scratch, DType::F32, wire_out, DType::BF16, n, stream);
+  decode_add_encode_round_trip(wire_in, own, own_type, rows, cols, wire_out, scratch, stream);
 }
 
 }  // namespace taco::gpu

@@ -8,7 +8,6 @@
 #include "codecs/hadamard.hpp"
 #include "codecs/quant_codec.hpp"
 #include "core/error.hpp"
-#include "cuda/codecs/elementwise_kernels.hpp"
 #include "cuda/runtime/cuda_check.hpp"
 #include "formats/elem.hpp"
 #include "formats/fp8.hpp"
@@ -586,14 +585,9 @@ void GpuQuant::decode_add_encode(const uint8_t* wire_in, const void* own, DType 
                                  int64_t rows, int64_t cols, uint8_t* wire_out, float* scratch,
                                  cudaStream_t stream) const {
   require_kernel_type(own_type, name_, "the own chunk");
-  if (!group_) {  // row / column / tensor blocks: decode, add the own chunk in fp32, encode
-    TACO_ASSERT(scratch != nullptr, "GPU codec {}: a ring hop needs an fp32 scratch buffer", name_);
-    const int64_t n = rows * cols;
-    decode(wire_in, 1, rows, cols, scratch, DType::F32, stream);
-    ew::add_f32(own, own_type, scratch, scratch, n, false, stream);  // own + decoded, in fp32
-    encode(scratch, DType::F32, 1, rows, cols, wire_out, stream);
-    return;
-  }
+  if (!group_)  // row / column / tensor blocks: decode, add the own chunk in fp32, encode
+    return decode_add_encode_round_trip(wire_in, own, own_type, rows, cols, wire_out, scratch,
+                                        stream);
   KernelParams p = base_params(1, rows, cols);
   p.in = own;
   p.in_type = own_type;

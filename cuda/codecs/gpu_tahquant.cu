@@ -58,10 +58,10 @@ __global__ void entropy_kernel(const float* x, tah::Layout L, double* H,
   }
   double sum = tah::lane_abs_sum(xr, L.cols, lane);
   for (int s = tah::kLanes / 2; s >= 1; s >>= 1)
-    sum = tah::dadd(sum, __shfl_down_sync(full, sum, s));
-  const double denom = tah::dadd(__shfl_sync(full, sum, 0), tah::kEps);
+    sum = tah::add_rn(sum, __shfl_down_sync(full, sum, s));
+  const double denom = tah::add_rn(__shfl_sync(full, sum, 0), tah::kEps);
   double h = tah::lane_neg_plogp(xr, L.cols, lane, denom);
-  for (int s = tah::kLanes / 2; s >= 1; s >>= 1) h = tah::dadd(h, __shfl_down_sync(full, h, s));
+  for (int s = tah::kLanes / 2; s >= 1; s >>= 1) h = tah::add_rn(h, __shfl_down_sync(full, h, s));
   if (lane == 0) H[r] = h;
 }
 
@@ -350,11 +350,7 @@ void GpuTahQuant::decode_add_encode(const uint8_t* wire_in, const void* own, DTy
                                     int64_t rows, int64_t cols, uint8_t* wire_out, float* scratch,
                                     cudaStream_t stream) const {
   require_value_type(own_type, "the own chunk");
-  TACO_ASSERT(scratch != nullptr, "GPU codec tahquant: a ring hop needs an fp32 scratch buffer");
-  (void)chunk_bytes(rows, cols);
-  decode_block(wire_in, cpu_.layout(rows, cols), scratch, false, stream);
-  ew::add_f32(own, own_type, scratch, scratch, rows * cols, false, stream);  // own + decoded
-  encode(scratch, DType::F32, 1, rows, cols, wire_out, stream, nullptr);
+  decode_add_encode_round_trip(wire_in, own, own_type, rows, cols, wire_out, scratch, stream);
 }
 
 // Our launches and CUB calls per block (CUB's own kernels not counted apart).

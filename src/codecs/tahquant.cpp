@@ -104,7 +104,7 @@ std::vector<uint8_t> TahQuantCodec::encode(const float* x, int64_t rows, int64_t
     for (int64_t c = 0; c < cols; ++c) nonfin += (float_bits(xr[c]) & 0x7f800000u) == 0x7f800000u;
     double part[tah::kLanes];
     for (int l = 0; l < tah::kLanes; ++l) part[l] = tah::lane_abs_sum(xr, cols, l);
-    const double denom = tah::dadd(tah::combine_lanes(part), tah::kEps);
+    const double denom = tah::add_rn(tah::combine_lanes(part), tah::kEps);
     for (int l = 0; l < tah::kLanes; ++l) part[l] = tah::lane_neg_plogp(xr, cols, l, denom);
     H[size_t(r)] = tah::combine_lanes(part);
   }

@@ -28,27 +28,10 @@ constexpr int kLanes = 32;
 constexpr float kFp16Max = 65504.0f;
 constexpr double kEps = 1e-30;  // keeps p / sum and log(p) finite on zero tokens and values
 
-TACO_HD double dadd(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-TACO_HD double dmul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-TACO_HD double ddiv(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
+using gpu::add_rn;  // float and double: one correctly rounded operation on either side
+using gpu::div_rn;
+using gpu::mul_rn;
+
 TACO_HD uint64_t dbits(double x) {
 #if defined(__CUDA_ARCH__)
   return uint64_t(__double_as_longlong(x));
@@ -76,14 +59,14 @@ TACO_HD double log_pos(double x) {
   int e = int((u >> 52) & 0x7ff) - 1022;  // x = m 2^e, m in [0.5, 1)
   double m = bitsd((u & 0x000fffffffffffffull) | 0x3fe0000000000000ull);  // exact
   if (m < 0.70710678118654752440) {
-    m = dmul(m, 2.0);  // exact
+    m = mul_rn(m, 2.0);  // exact
     e -= 1;
   }
-  const double f = ddiv(dadd(m, -1.0), dadd(m, 1.0));
-  const double f2 = dmul(f, f);
-  double p = ddiv(1.0, 25.0);
-  for (int k = 11; k >= 0; --k) p = dadd(dmul(p, f2), ddiv(1.0, double(2 * k + 1)));
-  return dadd(dmul(double(e), 0.69314718055994530942), dmul(dmul(2.0, f), p));
+  const double f = div_rn(add_rn(m, -1.0), add_rn(m, 1.0));
+  const double f2 = mul_rn(f, f);
+  double p = div_rn(1.0, 25.0);
+  for (int k = 11; k >= 0; --k) p = add_rn(mul_rn(p, f2), div_rn(1.0, double(2 * k + 1)));
+  return add_rn(mul_rn(double(e), 0.69314718055994530942), mul_rn(mul_rn(2.0, f), p));
 }
 
 TACO_HD float finite_or_zero(float x) {
@@ -102,7 +85,7 @@ TACO_HD float abs_f(float x) {
 // Lane l's partial sum of |x| over columns l, l + kLanes, ... (non-finite x read as 0).
 TACO_HD double lane_abs_sum(const float* xr, int64_t cols, int lane) {
   double s = 0;
-  for (int64_t c = lane; c < cols; c += kLanes) s = dadd(s, double(abs_f(finite_or_zero(xr[c]))));
+  for (int64_t c = lane; c < cols; c += kLanes) s = add_rn(s, double(abs_f(finite_or_zero(xr[c]))));
   return s;
 }
 // Lane l's partial of -sum p log(p + eps), p = |x| / denom, over the same columns. Every term is
@@ -110,15 +93,15 @@ TACO_HD double lane_abs_sum(const float* xr, int64_t cols, int lane) {
 TACO_HD double lane_neg_plogp(const float* xr, int64_t cols, int lane, double denom) {
   double h = 0;
   for (int64_t c = lane; c < cols; c += kLanes) {
-    const double p = ddiv(double(abs_f(finite_or_zero(xr[c]))), denom);
-    h = dadd(h, -dmul(p, log_pos(dadd(p, kEps))));
+    const double p = div_rn(double(abs_f(finite_or_zero(xr[c]))), denom);
+    h = add_rn(h, -mul_rn(p, log_pos(add_rn(p, kEps))));
   }
   return h;
 }
 // The host's replay of the warp tree: after strides 16, 8, 4, 2, 1, lane 0 holds the total.
 inline double combine_lanes(double* p) {
   for (int s = kLanes / 2; s >= 1; s >>= 1)
-    for (int l = 0; l < s; ++l) p[l] = dadd(p[l], p[l + s]);
+    for (int l = 0; l < s; ++l) p[l] = add_rn(p[l], p[l + s]);
   return p[0];
 }
 
@@ -163,7 +146,7 @@ TACO_HD uint16_t fp16_round_up_pos(float v) {
 TACO_HD int32_t quantize_asym(float v, int32_t qmax) {
   const float c =
       v != v ? 0.0f : (v > 4194304.0f ? 4194304.0f : (v < -4194304.0f ? -4194304.0f : v));
-  const int32_t r = int32_t(gpu::add_rn(gpu::add_rn(c, 12582912.0f), -12582912.0f));
+  const int32_t r = int32_t(add_rn(add_rn(c, 12582912.0f), -12582912.0f));
   return r < 0 ? 0 : (r > qmax ? qmax : r);
 }
 
@@ -195,13 +178,13 @@ TACO_HD void fwht_tile(float* v, int n, float scale) {
     for (int i = 0; i < n; i += 2 * s)
       for (int j = i; j < i + s; ++j) {
         const float a = v[j], b = v[j + s];
-        v[j] = gpu::add_rn(a, b);
-        v[j + s] = gpu::add_rn(a, -b);
+        v[j] = add_rn(a, b);
+        v[j + s] = add_rn(a, -b);
       }
   for (int j = 0; j < h; ++j) {
     const float a = v[j], b = v[j + h];
-    v[j] = gpu::mul_rn(gpu::add_rn(a, b), scale);
-    v[j + h] = gpu::mul_rn(gpu::add_rn(a, -b), scale);
+    v[j] = mul_rn(add_rn(a, b), scale);
+    v[j + h] = mul_rn(add_rn(a, -b), scale);
   }
 }
 
@@ -242,16 +225,16 @@ TACO_HD TileCode encode_tile(float* v, int tile, int bits, float hscale, uint8_t
   const float z = fp16_value(t.zero);
   float span = 0;
   for (int i = 0; i < tile; ++i) {
-    const float d = gpu::add_rn(v[i], -z);
+    const float d = add_rn(v[i], -z);
     span = d > span ? d : span;
   }
   const int32_t qmax = (1 << bits) - 1;
-  t.scale = fp16_round_up_pos(gpu::div_rn(span, float(qmax)));
+  t.scale = fp16_round_up_pos(div_rn(span, float(qmax)));
   const float s = fp16_value(t.scale);
   uint32_t acc = 0;
   int nb = 0;
   for (int i = 0; i < tile; ++i) {
-    const int32_t q = quantize_asym(gpu::div_rn(gpu::add_rn(v[i], -z), s), qmax);
+    const int32_t q = quantize_asym(div_rn(add_rn(v[i], -z), s), qmax);
     t.saturated += q == 0 || q == qmax;
     acc |= uint32_t(q) << nb;
     nb += bits;
@@ -269,7 +252,7 @@ TACO_HD void decode_tile(const uint8_t* codes, int tile, int bits, uint16_t zero
   int nb = 0;
   for (int i = 0; i < tile; ++i) {
     for (; nb < bits; nb += 8) acc |= uint32_t(*codes++) << nb;
-    v[i] = gpu::add_rn(gpu::mul_rn(float(acc & mask), s), z);
+    v[i] = add_rn(mul_rn(float(acc & mask), s), z);
     acc >>= bits;
     nb -= bits;
   }

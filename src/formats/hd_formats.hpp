@@ -59,6 +59,28 @@ TACO_HD float div_rn(float a, float b) {
   return a / b;
 #endif
 }
+// The same in fp64 (TAH-Quant's token entropy, codecs/tahquant_hd.hpp).
+TACO_HD double add_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+TACO_HD double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+TACO_HD double div_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
 // IEEE maxNum / minNum (a NaN operand is ignored); |x|.
 TACO_HD float max_num(float a, float b) {
 #if defined(__CUDA_ARCH__)

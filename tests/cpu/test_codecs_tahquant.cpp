@@ -159,7 +159,7 @@ TEST_CASE("TAH-Quant's shared arithmetic: the series log, the tile FWHT, the ent
   auto entropy = [&](const std::vector<float>& x) {
     double part[tah::kLanes];
     for (int l = 0; l < tah::kLanes; ++l) part[l] = tah::lane_abs_sum(x.data(), cols, l);
-    const double denom = tah::dadd(tah::combine_lanes(part), tah::kEps);
+    const double denom = tah::add_rn(tah::combine_lanes(part), tah::kEps);
     for (int l = 0; l < tah::kLanes; ++l) part[l] = tah::lane_neg_plogp(x.data(), cols, l, denom);
     return tah::combine_lanes(part);
   };
