@@ -59,7 +59,7 @@ def make_one(path: str, doc: dict, name: str,
         ax_loss.plot(tok, med, color=colors[v], lw=1.0 if v != "none" else 1.4, label=v)
         ax_loss.fill_between(tok, lo, hi, color=colors[v], alpha=0.18, lw=0)
         out.add_series(ax_loss, v, len(tok), seeds=sum(1 for r in runs if r["variant"] == v))
-    ax_loss.set_title("validation loss (median, seed band)")
+    ax_loss.set_title("val. loss (median, seed band)")
     ax_loss.set_xlabel("training tokens")
     ax_loss.set_ylabel("validation loss (nats per byte)")
     finals = [r["final_val_loss"] for r in runs]
@@ -86,11 +86,14 @@ def make_one(path: str, doc: dict, name: str,
                        std_diff_pct=std, bytes_per_element=t["bytes_per_element"])
     ax_diff.set_xticks(range(len(rows)))
     # bytes per element null: an unfinished run whose codec the summarizing machine could not size
-    ax_diff.set_xticklabels([f"{t['variant']}\n" + (f"{t['bytes_per_element']:.2f} B" if t["bytes_per_element"]
-                                                      is not None else "? B") for t in rows], rotation=60,
-                            fontsize=5.5, ha="right")
+    # 3D candidates (VARIANT@pp=V@dp=V...) get one line per route, upright; plain names lean
+    routed = any("@" in t["variant"] for t in rows)
+    ax_diff.set_xticklabels([t["variant"].replace("@", "\n@") + "\n" +
+                             (f"{t['bytes_per_element']:.2f} B" if t["bytes_per_element"] is not None else "? B")
+                             for t in rows], rotation=0 if routed else 60, fontsize=4.0 if routed else 5.5,
+                            ha="center" if routed else "right")
     at = doc.get("compared_at", "final")
-    ax_diff.set_title(f"val. loss ({at}) vs same-seed baseline" if at != "final" else "final val. loss vs same-seed baseline")
+    ax_diff.set_title(f"vs same-seed baseline ({at})" if at != "final" else "final vs same-seed baseline")
     ax_diff.set_ylabel("difference (%)")
 
     # the errors: for each (site, direction), the median over runs of each sampled step, one
@@ -117,6 +120,9 @@ def make_one(path: str, doc: dict, name: str,
             drew += 1
     if drew:
         ax_err.set_yscale("log")
+    else:  # e.g. the 3D trainer's runs: no per-site error samples
+        ax_err.text(0.5, 0.5, "no collective errors\nsampled in these runs", transform=ax_err.transAxes,
+                    ha="center", va="center", fontsize=6, color="0.4")
     ax_err.set_title("collective error during training")
     ax_err.set_xlabel("step")
     ax_err.set_ylabel("rel. L2 error (-- bwd)")
