@@ -156,6 +156,16 @@ TEST_CASE("comm: compressed collectives on the GPU equal the host executor bit f
               REQUIRE(compare_with_host(ctx, v, coll, algo, shape.first, shape.second, depth, t) ==
                       "");
             }
+    // TAH-Quant: data-dependent wires in slots of their bound; cols in whole 64-wide tiles.
+    for (DType t : {DType::F32, DType::BF16})
+      for (const auto& [coll, algo] : kAlgos)
+        for (auto shape : {std::pair<int64_t, int64_t>{4 * N, 256},
+                           std::pair<int64_t, int64_t>{3 * N + 1, 128}}) {
+          CAPTURE(N, dtype_name(t), taco::coll_name(coll), taco::algo_name(algo), shape.first,
+                  shape.second);
+          REQUIRE(compare_with_host(ctx, "tahquant", coll, algo, shape.first, shape.second, 1, t) ==
+                  "");
+        }
   }
 }
 
