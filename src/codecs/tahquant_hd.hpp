@@ -13,10 +13,9 @@
 // too: lane l of kLanes adds columns l, l + kLanes, ... left to right, and the lane partials are
 // combined as a warp's shuffle-down tree (strides 16, 8, 4, 2, 1), which the host replays.
 #include <cstdint>
-#include <cstring>
 
 #include "core/dtype.hpp"
-#include "formats/hd_formats.hpp"  // TACO_HD, add_rn, mul_rn, div_rn
+#include "formats/hd_formats.hpp"  // TACO_HD, add_rn, mul_rn, div_rn, abs_f, hd_bits
 
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
@@ -28,36 +27,21 @@ constexpr int kLanes = 32;
 constexpr float kFp16Max = 65504.0f;
 constexpr double kEps = 1e-30;  // keeps p / sum and log(p) finite on zero tokens and values
 
+using gpu::abs_f;
 using gpu::add_rn;  // float and double: one correctly rounded operation on either side
 using gpu::div_rn;
+using gpu::hd_bits;
+using gpu::hd_bits64;
+using gpu::hd_double;
 using gpu::mul_rn;
-
-TACO_HD uint64_t dbits(double x) {
-#if defined(__CUDA_ARCH__)
-  return uint64_t(__double_as_longlong(x));
-#else
-  uint64_t u;
-  std::memcpy(&u, &x, 8);
-  return u;
-#endif
-}
-TACO_HD double bitsd(uint64_t u) {
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double((long long)u);
-#else
-  double x;
-  std::memcpy(&x, &u, 8);
-  return x;
-#endif
-}
 
 // ln(x) for a positive normal double x, within 1e-15 relative (a few ulp): x = m * 2^e with m in
 // [sqrt(1/2), sqrt(2)), ln m = 2 atanh(f) = 2 (f + f^3/3 + ... + f^25/25) with f = (m-1)/(m+1)
 // (|f| <= 0.172, so the next term is below 2^-70 of the sum), plus e ln 2. log_pos(1) = +0.
 TACO_HD double log_pos(double x) {
-  const uint64_t u = dbits(x);
+  const uint64_t u = hd_bits64(x);
   int e = int((u >> 52) & 0x7ff) - 1022;  // x = m 2^e, m in [0.5, 1)
-  double m = bitsd((u & 0x000fffffffffffffull) | 0x3fe0000000000000ull);  // exact
+  double m = hd_double((u & 0x000fffffffffffffull) | 0x3fe0000000000000ull);  // exact
   if (m < 0.70710678118654752440) {
     m = mul_rn(m, 2.0);  // exact
     e -= 1;
@@ -70,16 +54,7 @@ TACO_HD double log_pos(double x) {
 }
 
 TACO_HD float finite_or_zero(float x) {
-  uint32_t u;
-#if defined(__CUDA_ARCH__)
-  u = __float_as_uint(x);
-#else
-  std::memcpy(&u, &x, 4);
-#endif
-  return (u & 0x7f800000u) == 0x7f800000u ? 0.0f : x;
-}
-TACO_HD float abs_f(float x) {
-  return x < 0.0f ? -x : x;  // +-0 -> +-0: only magnitudes are compared or added
+  return (hd_bits(x) & 0x7f800000u) == 0x7f800000u ? 0.0f : x;
 }
 
 // Lane l's partial sum of |x| over columns l, l + kLanes, ... (non-finite x read as 0).

@@ -38,6 +38,24 @@ TACO_HD float hd_float(uint32_t u) {
   return f;
 #endif
 }
+TACO_HD uint64_t hd_bits64(double x) {
+#if defined(__CUDA_ARCH__)
+  return uint64_t(__double_as_longlong(x));
+#else
+  uint64_t u;
+  std::memcpy(&u, &x, 8);
+  return u;
+#endif
+}
+TACO_HD double hd_double(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double((long long)u);
+#else
+  double x;
+  std::memcpy(&x, &u, 8);
+  return x;
+#endif
+}
 TACO_HD float add_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(a, b);
