@@ -101,7 +101,12 @@ struct Inputs {
 Inputs load_inputs(const ModelArgs& a) {
   Inputs in;
   in.links = read_links(a.links);
-  if (!a.bench.empty()) in.bench = std::make_unique<CodecTable>(read_bench_json(a.bench));
+  if (!a.bench.empty()) {
+    std::vector<CodecTable> tables;
+    for (const auto& f : taco::cli::split_list(a.bench, "--bench"))
+      tables.push_back(read_bench_json(f));
+    in.bench = std::make_unique<CodecTable>(merge_codec_tables(tables));
+  }
   if (!a.layer.empty()) in.layer = std::make_unique<LayerRecord>(read_layer_json(a.layer));
   if (!a.comm.empty())
     for (const auto& f : taco::cli::split_list(a.comm, "--comm"))
@@ -882,7 +887,8 @@ void add_model(CLI::App& root) {
                 "Codec/transfer overlap model: pipeline (chunked, taco comm's) or none")
       ->capture_default_str();
   c->add_option("--bench", a->bench,
-                "taco bench --json output: codec GB/s per variant and size (needed to compress)");
+                "taco bench --json outputs of one GPU (comma list): codec GB/s per variant and "
+                "size (needed to compress)");
   c->add_option("--comm", a->comm,
                 "taco comm --json outputs (comma list): --validate checks against them; otherwise "
                 "they refit the "
@@ -953,7 +959,9 @@ void add_model(CLI::App& root) {
                        "--validate");
     TACO_REQUIRE_INPUT(a->fit_lines >= 1 && a->fit_lines <= 3,
                        "--fit-lines must be 1, 2 or 3, got {}", a->fit_lines);
-    std::vector<std::string> read = {a->links, a->bench, a->layer};
+    std::vector<std::string> read = {a->links, a->layer};
+    if (!a->bench.empty())
+      for (const auto& f : taco::cli::split_list(a->bench, "--bench")) read.push_back(f);
     if (!a->comm.empty())
       for (const auto& f : taco::cli::split_list(a->comm, "--comm")) read.push_back(f);
     taco::check_not_an_input(a->json_path, read, "--json", taco::OutputKind::File);

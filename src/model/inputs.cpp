@@ -113,6 +113,8 @@ CodecTable read_bench_json(const std::string& path) {
       o = CodecOp::DecodeReduce;
     else if (op == "decode_reduce_encode")
       o = CodecOp::DecodeReduceEncode;
+    else if (op == "encode_ef")
+      continue;  // the model charges codecs without error feedback (no residual traffic)
     else
       throw_input_error("{}.op: unknown operation \"{}\"", w, op);
     any_cold = any_cold || cold;
@@ -149,6 +151,26 @@ CodecTable read_bench_json(const std::string& path) {
   }
   TACO_REQUIRE_INPUT(!t.curves.empty(),
                      "{}: no variant has fused bf16 encode and decode_reduce rows", path);
+  return t;
+}
+
+CodecTable merge_codec_tables(const std::vector<CodecTable>& tables) {
+  TACO_REQUIRE_INPUT(!tables.empty(), "no bench file to merge");
+  CodecTable t = tables.front();
+  for (size_t i = 1; i < tables.size(); ++i) {
+    const CodecTable& u = tables[i];
+    TACO_REQUIRE_INPUT(u.gpu == t.gpu,
+                       "{} measured {} but {} measured {}: codec rows of one GPU only",
+                       tables.front().path, t.gpu, u.path, u.gpu);
+    for (const auto& [variant, ops] : u.curves) {
+      TACO_REQUIRE_INPUT(!t.has(variant), "variant '{}' is in {} and {}: give each variant once",
+                         variant, t.path, u.path);
+      t.curves[variant] = ops;
+      t.bytes_per_elem[variant] = u.bytes_per_elem.at(variant);
+    }
+    t.copy_TBps = std::max(t.copy_TBps, u.copy_TBps);
+    t.path += "," + u.path;
+  }
   return t;
 }
 

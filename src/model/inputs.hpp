@@ -45,6 +45,10 @@ struct CodecTable {
 // Reads fused, bf16 rows (cold ones when the file has any). Variants without an encode and a
 // decode_reduce row are left out.
 CodecTable read_bench_json(const std::string& path);
+// Several bench files of one GPU as one table (e.g. a new codec benchmarked in its own run):
+// InputError when their GPUs differ or a variant is in two of them. The copy rate is the
+// highest of theirs; path lists them comma-separated.
+CodecTable merge_codec_tables(const std::vector<CodecTable>& tables);
 
 // ---- taco comm --json --------------------------------------------------------------------
 struct CommRow {

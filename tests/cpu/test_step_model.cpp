@@ -403,7 +403,7 @@ TEST_CASE("codec table: log-log interpolation, floor, wire bytes from the encode
             {"results",
              {row("encode", n1, 100, true), row("encode", n2, 1000, true),
               row("decode_reduce", n1, 100, true), row("decode_reduce", n2, 1000, true),
-              row("encode", n1, 5000, false),
+              row("encode", n1, 5000, false), row("encode_ef", n1, 1, true),
               json{{"variant", "v"},
                    {"op", "encode"},
                    {"impl", "unfused"},
@@ -414,7 +414,8 @@ TEST_CASE("codec table: log-log interpolation, floor, wire bytes from the encode
   const CodecTable t = read_bench_json(write_temp("bench.json", j));
   REQUIRE(t.bytes_per_elem.at("v") == Approx(1.0625));
   REQUIRE(t.copy_TBps == Approx(4.0));
-  // Halfway in log(bytes): 10^2.5 GB/s. Warm and unfused rows are ignored (cold rows exist).
+  // Halfway in log(bytes): 10^2.5 GB/s. Warm, unfused and encode_ef rows (error feedback, which
+  // the model does not charge) are ignored.
   REQUIRE(t.time_us("v", CodecOp::Encode, 1e7) == Approx(1e7 / (std::pow(10.0, 2.5) * 1e3)));
   REQUIRE(t.time_us("v", CodecOp::Encode, 1e5) == Approx(10.0));    // the smallest size's time
   REQUIRE(t.time_us("v", CodecOp::Encode, 1e9) == Approx(1000.0));  // the largest size's GB/s
@@ -423,9 +424,49 @@ TEST_CASE("codec table: log-log interpolation, floor, wire bytes from the encode
   require_input_error([&] { t.time_us("w", CodecOp::Encode, 1e6); },
                       "codec 'w' has no throughput rows");
   require_input_error([&] { codec_from_table("taco", &t); }, "codec 'taco' has no fused bf16");
+  j["results"][5]["op"] = "encode_twice";
+  require_input_error([&] { read_bench_json(write_temp("bench_bad.json", j)); },
+                      "results[5].op: unknown operation \"encode_twice\"");
   j["results"][0]["gbps"] = "fast";
   require_input_error([&] { read_bench_json(write_temp("bench_bad.json", j)); },
                       "results[0].gbps: expected a number");
+}
+
+TEST_CASE("bench files of one GPU merge into one table; other GPUs and repeats are refused",
+          "[model]") {
+  auto file = [](const char* name, const char* gpu, const char* variant, double gbps, double copy) {
+    json rows = json::array();
+    for (const char* op : {"encode", "decode_reduce"})
+      rows.push_back({{"variant", variant},
+                      {"op", op},
+                      {"impl", "fused"},
+                      {"dtype", "bf16"},
+                      {"numel", 1e6},
+                      {"bytes_counted", 3e6},
+                      {"gbps", gbps},
+                      {"cold", true}});
+    return read_bench_json(write_temp(name, json{{"meta", {{"gpu", gpu}}},
+                                                 {"copy", {{{"bytes", 1e8}, {"tbps", copy}}}},
+                                                 {"results", rows}}));
+  };
+  const CodecTable a = file("a.json", "H", "v", 100, 2.0), b = file("b.json", "H", "w", 10, 3.0);
+  const CodecTable m = merge_codec_tables({a, b});
+  REQUIRE(m.variants() == std::vector<std::string>{"v", "w"});
+  REQUIRE(m.time_us("v", CodecOp::Encode, 3e6) == Approx(30.0));  // 3e6 B at 100 GB/s
+  REQUIRE(m.time_us("w", CodecOp::Encode, 3e6) == Approx(300.0));
+  REQUIRE(m.bytes_per_elem.at("w") == Approx(1.0));
+  REQUIRE(m.copy_TBps == Approx(3.0));
+  REQUIRE(m.path == a.path + "," + b.path);
+  require_input_error(
+      [&] {
+        merge_codec_tables({a, file("c.json", "G", "x", 1, 1)});
+      },
+      "codec rows of one GPU only");
+  require_input_error(
+      [&] {
+        merge_codec_tables({a, file("d.json", "H", "v", 1, 1)});
+      },
+      "variant 'v' is in");
 }
 
 TEST_CASE("layer benchmark JSON: the fixture reads, every malformation is one clear error",
