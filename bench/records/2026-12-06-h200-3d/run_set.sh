@@ -4,7 +4,7 @@
 # directory (several calls' directories are merged and summarized on the project machine). MODEL:
 # empty for the 50.7M Llama of 2026-12-03-h200-train-1000, `small` for a 24M one with half the
 # sequence (16 runs in one call).
-# usage: bash run_set.sh NAME 'SWEEP_ARGS' ['SWEEP_ARGS' ...]
+# usage: [MODEL=small] [PARALLEL=8] [SWEEP_LIMIT=540] [TESTS='cmd'] bash run_set.sh NAME 'SWEEP_ARGS' ['SWEEP_ARGS' ...]
 #   each SWEEP_ARGS is what goes before `--` of one `python -m taco.train.sweep` (e.g.
 #   '--variants none --seeds 1 --baseline-seeds 1,2,3 --null-pair'); they run at the same time.
 # Expects .exp/_C.cpython-312-x86_64-linux-gnu.so.xz (this tree's extension, CPython 3.12, sm_90), carried.
@@ -23,7 +23,8 @@ stamp() { echo "== $1 at $(( $(date +%s) - t0 ))s"; }
 xz -dc .exp/_C.cpython-312-x86_64-linux-gnu.so.xz > python/taco/_C.cpython-312-x86_64-linux-gnu.so || exit 1
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import sys,torch;print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
-  python3 -c 'import taco._C as c; print("taco", c.version, c.git_commit)'; } > $O/env_$name.txt 2>&1
+  python3 -c 'import taco._C as c; print("taco", c.version, c.git_commit)'
+  [ -f .exp/COMMIT ] && echo "built from: $(cat .exp/COMMIT)"; } > $O/env_$name.txt 2>&1
 cat $O/env_$name.txt
 nvidia-cuda-mps-control -d && echo "MPS on"
 R=/tmp/$name; mkdir -p $R
@@ -35,7 +36,7 @@ for sw in "$@"; do
   # shellcheck disable=SC2086
   timeout ${SWEEP_LIMIT:-540} python3 -m taco.train.sweep --out $R $sw --parallel ${PARALLEL:-8} -- \
     --tp-sim 2 --pp-sim 2 --dp-sim 2 --micro-batches 4 --device cuda --arch llama $MODEL \
-    --steps $steps --warmup $((steps / 10)) --lr 1.5e-3 \
+    --steps $steps --warmup $((steps / 10)) --lr 1.5e-3 --threads 2 \
     --eval-every 100 --eval-batches 16 --log-every 50 --data-bytes 64000000 > $O/$name.sweep$i.log 2>&1 &
   pids+=($!)
 done
@@ -45,8 +46,10 @@ for _ in $(seq 1 30); do
   bad=$(grep -l "Traceback\|Error:" $R/*/seed*/train.out 2>/dev/null | head -1)
   if [ -n "$bad" ]; then echo "FAILED: $bad"; tail -30 "$bad"; kill "${pids[@]}"; pkill -f taco.train; break; fi
 done
-[ -z "${bad:-}" ] && (cd tests/package && timeout 200 python3 -m pytest -q -k "cuda" test_codec.py test_dist.py test_plans.py test_codec_lowbit.py 2>&1 | tail -5) > $O/pkg_tests_$name.txt 2>&1
-stamp tests; cat $O/pkg_tests_$name.txt 2>/dev/null
+# The test slot (TESTS: a command; default the package's CUDA tests) runs beside the sweeps.
+TESTS=${TESTS:-'cd tests/package && timeout 200 python3 -m pytest -q -k "cuda" test_codec.py test_dist.py test_plans.py test_codec_lowbit.py 2>&1 | tail -5'}
+[ -z "${bad:-}" ] && (eval "$TESTS") > $O/tests_$name.txt 2>&1
+stamp tests; tail -8 $O/tests_$name.txt 2>/dev/null
 for p in "${pids[@]}"; do wait "$p"; echo "sweep rc=$?"; done
 stamp summary
 grep -h "^done\|Error" $R/*/seed*/train.out | head -20
