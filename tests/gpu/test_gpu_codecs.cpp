@@ -32,11 +32,14 @@
 #include "formats/intq.hpp"
 #include "formats/minifloat.hpp"
 #include "gpu/format_kernels.hpp"
+#include "gpu/gpu_test_util.hpp"
 #include "io/tensor_source.hpp"
 #include "study/error_feedback.hpp"
 
 using namespace taco;
 using taco::gpu::DeviceBuffer;
+using taco::test::copy_to_device;
+using taco::test::fill_device;
 
 namespace {
 
@@ -169,10 +172,7 @@ int64_t first_bf16_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t
 
 template <typename T>
 void upload(DeviceBuffer& d, const std::vector<T>& h) {
-  TACO_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  // From pageable memory cudaMemcpy may return before the DMA lands, and the tests' streams are
-  // non-blocking: without this a kernel can read the previous contents (seen on a busy GPU).
-  TACO_CUDA_CHECK(cudaDeviceSynchronize());
+  copy_to_device(d.get(), h.data(), h.size() * sizeof(T));
 }
 template <typename T>
 std::vector<T> download(const DeviceBuffer& d, size_t n) {
@@ -976,8 +976,7 @@ TEST_CASE("GPU codecs: unaligned device pointers take the scalar paths and stay 
     DeviceBuffer d_in(size_t(n) * 2 + 64, "test"), d_w(want.size() + 64, "test"),
         d_o(size_t(n) * 4 + 64, "test");
     const auto h = to_bf16_bits(x);
-    TACO_CUDA_CHECK(
-        cudaMemcpy(d_in.as<uint8_t>() + 2, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    copy_to_device(d_in.as<uint8_t>() + 2, h.data(), h.size() * 2);
     q.encode(d_in.as<uint8_t>() + 2, DType::BF16, 1, rows, cols, d_w.as<uint8_t>() + 1,
              stream.get());
     stream.synchronize();
@@ -1383,7 +1382,7 @@ TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit",
           DeviceBuffer d_x(size_t(total) * 4, "test"), d_e(size_t(total + 4) * 4, "test"),
               d_wire(size_t(chunks * g.total), "test");
           float* d_res = d_e.as<float>() + off;
-          TACO_CUDA_CHECK(cudaMemset(d_e.get(), 0, size_t(total + 4) * 4));
+          fill_device(d_e.get(), 0, size_t(total + 4) * 4);
           std::vector<float> e(static_cast<size_t>(total), 0.0f);
           for (int step = 0; step < 3; ++step) {
             ++seed;
@@ -1394,7 +1393,7 @@ TEST_CASE("GPU error feedback (encode_ef) equals the CPU step bit for bit",
               upload(d_x, to_bf16_bits(x));
             else
               upload(d_x, x);
-            TACO_CUDA_CHECK(cudaMemset(d_stats.get(), 0, 16));
+            fill_device(d_stats.get(), 0, 16);
             q.encode_ef(d_x.get(), bf16 ? DType::BF16 : DType::F32, d_res, chunks, s.rows, s.cols,
                         d_wire.as<uint8_t>(), stream.get(), d_stats.as<unsigned long long>());
             stream.synchronize();
@@ -1443,7 +1442,7 @@ TEST_CASE("GPU error feedback keeps the study's residual (ef:<variant>)",
     const int64_t rows = 8, cols = 512, n = rows * cols;
     DeviceBuffer d_x(size_t(n) * 4, "test"), d_e(size_t(n) * 4, "test"),
         d_wire(size_t(q.chunk_bytes(rows, cols)), "test");
-    TACO_CUDA_CHECK(cudaMemset(d_e.get(), 0, size_t(n) * 4));
+    fill_device(d_e.get(), 0, size_t(n) * 4);
     std::vector<float> xhat(static_cast<size_t>(n));
     for (int step = 0; step < 4; ++step) {
       CAPTURE(variant, step);
@@ -1513,8 +1512,8 @@ TEST_CASE("the bf16 device codec reproduces the CPU's bf16 codec through every e
   std::vector<float> e(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) e[size_t(i)] = 1e-3f * float(i % 7 - 3);
   DeviceBuffer dx(size_t(n) * 4, "x"), de(size_t(n) * 4, "e"), dw(size_t(n) * 2, "w");
-  TACO_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
-  TACO_CUDA_CHECK(cudaMemcpy(de.get(), e.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
+  copy_to_device(dx.get(), x.data(), size_t(n) * 4);
+  copy_to_device(de.get(), e.data(), size_t(n) * 4);
   dc->encode_ef(dx.get(), DType::F32, de.as<float>(), 1, rows, cols, dw.as<uint8_t>(), nullptr);
   TACO_CUDA_CHECK(cudaDeviceSynchronize());
   auto fin = [](float f) { return std::isfinite(f) ? f : 0.0f; };
@@ -1603,8 +1602,8 @@ TEST_CASE("the TAH-Quant device codec reproduces the CPU's wire through every en
       want_slots.resize(size_t((c + 1) * slot), 0);
     }
     DeviceBuffer dx(xb.size() * 2, "x"), dw(size_t(chunks * slot), "w"), dout(xb.size() * 2, "out");
-    TACO_CUDA_CHECK(cudaMemcpy(dx.get(), hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
-    TACO_CUDA_CHECK(cudaMemset(dw.get(), 0xab, size_t(chunks * slot)));  // every byte written
+    copy_to_device(dx.get(), hb.data(), hb.size() * 2);
+    fill_device(dw.get(), 0xab, size_t(chunks * slot));  // every byte written
     dc->encode(dx.get(), DType::BF16, chunks, rows, cols, dw.as<uint8_t>(), nullptr);
     TACO_CUDA_CHECK(cudaDeviceSynchronize());
     REQUIRE(download<uint8_t>(dw, size_t(chunks * slot)) == want_slots);
@@ -1624,8 +1623,8 @@ TEST_CASE("the TAH-Quant device codec reproduces the CPU's wire through every en
     std::vector<float> e(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) e[size_t(i)] = 1e-3f * float(i % 7 - 3);
     DeviceBuffer ex(size_t(n) * 4, "x"), ee(size_t(n) * 4, "e"), ew(size_t(slot), "w");
-    TACO_CUDA_CHECK(cudaMemcpy(ex.get(), xe.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
-    TACO_CUDA_CHECK(cudaMemcpy(ee.get(), e.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
+    copy_to_device(ex.get(), xe.data(), size_t(n) * 4);
+    copy_to_device(ee.get(), e.data(), size_t(n) * 4);
     dc->encode_ef(ex.get(), DType::F32, ee.as<float>(), 1, rows, cols, ew.as<uint8_t>(), nullptr);
     TACO_CUDA_CHECK(cudaDeviceSynchronize());
     auto fin = [](float f) { return std::isfinite(f) ? f : 0.0f; };
@@ -1645,7 +1644,7 @@ TEST_CASE("the TAH-Quant device codec reproduces the CPU's wire through every en
     std::vector<uint8_t> junk(static_cast<size_t>(slot));
     for (auto& b : junk) b = uint8_t(rng());
     DeviceBuffer dj(size_t(slot), "junk"), dd(size_t(n) * 4, "out");
-    TACO_CUDA_CHECK(cudaMemcpy(dj.get(), junk.data(), junk.size(), cudaMemcpyHostToDevice));
+    copy_to_device(dj.get(), junk.data(), junk.size());
     dc->decode(dj.as<uint8_t>(), 1, rows, cols, dd.get(), DType::F32, nullptr);
     TACO_CUDA_CHECK(cudaDeviceSynchronize());
   }
