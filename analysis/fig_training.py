@@ -40,6 +40,28 @@ def _curves(runs):
     return out
 
 
+# The trainer's route options of a candidate name (taco.train.sweep: VARIANT@pp=V@dp=V@dpw=V@bwd=V).
+ROUTE_NAMES = {"bwd": "TP bwd", "pp": "PP", "dp": "DP", "dpw": "DP weights", "subspace": "subspace"}
+ROUTE_COLORS = ["#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+
+def _is_routed(variant: str) -> bool:
+    return any(f"@{k}=" in variant for k in ("pp", "dp", "dpw"))
+
+
+def route_label(variant: str) -> str:
+    """A tick label: plain names as they are; a candidate with route options one route per line,
+    compressed routes only ('none@pp=tahquant' -> 'PP tahquant')."""
+    if "@" not in variant:
+        return variant
+    tp, *opts = variant.split("@")
+    lines = [] if tp == "none" else [f"TP {tp}"]
+    for opt in opts:
+        key, _, value = opt.partition("=")
+        lines.append(f"{ROUTE_NAMES.get(key, key)} {value}")
+    return "\n".join(lines)
+
+
 def make_one(path: str, doc: dict, name: str,
              facts: results.VariantTable) -> figkit.FigureOut:
     runs, table = doc["runs"], doc["table"]
@@ -53,8 +75,12 @@ def make_one(path: str, doc: dict, name: str,
     cfg = r0.get("config", {})
     out = figkit.FigureOut(name=name, fig=fig, title="Training with compressed TP collectives", caption="",
                            inputs=[path])
-    colors = {v: ((0, 0, 0) if v == "none" else style.variant_color(v, facts.get(v)))
-              for v in dict.fromkeys(r["variant"] for r in runs)}
+    names = list(dict.fromkeys(r["variant"] for r in runs))
+    # Multi-route candidates are combinations, not codecs: no codec colour of their own, so each
+    # takes the next of a few distinct colours (hashed ones can come out as near twins).
+    combos = iter(ROUTE_COLORS * (1 + len(names) // len(ROUTE_COLORS)))
+    colors = {v: ((0, 0, 0) if v == "none" else style._hex_rgb(next(combos)) if _is_routed(v)
+                  else style.variant_color(v, facts.get(v))) for v in names}
     for v, (tok, med, lo, hi) in _curves(runs).items():
         ax_loss.plot(tok, med, color=colors[v], lw=1.0 if v != "none" else 1.4, label=v)
         ax_loss.fill_between(tok, lo, hi, color=colors[v], alpha=0.18, lw=0)
@@ -88,7 +114,8 @@ def make_one(path: str, doc: dict, name: str,
     # bytes per element null: an unfinished run whose codec the summarizing machine could not size
     # 3D candidates (VARIANT@pp=V@dp=V...) get one line per route, upright; plain names lean
     routed = any("@" in t["variant"] for t in rows)
-    ax_diff.set_xticklabels([t["variant"].replace("@", "\n@") + "\n" +
+    ax_diff.set_xticklabels([(route_label(t["variant"]) if "@" in t["variant"] or not routed
+                              else f"TP {t['variant']}") + "\n" +
                              (f"{t['bytes_per_element']:.2f} B" if t["bytes_per_element"] is not None else "? B")
                              for t in rows], rotation=0 if routed else 60, fontsize=4.0 if routed else 5.5,
                             ha="center" if routed else "right")

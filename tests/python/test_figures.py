@@ -992,3 +992,29 @@ def test_training_figure_draws_the_paired_differences_and_the_band(tmp_path):
     assert "null pair -0.250%" in side["caption"]
     loss = [s for s in side["series"] if s["label"] in ("none", "taco") and "seeds" in s]
     assert {s["label"]: s["seeds"] for s in loss} == {"none": 3, "taco": 2}
+
+
+def test_training_figure_labels_3d_candidates_one_route_per_line(tmp_path):
+    import fig_training
+    assert fig_training.route_label("taco") == "taco"
+    assert fig_training.route_label("none@pp=tahquant") == "PP tahquant"
+    assert fig_training.route_label("taco@pp=tahquant@dp=ef:int4-g32-had@dpw=int8-g128") == \
+        "TP taco\nPP tahquant\nDP ef:int4-g32-had\nDP weights int8-g128"
+    assert fig_training.route_label("int4-g32-had@bwd=int3-g128-had") == "TP int4-g32-had\nTP bwd int3-g128-had"
+    # Two 3D candidates (renamed copies of the fixture's taco runs) draw in distinct colours.
+    doc = json.loads(open(os.path.join(FIXTURE, "training_summary.json")).read())
+    names = {"taco": "none@pp=tahquant"}
+    extra = [dict(r, variant="none@dp=ef:int4-g32-had") for r in doc["runs"] if r["variant"] == "taco"]
+    for r in doc["runs"] + doc["table"]:
+        r["variant"] = names.get(r["variant"], r["variant"])
+    doc["runs"] += extra
+    d = tmp_path / "runs"
+    d.mkdir()
+    (d / "training_summary.json").write_text(json.dumps(doc))
+    out = fig_training.make_one(str(d / "training_summary.json"), doc, "training", {})
+    ax = out.fig.axes[0]
+    colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
+    assert set(colors) == {"none", "none@pp=tahquant", "none@dp=ef:int4-g32-had"}
+    assert colors["none@pp=tahquant"] != colors["none@dp=ef:int4-g32-had"]
+    ticks = [t.get_text() for t in out.fig.axes[1].get_xticklabels()]
+    assert ticks[0].startswith("PP tahquant\n")
