@@ -113,9 +113,16 @@ CodecTable read_bench_json(const std::string& path) {
       o = CodecOp::DecodeReduce;
     else if (op == "decode_reduce_encode")
       o = CodecOp::DecodeReduceEncode;
-    else if (op == "encode_ef")
-      continue;  // the model charges codecs without error feedback (no residual traffic)
-    else
+    else if (op == "encode_ef") {
+      // The encode of "ef:VARIANT": its time, counted as a plain encode's bytes (the model asks
+      // for encode times by input + wire) so that the residual's 8 B/elem stay in the time.
+      const double plain_bytes = bytes - 8 * numel;
+      TACO_REQUIRE_INPUT(plain_bytes > 0, "{}: an encode_ef row counts fewer than 8 B/elem", w);
+      any_cold = any_cold || cold;
+      rows.push_back(
+          {"ef:" + variant, CodecOp::Encode, numel, plain_bytes, gbps * plain_bytes / bytes, cold});
+      continue;
+    } else
       throw_input_error("{}.op: unknown operation \"{}\"", w, op);
     any_cold = any_cold || cold;
     rows.push_back({variant, o, numel, bytes, gbps, cold});
@@ -139,6 +146,15 @@ CodecTable read_bench_json(const std::string& path) {
       if (r.numel >= largest[r.variant])
         largest[r.variant] = r.numel, t.bytes_per_elem[r.variant] = bpe;
     }
+  }
+  // "ef:V" decodes, reduces and re-encodes (ring hops) as V does: error feedback is one more
+  // read and write of the residual in the first encode only.
+  for (auto& [variant, ops] : t.curves) {
+    if (variant.rfind("ef:", 0) != 0) continue;
+    const auto plain = t.curves.find(variant.substr(3));
+    if (plain == t.curves.end()) continue;
+    for (const auto& [op, c] : plain->second)
+      if (op != CodecOp::Encode) ops[op] = c;
   }
   for (auto it = t.curves.begin(); it != t.curves.end();) {
     for (auto& [op, c] : it->second) std::sort(c.pts.begin(), c.pts.end());

@@ -43,7 +43,8 @@ struct CodecTable {
 };
 
 // Reads fused, bf16 rows (cold ones when the file has any). Variants without an encode and a
-// decode_reduce row are left out.
+// decode_reduce row are left out. encode_ef rows of V make the variant "ef:V" (error feedback):
+// that encode, and V's other operations.
 CodecTable read_bench_json(const std::string& path);
 // Several bench files of one GPU as one table (e.g. a new codec benchmarked in its own run):
 // InputError when their GPUs differ or a variant is in two of them. The copy rate is the

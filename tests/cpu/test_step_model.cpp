@@ -403,7 +403,16 @@ TEST_CASE("codec table: log-log interpolation, floor, wire bytes from the encode
             {"results",
              {row("encode", n1, 100, true), row("encode", n2, 1000, true),
               row("decode_reduce", n1, 100, true), row("decode_reduce", n2, 1000, true),
-              row("encode", n1, 5000, false), row("encode_ef", n1, 1, true),
+              row("encode", n1, 5000, false),
+              // error feedback: encode's bytes + 8 B/elem of fp32 residual, 11.0625 n1 B at 10 GB/s
+              json{{"variant", "v"},
+                   {"op", "encode_ef"},
+                   {"impl", "fused"},
+                   {"dtype", "bf16"},
+                   {"numel", n1},
+                   {"bytes_counted", n1 * 11.0625},
+                   {"gbps", 10.0},
+                   {"cold", true}},
               json{{"variant", "v"},
                    {"op", "encode"},
                    {"impl", "unfused"},
@@ -414,19 +423,29 @@ TEST_CASE("codec table: log-log interpolation, floor, wire bytes from the encode
   const CodecTable t = read_bench_json(write_temp("bench.json", j));
   REQUIRE(t.bytes_per_elem.at("v") == Approx(1.0625));
   REQUIRE(t.copy_TBps == Approx(4.0));
-  // Halfway in log(bytes): 10^2.5 GB/s. Warm, unfused and encode_ef rows (error feedback, which
-  // the model does not charge) are ignored.
+  // Halfway in log(bytes): 10^2.5 GB/s. Warm and unfused rows are ignored (cold rows exist).
   REQUIRE(t.time_us("v", CodecOp::Encode, 1e7) == Approx(1e7 / (std::pow(10.0, 2.5) * 1e3)));
   REQUIRE(t.time_us("v", CodecOp::Encode, 1e5) == Approx(10.0));    // the smallest size's time
   REQUIRE(t.time_us("v", CodecOp::Encode, 1e9) == Approx(1000.0));  // the largest size's GB/s
   REQUIRE(t.time_us("v", CodecOp::Decode, 1e8) ==
           Approx(100.0));  // a decode: one-source decode_reduce
+  // encode_ef makes "ef:v": asked by a plain encode's bytes (1e6 at n1), it takes the time of the
+  // 11.0625 n1 bytes it moved at 10 GB/s; its wire, decodes and reductions are v's.
+  REQUIRE(t.time_us("ef:v", CodecOp::Encode, 1e6) == Approx(n1 * 11.0625 / 1e4));
+  REQUIRE(t.bytes_per_elem.at("ef:v") == Approx(1.0625));
+  REQUIRE(t.time_us("ef:v", CodecOp::DecodeReduce, 1e8) ==
+          t.time_us("v", CodecOp::DecodeReduce, 1e8));
+  REQUIRE(codec_from_table("ef:v", &t).bytes_per_elem == Approx(1.0625));
   require_input_error([&] { t.time_us("w", CodecOp::Encode, 1e6); },
                       "codec 'w' has no throughput rows");
   require_input_error([&] { codec_from_table("taco", &t); }, "codec 'taco' has no fused bf16");
   j["results"][5]["op"] = "encode_twice";
   require_input_error([&] { read_bench_json(write_temp("bench_bad.json", j)); },
                       "results[5].op: unknown operation \"encode_twice\"");
+  j["results"][5]["op"] = "encode_ef";
+  j["results"][5]["bytes_counted"] = n1 * 8;
+  require_input_error([&] { read_bench_json(write_temp("bench_bad.json", j)); },
+                      "results[5]: an encode_ef row counts fewer than 8 B/elem");
   j["results"][0]["gbps"] = "fast";
   require_input_error([&] { read_bench_json(write_temp("bench_bad.json", j)); },
                       "results[0].gbps: expected a number");
