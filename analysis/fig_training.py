@@ -79,7 +79,7 @@ def make_one(path: str, doc: dict, name: str,
     # Multi-route candidates are combinations, not codecs: no codec colour of their own, so each
     # takes the next of a few distinct colours (hashed ones can come out as near twins).
     combos = iter(ROUTE_COLORS * (1 + len(names) // len(ROUTE_COLORS)))
-    colors = {v: ((0, 0, 0) if v == "none" else style._hex_rgb(next(combos)) if _is_routed(v)
+    colors = {v: ((0, 0, 0) if v == "none" else next(combos) if _is_routed(v)
                   else style.variant_color(v, facts.get(v))) for v in names}
     for v, (tok, med, lo, hi) in _curves(runs).items():
         ax_loss.plot(tok, med, color=colors[v], lw=1.0 if v != "none" else 1.4, label=v)
