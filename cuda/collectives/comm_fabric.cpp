@@ -34,7 +34,10 @@ std::vector<DeviceBuffer> Fabric::alloc_wire(size_t bytes) {
     const std::string what = fmt::format("cudaMalloc(wire buffer) on {}", rank_prefix(tag(l)));
     TACO_CUDA_CHECK(cudaSetDevice(tag(l).device));
     out.emplace_back(bytes, what.c_str());
+    // The zeros must land before the executor's streams (non-blocking: they do not wait for the
+    // legacy stream that cudaMemset runs on) write or read the buffer.
     TACO_CUDA_CHECK(cudaMemset(out.back().get(), 0, bytes));
+    TACO_CUDA_CHECK(cudaDeviceSynchronize());
   }
   return out;
 }
@@ -378,6 +381,7 @@ std::vector<DeviceBuffer> NcclFabric::alloc_wire(size_t bytes) {
         fail(l, fmt::format("ncclMemAlloc of {} B (wire buffer) failed", bytes), r);
       }
       TACO_CUDA_CHECK(cudaMemset(ptrs[size_t(l)], 0, bytes));
+      TACO_CUDA_CHECK(cudaDeviceSynchronize());  // as in alloc_wire
     }
     // Collective over every rank: one group for this process's ranks.
     arm("ncclCommWindowRegister");
