@@ -33,9 +33,8 @@ __device__ __forceinline__ void encode_item(const KernelParams& p, const Item& i
                                             unsigned long long& nonfin) {
   RawInput<Cfg, InT> raw;
   load_raw<Cfg, InT, kWhole>(p, it, lane, raw);
-  // TACO encodes wait on their loads, so they prefetch the next iteration's input into L2; the
-  // block-scaled encodes run near copy speed without it and lose with it.
-  if constexpr (Cfg::kTaco) prefetch_input_l2<Cfg, InT>(p, it, lane, step);
+  if constexpr (tuning::encode_prefetches(Cfg::kTaco, Cfg::kHad))
+    prefetch_input_l2<Cfg, InT>(p, it, lane, step);
   float v[Cfg::EPL];
   unpack_raw<Cfg, InT>(raw, v);
   // The TACO encodes keep the unpacked input in registers (an empty asm makes each value opaque):
@@ -55,8 +54,9 @@ __device__ __forceinline__ void encode_item(const KernelParams& p, const Item& i
 }
 
 // Whether a launch is one chunk of whole groups whose every access may be a vector (`taco bench`
-// and any single aligned tensor whose size is a multiple of G): then the TACO encodes walk groups
-// by index alone, with no chunk bookkeeping and none of the general case's tests per item.
+// and any single aligned tensor whose size is a multiple of G): then the encodes that prefetch
+// (tuning::encode_prefetches) walk groups by index alone, with no chunk bookkeeping and none of
+// the general case's tests per item.
 template <class Cfg>
 __device__ __forceinline__ bool whole_single_chunk(const KernelParams& p) {
   return p.chunks == 1 && p.geo.numel == p.geo.nblocks * Cfg::G && p.in_vec16 && p.code_vec &&
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kGroupThreads, kEncodeMinBlocks<Cfg, InT>)
   unsigned long long sat = 0, nonfin = 0;
   const uint32_t step = nwarps * Cfg::GPW;
   bool walked = false;
-  if constexpr (Cfg::kTaco) {
+  if constexpr (tuning::encode_prefetches(Cfg::kTaco, Cfg::kHad)) {
     if (whole_single_chunk<Cfg>(p)) {
       // A lane past the end takes the last group (in bounds, stores nothing: encode_group and
       // the counters test `valid`), so loads and the loop branch stay warp-uniform.

@@ -67,6 +67,14 @@ constexpr int encode_min_blocks(bool ref, bool had, bool taco, int lg, int in_by
                                             : 5;
 }
 
+// Encodes that wait on their loads (TACO's, and every transformed one: the Hadamard needs the
+// whole group before any code) walk a single chunk of whole groups by index alone and prefetch
+// the next iteration's input into L2; the untransformed block-scaled encodes run near copy speed
+// without either.
+constexpr bool encode_prefetches(bool taco, bool had) {
+  return taco || had;
+}
+
 // The encode with TACO's reference rules as constants pays only for transformed groups of 128
 // (the reference variant); in other TACO encodes it did not.
 constexpr bool has_reference_encode(bool taco, bool had, int lg) {
