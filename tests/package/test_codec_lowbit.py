@@ -65,7 +65,8 @@ def test_the_gpu_side_runs_the_group_forms_and_names_what_it_refuses():
 
 
 @needs_cuda
-@pytest.mark.parametrize("variant", ["int3:g16:had", "int2:g256:rht:seed=3", "int3:g1024", "int2:g32:sbf16"])
+@pytest.mark.parametrize("variant", ["int3:g16:had", "int2:g256:rht:seed=3", "int3:g1024", "int2:g32:sbf16",
+                                     "int3:g128:had:sbf16", "int2:g128:had:sbf16"])
 def test_cuda_wires_and_error_feedback_of_other_group_forms_equal_the_cpu(variant):
     # the presets run in test_codec.py's CUDA tests; these are grammar forms beside them (a tail too)
     for shape in [(64, 256), (7, 999)]:

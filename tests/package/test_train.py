@@ -260,6 +260,31 @@ def test_sweep_candidates_name_the_backward_codec_as_the_trainer_does():
         sweep.candidate_args("none@fwd=x")
 
 
+def test_sweep_config_candidate_runs_the_selection_per_site_and_direction(tmp_path):
+    # config:PATH runs `--config PATH` under its own name; a selection that gives every site of a
+    # direction one codec is the same run as VARIANT@bwd=V2, loss for loss and byte for byte.
+    from taco.train import cli, sweep
+    sel = tmp_path / "sel.json"
+    sel.write_text(json.dumps({"choices": [{"site": s, "direction": d, "variant": v} for s, d, v in [
+        ("attn_out", "fwd", "int4-g32"), ("mlp_out", "fwd", "int4-g32"),
+        ("attn_qkv", "bwd", "int8-g128"), ("mlp_fc1", "bwd", "int8-g128")]]}))
+    cand = f"config:{sel}@bwd=int3-g32"
+    assert sweep.candidate_args(cand) == ["--config", str(sel), "--compress-bwd", "int3-g32"]
+    assert cli.run_name(cli.parse_args(["--out", "o", *sweep.candidate_args(cand)])) == cand
+    with pytest.raises(Exception, match="config: needs a selection.json path"):
+        sweep.candidate_args("config:@bwd=int3-g32")
+    out = tmp_path / "sweep"
+    trainer = [a for a in TINY if a not in ("--steps", "6")] + ["--steps", "4", "--tp-sim", "2"]
+    r = subprocess.run([sys.executable, "-m", "taco.train.sweep", "--out", str(out), "--variants",
+                        f"none,config:{sel},int4-g32@bwd=int8-g128", "--seeds", "1", "--baseline-seeds", "1",
+                        "--parallel", "2", "--", *trainer], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {t["variant"]: t for t in json.loads((out / "training_summary.json").read_text())["table"]}
+    mix, flags = rows[f"config:{sel}"], rows["int4-g32@bwd=int8-g128"]
+    assert mix["final_val_loss"] == flags["final_val_loss"] != rows["none"]["final_val_loss"]
+    assert mix["bytes_per_element"] == flags["bytes_per_element"] == pytest.approx((0.625 + 1.03125) / 2)
+
+
 @pytest.mark.parametrize("candidate", ["taco@pp=int4-g32-had@dp=ef:int4-g32-had@dpw=int8-g128",
                                        "none@dp=int8-g128", "int4-g32-had@bwd=int8-g128@pp=fp8-g128"])
 def test_sweep_3d_candidates_are_the_trainers_run_names(candidate):

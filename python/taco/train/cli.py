@@ -202,7 +202,7 @@ def run_name(a):
     """What a run compares against the baseline: the TP codec (or config), its backward override,
     the 3D routes' codecs and its subspace if any (the sweep's candidate names:
     VARIANT[@bwd=V][@pp=V][@dp=V][@dpw=V][@subspace=K], in that order)."""
-    name = a.compress if not a.config else f"config:{os.path.basename(a.config)}"
+    name = a.compress if not a.config else f"config:{a.config}"  # the sweep's candidate, as given
     if a.compress_bwd is not None:
         name += f"@bwd={a.compress_bwd}"
     for key, v in (("pp", a.compress_pp), ("dp", a.compress_dp), ("dpw", a.compress_dp_weights)):

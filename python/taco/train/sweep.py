@@ -4,7 +4,8 @@
         --baseline-seeds 1,2,3 --null-pair --parallel 4 -- --tp-sim 4 --device cuda --steps 2000 ...
     python -m taco.train.sweep --summarize runs          # the summary again, from the runs on disk
 
-A candidate is a codec, VARIANT, with another codec on the backward direction, VARIANT@bwd=V2
+A candidate is a codec, VARIANT (or config:PATH, a codec per site and direction from a
+selection.json: `--config PATH`), with another codec on the backward direction, VARIANT@bwd=V2
 (`--compress-bwd V2`), with codecs on the 3D routes, VARIANT@pp=V3@dp=V4@dpw=V5 (`--compress-pp`,
 `--compress-dp`, `--compress-dp-weights`; the trainer args then name --pp-sim/--dp-sim or --pp/--dp,
 and every candidate shares that layout), and/or on a subspace-confined model, VARIANT@subspace=K
@@ -59,12 +60,17 @@ CANDIDATE_OPTIONS = {"bwd": "--compress-bwd", "pp": "--compress-pp", "dp": "--co
 
 def candidate_args(candidate):
     """The trainer arguments of a candidate name: VARIANT[@bwd=V2][@pp=V3][@dp=V4][@dpw=V5][@subspace=K]
-    -> [--compress V, --compress-bwd V2, --compress-pp V3, --compress-dp V4, --compress-dp-weights V5,
+    -> [--compress V (config:PATH: --config PATH), --compress-bwd V2, --compress-pp V3, --compress-dp V4, --compress-dp-weights V5,
     --subspace K] (the trainer's run name, so runs and candidates match)."""
     variant, *opts = candidate.split("@")
     if not variant:
         raise TacoInputError(f"candidate {candidate!r}: no codec before '@' (use none@... for plain)")
-    args = ["--compress", variant]
+    if variant.startswith("config:"):  # a codec per site and direction: a selection.json
+        if not variant[len("config:"):]:
+            raise TacoInputError(f"candidate {candidate!r}: config: needs a selection.json path")
+        args = ["--config", variant[len("config:"):]]
+    else:
+        args = ["--compress", variant]
     for opt in opts:
         key, eq, value = opt.partition("=")
         if key not in CANDIDATE_OPTIONS or not eq or not value:
