@@ -49,7 +49,13 @@ if [ -z "${ATTACH:-}" ]; then
   [ -z "${bad:-}" ] && (cd tests/package && timeout 200 python3 -m pytest -q -k "cuda" test_codec_lowbit.py 2>&1 | tail -5) > $O/tests_$name.txt 2>&1
   stamp tests; tail -5 $O/tests_$name.txt 2>/dev/null
 fi
-while running && [ $(( $(date +%s) - t0 )) -lt ${WAIT:-560} ]; do sleep 5; done
+# Every minute a snapshot of the runs goes to $OUT: a call cut off by the session's device time
+# still returns the metrics so far (then `taco.train.sweep --summarize DIR --at-step N` here).
+n=0
+while running && [ $(( $(date +%s) - t0 )) -lt ${WAIT:-560} ]; do
+  sleep 5; n=$((n + 1))
+  [ $((n % 12)) = 0 ] && (cd /tmp && tar czf $O/$name.tgz --exclude='*.h5' $name)
+done
 running && echo "still running: collected what there is (call again with ATTACH=1)"
 stamp summary
 cp $R.sweep.log $O/$name.sweep.log 2>/dev/null
