@@ -60,8 +60,9 @@ CANDIDATE_OPTIONS = {"bwd": "--compress-bwd", "pp": "--compress-pp", "dp": "--co
 
 def candidate_args(candidate):
     """The trainer arguments of a candidate name: VARIANT[@bwd=V2][@pp=V3][@dp=V4][@dpw=V5][@subspace=K]
-    -> [--compress V (config:PATH: --config PATH), --compress-bwd V2, --compress-pp V3, --compress-dp V4, --compress-dp-weights V5,
-    --subspace K] (the trainer's run name, so runs and candidates match)."""
+    -> [--compress V, --compress-bwd V2, --compress-pp V3, --compress-dp V4, --compress-dp-weights V5,
+    --subspace K] (the trainer's run name, so runs and candidates match); VARIANT config:PATH gives
+    --config PATH instead of --compress."""
     variant, *opts = candidate.split("@")
     if not variant:
         raise TacoInputError(f"candidate {candidate!r}: no codec before '@' (use none@... for plain)")
