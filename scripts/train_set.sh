@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# The 1000-step sub-4-bit training set (#39) on one GPU: paired runs of the 50.7M Llama of
-# 2026-12-03-h200-train-1000 at --tp-sim 4, all at once under MPS (PARALLEL: 13 on a 139 GB H200,
-# 10 on an 80 GB H100, about 7.5 GB a run), with the package's CUDA == CPU tests of the low-bit
-# codecs beside them.
+# A paired training set on one GPU (the device machine): `python -m taco.train.sweep` with all runs
+# at once under MPS (PARALLEL: default 13 on a card over 100 GB, else 10; the default model takes
+# about 7.5 GB a run), with a test command beside them.
 #
-# The set outlasts one device call (600 s): the sweep starts in its own process session and runs on
-# after the call returns while the machine is held; a second call with ATTACH=1 and the same NAME,
-# made at once (the machine goes back after 30 s idle), waits for it and collects. Each call
-# waits at most WAIT seconds (default 560) and then writes what there is.
-# usage: [PARALLEL=N] [WAIT=560] bash run_set.sh NAME 'SWEEP_ARGS'
-#        [WAIT=560] ATTACH=1 bash run_set.sh NAME
-#   SWEEP_ARGS is what goes before `--` of `python -m taco.train.sweep`.
+# A set may outlast one device call (600 s): the sweep starts in its own process session and runs
+# on after the call returns while the machine is held; a second call with ATTACH=1 and the same
+# NAME, made at once (the machine goes back after 30 s idle), waits for it and collects. Each call
+# waits at most WAIT seconds (default 560), writes a snapshot of the runs every minute (a call cut
+# off still returns the metrics so far) and then writes what there is.
+# usage: [TRAIN_ARGS='...'] [STEPS=1000] [PARALLEL=N] [WAIT=560] [TESTS='cmd'] \
+#          bash scripts/train_set.sh NAME SWEEP_ARGS...
+#        [WAIT=560] ATTACH=1 bash scripts/train_set.sh NAME
+#   SWEEP_ARGS: what goes before `--` of the sweep (--variants ... --seeds ... --null-pair).
+#   TRAIN_ARGS: the trainer's model and layout (default: the 50.7M Llama of
+#   bench/records/2026-12-03-h200-train-1000 at --tp-sim 4); STEPS, the schedule (warm-up STEPS/10).
+#   TESTS: run beside the sweep (default: the package's CUDA tests of the low-bit codecs).
 # Expects .exp/_C.cpython-312-x86_64-linux-gnu.so.xz (the extension, CPython 3.12, sm_90), carried.
 # Writes $OUT/NAME.tgz (every run's train_log.json, metrics.jsonl, train.out), $OUT/NAME.txt
 # (the paired summary; at the last step every run reached when some have not finished), env, tests.
@@ -34,10 +38,10 @@ if [ -z "${ATTACH:-}" ]; then
   nvidia-cuda-mps-control -d && echo "MPS on; $par runs at once"
   mkdir -p $R
   stamp sweep
+  TRAIN_ARGS=${TRAIN_ARGS:-"--tp-sim 4 --arch llama --layers 8 --hidden 768 --heads 12 --kv-heads 4 --ffn 2048 --seq 512 --batch 32 --lr 1.5e-3"}
   # shellcheck disable=SC2086
   setsid timeout ${SWEEP_LIMIT:-1500} python3 -m taco.train.sweep --out $R "$@" --parallel $par -- \
-    --tp-sim 4 --device cuda --arch llama --layers 8 --hidden 768 --heads 12 --kv-heads 4 --ffn 2048 \
-    --seq 512 --batch 32 --steps $steps --warmup $((steps / 10)) --lr 1.5e-3 --threads 1 \
+    $TRAIN_ARGS --device cuda --steps $steps --warmup $((steps / 10)) --threads 1 \
     --eval-every 100 --eval-batches 16 --log-every 50 --sample-every 100 --data-bytes 64000000 \
     > $R.sweep.log 2>&1 < /dev/null &
   # A run that fails in its first minutes stops the set: the device time is not spent on a broken set.
@@ -46,7 +50,8 @@ if [ -z "${ATTACH:-}" ]; then
     bad=$(grep -l "Traceback\|Error:" $R/*/seed*/train.out 2>/dev/null | head -1)
     if [ -n "$bad" ]; then echo "FAILED: $bad"; tail -30 "$bad"; pkill -f taco.train; break; fi
   done
-  [ -z "${bad:-}" ] && (cd tests/package && timeout 200 python3 -m pytest -q -k "cuda" test_codec_lowbit.py 2>&1 | tail -5) > $O/tests_$name.txt 2>&1
+  TESTS=${TESTS:-'cd tests/package && timeout 200 python3 -m pytest -q -k cuda test_codec_lowbit.py 2>&1 | tail -5'}
+  [ -z "${bad:-}" ] && (eval "$TESTS") > $O/tests_$name.txt 2>&1
   stamp tests; tail -5 $O/tests_$name.txt 2>/dev/null
 fi
 # Every minute a snapshot of the runs goes to $OUT: a call cut off by the session's device time
