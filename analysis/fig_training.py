@@ -18,6 +18,7 @@ Skips (exit 0) when there is no summary; exits 2 with one line when one is malfo
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -49,13 +50,30 @@ def _is_routed(variant: str) -> bool:
     return any(f"@{k}=" in variant for k in ("pp", "dp", "dpw"))
 
 
+def short_name(variant: str) -> str:
+    """A per-site selection names its file by its stem ('config:dir/mix.json@bwd=V' -> 'per site
+    mix@bwd=V'): the path is in the summary, and a tick has no room for it."""
+    if not variant.startswith("config:"):
+        return variant
+    path, at, rest = variant[len("config:"):].partition("@")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return f"per site {stem}{at}{rest}"
+
+
+def _tp_label(tp: str) -> str:
+    """The TP route's line: a per-site selection names its sites itself."""
+    tp = short_name(tp)
+    return tp if tp.startswith("per site ") else f"TP {tp}"
+
+
 def route_label(variant: str) -> str:
     """A tick label: plain names as they are; a candidate with route options one route per line,
     compressed routes only ('none@pp=tahquant' -> 'PP tahquant')."""
+    variant = short_name(variant)
     if "@" not in variant:
         return variant
     tp, *opts = variant.split("@")
-    lines = [] if tp == "none" else [f"TP {tp}"]
+    lines = [] if tp == "none" else [_tp_label(tp)]
     for opt in opts:
         key, _, value = opt.partition("=")
         lines.append(f"{ROUTE_NAMES.get(key, key)} {value}")
@@ -82,7 +100,7 @@ def make_one(path: str, doc: dict, name: str,
     colors = {v: ((0, 0, 0) if v == "none" else next(combos) if _is_routed(v)
                   else style.variant_color(v, facts.get(v))) for v in names}
     for v, (tok, med, lo, hi) in _curves(runs).items():
-        ax_loss.plot(tok, med, color=colors[v], lw=1.0 if v != "none" else 1.4, label=v)
+        ax_loss.plot(tok, med, color=colors[v], lw=1.0 if v != "none" else 1.4, label=short_name(v))
         ax_loss.fill_between(tok, lo, hi, color=colors[v], alpha=0.18, lw=0)
         out.add_series(ax_loss, v, len(tok), seeds=sum(1 for r in runs if r["variant"] == v))
     ax_loss.set_title("val. loss (median, seed band)")
@@ -110,15 +128,22 @@ def make_one(path: str, doc: dict, name: str,
         ax_diff.plot(np.full(len(d), i), d, "o", ms=3, color="black")
         out.add_series(ax_diff, t["variant"], len(d), mean_diff_pct=float(d.mean()), worst_diff_pct=float(d.max()),
                        std_diff_pct=std, bytes_per_element=t["bytes_per_element"])
+    # A candidate that breaks training (+200%) would flatten the band and the near-lossless ones:
+    # linear within a few percent, logarithmic beyond.
+    if rows and max(abs(x) for t in rows for x in t["paired_diff_pct"]) > 20:
+        ax_diff.set_yscale("symlog", linthresh=2.0, linscale=1.5)
     ax_diff.set_xticks(range(len(rows)))
     # bytes per element null: an unfinished run whose codec the summarizing machine could not size
-    # 3D candidates (VARIANT@pp=V@dp=V...) get one line per route, upright; plain names lean
+    # 3D candidates (VARIANT@pp=V@dp=V...) get one line per route (upright when the lines are short);
+    # plain names lean
     routed = any("@" in t["variant"] for t in rows)
-    ax_diff.set_xticklabels([(route_label(t["variant"]) if "@" in t["variant"] or not routed
-                              else f"TP {t['variant']}") + "\n" +
-                             (f"{t['bytes_per_element']:.2f} B" if t["bytes_per_element"] is not None else "? B")
-                             for t in rows], rotation=0 if routed else 60, fontsize=4.0 if routed else 5.5,
-                            ha="center" if routed else "right")
+    labels = [(route_label(t["variant"]) if "@" in t["variant"] or not routed
+               else _tp_label(t["variant"])) + "\n" +
+              (f"{t['bytes_per_element']:.2f} B" if t["bytes_per_element"] is not None else "? B")
+              for t in rows]
+    upright = routed and max((len(line) for lab in labels for line in lab.split("\n")), default=0) * len(rows) <= 60
+    ax_diff.set_xticklabels(labels, rotation=0 if upright else (25 if routed else 60),
+                            fontsize=4.0 if routed else 5.5, ha="center" if upright else "right")
     at = doc.get("compared_at", "final")
     ax_diff.set_title(f"vs same-seed baseline ({at})" if at != "final" else "final vs same-seed baseline")
     ax_diff.set_ylabel("difference (%)")

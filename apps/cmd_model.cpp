@@ -5,6 +5,7 @@
 // configs/links.json. Three modes: one prediction (default), the paper's settings (--paper),
 // the model against every measured configuration (--validate). docs/step-model.md.
 #include "cli_parse.hpp"
+#include "codecs/variant.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -173,6 +174,22 @@ StepConfig make_config(const ModelArgs& a, const Inputs& in) {
   return c;
 }
 
+// taco bench names its rows by a variant's canonical spelling; the user's spelling of the same spec
+// (tokens in another order: int4:g128:had:sbf16) finds them.
+CodecModel table_codec(const std::string& variant, const Inputs& in) {
+  const CodecTable* t = in.bench.get();
+  if (t != nullptr && variant != "none" && !t->has(variant)) {
+    std::string canonical;
+    try {
+      canonical = taco::canonical_variant(taco::parse_variant(variant));
+    } catch (const taco::InputError&) {
+      // not a codec spec: codec_from_table names what the table has
+    }
+    if (!canonical.empty() && t->has(canonical)) return codec_from_table(canonical, t);
+  }
+  return codec_from_table(variant, t);
+}
+
 std::vector<CodecModel> candidate_codecs(const ModelArgs& a, const Inputs& in) {
   std::vector<std::string> names;
   if (!a.candidates.empty())
@@ -182,7 +199,7 @@ std::vector<CodecModel> candidate_codecs(const ModelArgs& a, const Inputs& in) {
   TACO_REQUIRE_INPUT(!names.empty(),
                      "--best needs --bench FILE (its variants are the candidates) or --candidates");
   std::vector<CodecModel> out;
-  for (const auto& n : names) out.push_back(codec_from_table(n, in.bench.get()));
+  for (const auto& n : names) out.push_back(table_codec(n, in));
   return out;
 }
 
@@ -193,9 +210,8 @@ Compression make_compression(const ModelArgs& a, const Inputs& in, const StepCon
   const Subspace sub = subspace_of(a);
   check_subspace(cfg.model, cfg.par, sub);
   if (a.best) return best_per_site(cfg, in.links, candidate_codecs(a, in), pipelined, true, sub);
-  Compression c = uniform_compression(codec_from_table(a.codec, in.bench.get()),
-                                      codec_from_table(a.dp_codec, in.bench.get()),
-                                      codec_from_table(a.pp_codec, in.bench.get()), pipelined);
+  Compression c = uniform_compression(table_codec(a.codec, in), table_codec(a.dp_codec, in),
+                                      table_codec(a.pp_codec, in), pipelined);
   c.subspace = sub;
   if (a.tp_algo != "auto") taco::parse_algo(a.tp_algo, "--tp-algo");
   c.tp_algo = a.tp_algo;
@@ -211,7 +227,7 @@ Compression make_compression(const ModelArgs& a, const Inputs& in, const StepCon
                          "embed, head; :fwd or "
                          ":bwd)",
                          key);
-      c.tp[key] = codec_from_table(kv.substr(eq + 1), in.bench.get());
+      c.tp[key] = table_codec(kv.substr(eq + 1), in);
     }
   }
   return c;
@@ -450,6 +466,26 @@ void print_config_header(const StepConfig& cfg, const Inputs& in, const StepResu
   if (in.bench) fmt::print("# codec kernels: {} ({})\n", in.bench->path, in.bench->gpu);
 }
 
+// Below a codec's smallest measured size the model charges that size's time (a launch-bound
+// floor): pieces much smaller than it are over-charged, so say so where it happens.
+void print_unmeasured_sizes(const StepResult& comp, const CodecTable* bench) {
+  if (bench == nullptr) return;
+  std::set<std::string> said;
+  for (const SiteCost& s : comp.sites) {
+    if (s.codec == "none" || said.count(s.codec) || !bench->has_op(s.codec, CodecOp::Encode)) continue;
+    const auto& pts = bench->curves.at(s.codec).at(CodecOp::Encode).pts;
+    // taco bench counts an encode's bytes as input + wire; the input is bf16 (2 bytes an element)
+    const double first_input = pts.front().first / (1.0 + bench->bytes_per_elem.at(s.codec) / 2.0);
+    const double piece = s.msg.bytes / std::max(1, s.cost.pieces);
+    if (piece >= 0.99 * first_input) continue;
+    said.insert(s.codec);
+    fmt::print(
+        "# note: {}'s encode rows start at {} of input; pieces of {} ({}) are charged that "
+        "size's time: measure taco bench --sizes down to the piece size\n",
+        s.codec, fmt_bytes(first_input), fmt_bytes(piece), s.msg.key());
+  }
+}
+
 void print_sites(const StepResult& plain, const StepResult& comp) {
   fmt::print(
       "#\n# TP collectives of stage {} (critical), per micro-batch: plain vs compressed (us)\n",
@@ -517,6 +553,7 @@ void run_predict(const ModelArgs& a) {
       print_parts_row("compressed", compressed, plain.step_ms / compressed.step_ms);
     }
     print_sites(plain, compressed);
+    print_unmeasured_sizes(compressed, in.bench.get());
     fmt::print("#\n# speed-up {:.3f}x; dominant term plain: {}, compressed: {}\n",
                plain.step_ms / compressed.step_ms, plain.parts.dominant(),
                compressed.parts.dominant());

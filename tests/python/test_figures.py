@@ -1018,3 +1018,25 @@ def test_training_figure_labels_3d_candidates_one_route_per_line(tmp_path):
     assert colors["none@pp=tahquant"] != colors["none@dp=ef:int4-g32-had"]
     ticks = [t.get_text() for t in out.fig.axes[1].get_xticklabels()]
     assert ticks[0].startswith("PP tahquant\n")
+
+
+def test_training_figure_names_per_site_selections_by_file_and_keeps_a_broken_run_readable(tmp_path):
+    import fig_training
+    assert fig_training.route_label("config:bench/r/mix_attn3.json") == "per site mix_attn3"
+    assert fig_training.route_label("config:bench/r/mix_attn3.json@bwd=int2-g128-had") == \
+        "per site mix_attn3\nTP bwd int2-g128-had"
+    doc = json.loads(open(os.path.join(FIXTURE, "training_summary.json")).read())
+    out = fig_training.make_one("s.json", doc, "training", {})
+    assert out.fig.axes[1].get_yscale() == "linear"
+    # a candidate that breaks training (+200%): logarithmic beyond 2%, so the band stays visible
+    sel = "config:runs/mix_attn3.json"
+    for r in doc["runs"] + doc["table"]:
+        if r["variant"] == "taco":
+            r["variant"] = sel
+    for t in doc["table"]:
+        if t["variant"] == sel:
+            t["paired_diff_pct"] = [200.0, 230.0]
+    out = fig_training.make_one("s.json", doc, "training", {})
+    assert out.fig.axes[1].get_yscale() == "symlog"
+    assert "per site mix_attn3" in [line.get_label() for line in out.fig.axes[0].get_lines()]
+    assert [t.get_text() for t in out.fig.axes[1].get_xticklabels()][0].startswith("per site mix_attn3\n")

@@ -285,3 +285,33 @@ def test_subspace_with_best_and_paper(taco, tmp_path):
                                                          rel=1e-12)
         # The fastest per site includes plain NCCL on the confined buffers.
         assert p["speedup"]["best"] >= p["speedup"]["subspace"] * (1 - 1e-12), p["label"]
+
+
+def test_a_variant_spelled_in_another_token_order_finds_its_bench_rows(taco, tmp_path):
+    # taco bench names rows canonically (int4:g128:sbf16:had); the spec as a user writes it is the same codec
+    bench = os.path.join(ROOT, "bench/records/2026-12-07-lowbit-1000/bench_h200/model_rows.json")
+    outs = {}
+    for name, spec in [("given", "int4:g128:had:sbf16"), ("canonical", "int4:g128:sbf16:had")]:
+        outs[name] = tmp_path / f"{name}.json"
+        r = run(taco, "--model", "gpt-345m", "--tp-link", "eth-25", "--bench", bench, "--codec", spec,
+                "--site-codec", "attn_qkv:bwd=int3:g128:had:sbf16", "-J", outs[name])
+        assert r.returncode == 0, r.stderr
+    given, canonical = (json.loads(outs[n].read_text())["predictions"][0] for n in ("given", "canonical"))
+    assert given["results"] == canonical["results"]
+    assert given["codecs"]["tp:attn_out:fwd"] == "int4:g128:sbf16:had"
+    assert given["codecs"]["tp:attn_qkv:bwd"] == "int3:g128:sbf16:had"
+    # a name that is not a codec spec still gets the table's list
+    one_error_line(run(taco, "--bench", bench, "--codec", "int9:bogus"), "has no fused bf16 encode")
+
+
+def test_pieces_below_the_smallest_measured_size_are_named(taco):
+    # the model charges a piece below the smallest measured size that size's time: it says so
+    rows = os.path.join(ROOT, "bench/records/2026-12-07-lowbit-1000/bench_h200/model_rows.json")  # from 16 MiB
+    big = os.path.join(ROOT, "bench/records/2026-12-07-h100-42-ab/bench_new_1.json")  # from 64 MiB
+    common = ["--tp-link", "pcie-gen5", "--codec", "nvfp4", "--layer", LAYER]
+    r = run(taco, "--model", "gpt-345m", "--bench", big, *common)  # 32 MiB messages in 4 pieces
+    assert r.returncode == 0, r.stderr
+    assert "# note: nvfp4's encode rows start at 64 MiB of input; pieces of 8 MiB (attn_out:fwd)" in r.stdout
+    r = run(taco, "--model", "qwen2.5-3b", "--bench", rows, *common)  # 64 MiB messages: 16 MiB pieces
+    assert r.returncode == 0, r.stderr
+    assert "encode rows start at" not in r.stdout
