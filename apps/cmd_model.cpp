@@ -5,7 +5,6 @@
 // configs/links.json. Three modes: one prediction (default), the paper's settings (--paper),
 // the model against every measured configuration (--validate). docs/step-model.md.
 #include "cli_parse.hpp"
-#include "codecs/variant.hpp"
 #include "command.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -174,22 +173,6 @@ StepConfig make_config(const ModelArgs& a, const Inputs& in) {
   return c;
 }
 
-// taco bench names its rows by a variant's canonical spelling; the user's spelling of the same spec
-// (tokens in another order: int4:g128:had:sbf16) finds them.
-CodecModel table_codec(const std::string& variant, const Inputs& in) {
-  const CodecTable* t = in.bench.get();
-  if (t != nullptr && variant != "none" && !t->has(variant)) {
-    std::string canonical;
-    try {
-      canonical = taco::canonical_variant(taco::parse_variant(variant));
-    } catch (const taco::InputError&) {
-      // not a codec spec: codec_from_table names what the table has
-    }
-    if (!canonical.empty() && t->has(canonical)) return codec_from_table(canonical, t);
-  }
-  return codec_from_table(variant, t);
-}
-
 std::vector<CodecModel> candidate_codecs(const ModelArgs& a, const Inputs& in) {
   std::vector<std::string> names;
   if (!a.candidates.empty())
@@ -199,7 +182,7 @@ std::vector<CodecModel> candidate_codecs(const ModelArgs& a, const Inputs& in) {
   TACO_REQUIRE_INPUT(!names.empty(),
                      "--best needs --bench FILE (its variants are the candidates) or --candidates");
   std::vector<CodecModel> out;
-  for (const auto& n : names) out.push_back(table_codec(n, in));
+  for (const auto& n : names) out.push_back(codec_from_table(n, in.bench.get()));
   return out;
 }
 
@@ -210,8 +193,9 @@ Compression make_compression(const ModelArgs& a, const Inputs& in, const StepCon
   const Subspace sub = subspace_of(a);
   check_subspace(cfg.model, cfg.par, sub);
   if (a.best) return best_per_site(cfg, in.links, candidate_codecs(a, in), pipelined, true, sub);
-  Compression c = uniform_compression(table_codec(a.codec, in), table_codec(a.dp_codec, in),
-                                      table_codec(a.pp_codec, in), pipelined);
+  Compression c = uniform_compression(codec_from_table(a.codec, in.bench.get()),
+                                      codec_from_table(a.dp_codec, in.bench.get()),
+                                      codec_from_table(a.pp_codec, in.bench.get()), pipelined);
   c.subspace = sub;
   if (a.tp_algo != "auto") taco::parse_algo(a.tp_algo, "--tp-algo");
   c.tp_algo = a.tp_algo;
@@ -227,7 +211,7 @@ Compression make_compression(const ModelArgs& a, const Inputs& in, const StepCon
                          "embed, head; :fwd or "
                          ":bwd)",
                          key);
-      c.tp[key] = table_codec(kv.substr(eq + 1), in);
+      c.tp[key] = codec_from_table(kv.substr(eq + 1), in.bench.get());
     }
   }
   return c;

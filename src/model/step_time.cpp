@@ -1,5 +1,6 @@
 #include "model/step_time.hpp"
 
+#include "codecs/variant.hpp"
 #include "core/error.hpp"
 #include "model/pipeline.hpp"
 
@@ -241,6 +242,23 @@ std::string Breakdown::dominant() const {
   return best->first;
 }
 
+namespace {
+
+// taco bench names its rows by a variant's canonical spelling; a spec written with its tokens in
+// another order (int4:g128:had:sbf16 for int4:g128:sbf16:had) is the same codec.
+std::string table_name(const std::string& variant, const CodecTable& table) {
+  if (table.has(variant)) return variant;
+  try {
+    const std::string canonical = canonical_variant(parse_variant(variant));
+    if (table.has(canonical)) return canonical;
+  } catch (const InputError&) {
+    // not a codec spec: the caller names what the table has
+  }
+  return variant;
+}
+
+}  // namespace
+
 CodecModel codec_from_table(const std::string& variant, const CodecTable* table) {
   CodecModel c;
   if (variant == "none") return c;
@@ -248,13 +266,14 @@ CodecModel codec_from_table(const std::string& variant, const CodecTable* table)
                      "codec '{}': the model needs its measured kernel throughput (--bench FILE, a "
                      "taco bench --json output)",
                      variant);
-  TACO_REQUIRE_INPUT(table->has(variant),
+  const std::string name = table_name(variant, *table);
+  TACO_REQUIRE_INPUT(table->has(name),
                      "codec '{}' has no fused bf16 encode / decode_reduce rows in {} (it has: {})",
                      variant, table->path, fmt::format("{}", fmt::join(table->variants(), ", ")));
-  c.name = variant;
+  c.name = name;
   c.table = table;
-  c.table_variant = variant;
-  c.bytes_per_elem = table->bytes_per_elem.at(variant);
+  c.table_variant = name;
+  c.bytes_per_elem = table->bytes_per_elem.at(name);
   return c;
 }
 
