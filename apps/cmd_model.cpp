@@ -456,7 +456,8 @@ void print_unmeasured_sizes(const StepResult& comp, const CodecTable* bench) {
   if (bench == nullptr) return;
   std::set<std::string> said;
   for (const SiteCost& s : comp.sites) {
-    if (s.codec == "none" || said.count(s.codec) || !bench->has_op(s.codec, CodecOp::Encode)) continue;
+    if (s.codec == "none" || said.count(s.codec) || !bench->has_op(s.codec, CodecOp::Encode))
+      continue;
     const auto& pts = bench->curves.at(s.codec).at(CodecOp::Encode).pts;
     // taco bench counts an encode's bytes as input + wire; the input is bf16 (2 bytes an element)
     const double first_input = pts.front().first / (1.0 + bench->bytes_per_elem.at(s.codec) / 2.0);
