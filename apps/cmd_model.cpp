@@ -451,16 +451,13 @@ void print_config_header(const StepConfig& cfg, const Inputs& in, const StepResu
 }
 
 // Below a codec's smallest measured size the model charges that size's time (a launch-bound
-// floor): pieces much smaller than it are over-charged, so say so where it happens.
+// floor): pieces smaller than it are over-charged, so say so where it happens.
 void print_unmeasured_sizes(const StepResult& comp, const CodecTable* bench) {
   if (bench == nullptr) return;
   std::set<std::string> said;
   for (const SiteCost& s : comp.sites) {
-    if (s.codec == "none" || said.count(s.codec) || !bench->has_op(s.codec, CodecOp::Encode))
-      continue;
-    const auto& pts = bench->curves.at(s.codec).at(CodecOp::Encode).pts;
-    // taco bench counts an encode's bytes as input + wire; the input is bf16 (2 bytes an element)
-    const double first_input = pts.front().first / (1.0 + bench->bytes_per_elem.at(s.codec) / 2.0);
+    if (s.codec == "none" || said.count(s.codec)) continue;
+    const double first_input = bench->smallest_encode_input_bytes(s.codec);
     const double piece = s.msg.bytes / std::max(1, s.cost.pieces);
     if (piece >= 0.99 * first_input) continue;
     said.insert(s.codec);

@@ -59,6 +59,13 @@ bool CodecTable::has_op(const std::string& variant, CodecOp op) const {
   return v != curves.end() && v->second.count(op) > 0;
 }
 
+double CodecTable::smallest_encode_input_bytes(const std::string& variant) const {
+  if (!has_op(variant, CodecOp::Encode)) return 0;
+  // an encode counts input + wire bytes; the input is bf16, 2 bytes an element
+  const double counted = curves.at(variant).at(CodecOp::Encode).pts.front().first;
+  return counted / (1.0 + bytes_per_elem.at(variant) / 2.0);
+}
+
 std::vector<std::string> CodecTable::variants() const {
   std::vector<std::string> out;
   for (const auto& [k, v] : curves) out.push_back(k);

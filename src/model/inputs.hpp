@@ -39,6 +39,9 @@ struct CodecTable {
   // variant or (other) operation has no rows.
   double time_us(const std::string& variant, CodecOp op, double bytes) const;
   bool has_op(const std::string& variant, CodecOp op) const;
+  // The bf16 input bytes of the smallest measured encode (0: no encode rows): below it time_us
+  // charges the floor.
+  double smallest_encode_input_bytes(const std::string& variant) const;
   std::vector<std::string> variants() const;
 };
 

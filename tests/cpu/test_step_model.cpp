@@ -422,6 +422,8 @@ TEST_CASE("codec table: log-log interpolation, floor, wire bytes from the encode
                    {"gbps", 1.0}}}}};
   const CodecTable t = read_bench_json(write_temp("bench.json", j));
   REQUIRE(t.bytes_per_elem.at("v") == Approx(1.0625));
+  REQUIRE(t.smallest_encode_input_bytes("v") == Approx(2 * n1));  // bf16 input of the n1 row
+  REQUIRE(t.smallest_encode_input_bytes("w") == 0.0);             // no rows
   REQUIRE(t.copy_TBps == Approx(4.0));
   // Halfway in log(bytes): 10^2.5 GB/s. Warm and unfused rows are ignored (cold rows exist).
   REQUIRE(t.time_us("v", CodecOp::Encode, 1e7) == Approx(1e7 / (std::pow(10.0, 2.5) * 1e3)));
